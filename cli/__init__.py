@@ -1,0 +1,1 @@
+"""fednode command line."""

@@ -1,0 +1,183 @@
+"""The export pipeline, top to bottom: load → validate → ledger → render → write.
+
+Everything is gathered and validated before anything is written; the ledger is brought
+up to date next, then the static site and the private bundle are each swapped in whole."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from . import bundle
+from .config import NodeConfig, Project, load_node_config
+from .content import SourceRecord, discover, read
+from .errors import ContentError, ExportError, Problem
+from .ledger import Current, Ledger
+from .render import (
+    Rendered,
+    fingerprint,
+    index_html,
+    manifest,
+    render_record,
+    schema_document,
+)
+from .schemas import Collection, collections
+from .wire import COLLECTIONS, LIST_LIMIT_DEFAULT, list_page
+from .writer import OutputFile, TreeStats, write_tree
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class BuildReport:
+    public: Counter[str] = field(default_factory=Counter)
+    restricted: Counter[str] = field(default_factory=Counter)
+    events: int = 0
+    site: TreeStats | None = None
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        counts = ", ".join(f"{name} {self.public[name] + self.restricted[name]}"
+                           for name in COLLECTIONS)
+        site = self.site or TreeStats(0, 0, 0)
+        return (f"exported {counts}; {sum(self.restricted.values())} restricted kept private; "
+                f"{site.written} files written, {site.reused} unchanged, {site.removed} removed;"
+                f" {self.events} ledger events; {self.seconds:.2f}s")
+
+
+@dataclass
+class Content:
+    node: NodeConfig
+    collections: dict[str, Collection]
+    records: list[SourceRecord]
+    hashes: dict[str, str]  # record id -> content hash
+
+
+def load(project: Project, *, base_url: str | None = None,
+         progress: Progress | None = None) -> Content:
+    """Read and validate all content; raise ContentError listing every problem."""
+    problems: list[Problem] = []
+    try:
+        node = load_node_config(project, base_url)
+    except ContentError as exc:
+        problems.extend(exc.problems)
+        node = None
+    known = collections()
+    files, found = discover(project.content, project.root, known)
+    problems.extend(found)
+    records: list[SourceRecord] = []
+    for done, source in enumerate(files, start=1):
+        got, found = read(source, known[source.collection])
+        records.extend(got)
+        problems.extend(found)
+        if progress and done % 2000 == 0:
+            progress("read", done, len(files))
+    problems.extend(_duplicates(records))
+    if problems or node is None:
+        raise ContentError(problems)
+    hashes = {record.id: record.content_hash() for record in records}
+    return Content(node, known, records, hashes)
+
+
+def _duplicates(records: list[SourceRecord]) -> list[Problem]:
+    first: dict[str, SourceRecord] = {}
+    problems = []
+    for record in records:
+        if not record.id:
+            continue
+        seen = first.setdefault(record.id.lower(), record)
+        if seen is not record:
+            problems.append(Problem(record.path, record.line_of("id"), "id",
+                                    f"duplicate: also used by {seen.path}:{seen.line_of('id')}"))
+    return problems
+
+
+def build(project: Project, *, now: datetime | None = None, frozen: bool = False,
+          base_url: str | None = None, progress: Progress | None = None) -> BuildReport:
+    """Export the project: static files to site_out/, the private bundle to .fednode/."""
+    started = time.perf_counter()
+    content = load(project, base_url=base_url, progress=progress)
+    ledger = Ledger.load(project.ledger)
+    events = ledger.reconcile(
+        (Current(r.collection, r.id, content.hashes[r.id], r.access) for r in content.records),
+        now or datetime.now(UTC))
+    if frozen and events:
+        raise ExportError(
+            f"the ledger is behind the content ({len(events)} change(s)); run `fednode export` "
+            f"where the content is edited and commit {project.ledger.name} with it")
+    ledger.append(events)
+
+    rendered = [render_record(r, ledger.entries[r.id], content.collections[r.collection],
+                              content.node, content.hashes[r.id]) for r in content.records]
+    order = {name: index for index, name in enumerate(COLLECTIONS)}
+    rendered.sort(key=lambda r: (order[r.collection], r.created_at, r.id))
+    report = BuildReport(seconds=0.0, events=len(events))
+    for r in rendered:
+        (report.public if r.public else report.restricted)[r.collection] += 1
+
+    node, known = content.node, content.collections
+    manifest_bytes = manifest(node, known, dict(report.public), ledger.last_at)
+    schema_bytes = schema_document(known)
+    index_bytes = index_html(node, known, dict(report.public))
+    public = [r for r in rendered if r.public]
+
+    report.site = write_tree(
+        project.site_out,
+        _static_files(node, public, manifest_bytes, schema_bytes, index_bytes),
+        project.cache / "site_out.fingerprints.json",
+        progress=(lambda done: progress("write", done, len(public))) if progress else None,
+    )
+    positions = _positions(rendered)
+    write_tree(project.bundle, bundle.bundle_files(
+        node_id=node.id, base_url=node.base_url, ledger_seq=ledger.last_seq,
+        manifest=manifest_bytes, schema=schema_bytes, index=index_bytes,
+        records=bundle.records_table(rendered, positions)),
+        project.cache / "bundle.fingerprints.json")
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _positions(ordered: list[Rendered]) -> list[int]:
+    counter: Counter[str] = Counter()
+    positions = []
+    for r in ordered:
+        positions.append(counter[r.collection])
+        counter[r.collection] += 1
+    return positions
+
+
+def _record_fingerprint(node: NodeConfig, r: Rendered) -> str:
+    return fingerprint(node.base_url, r.collection, r.id, r.content_hash, r.created_at,
+                       r.updated_at)
+
+
+def _static_files(node: NodeConfig, public: list[Rendered], manifest_bytes: bytes,
+                  schema_bytes: bytes, index_bytes: bytes) -> Iterator[OutputFile]:
+    """Every public file. Restricted records never reach this function."""
+    for path, data in (("api/manifest.json", manifest_bytes), ("api/schema.json", schema_bytes),
+                       ("index.html", index_bytes)):
+        yield OutputFile(path, fingerprint(data.hex()), lambda data=data: data)
+    by_collection: dict[str, list[Rendered]] = {name: [] for name in COLLECTIONS}
+    for r in public:
+        by_collection[r.collection].append(r)
+    for name, items in by_collection.items():
+        prints = [_record_fingerprint(node, r) for r in items]
+        for r, print_ in zip(items, prints, strict=True):
+            yield OutputFile(f"api/{name}/{r.id}.json", print_, lambda r=r: r.json)
+        total = len(items)
+        for offset in range(0, max(total, 1), LIST_LIMIT_DEFAULT):
+            page = items[offset:offset + LIST_LIMIT_DEFAULT]
+            page_print = fingerprint(node.base_url, name, str(offset), str(total),
+                                     *prints[offset:offset + LIST_LIMIT_DEFAULT])
+
+            def render(page: list[Rendered] = page, offset: int = offset,
+                       total: int = total, name: str = name) -> bytes:
+                return list_page(node.base_url, name, [r.json for r in page], total=total,
+                                 limit=LIST_LIMIT_DEFAULT, offset=offset)
+
+            yield OutputFile(f"api/{name}/offset/{offset}.json", page_print, render)
+            if offset == 0:
+                yield OutputFile(f"api/{name}/index.json", page_print, render)

@@ -1,0 +1,71 @@
+"""The private bundle: everything the sidecar serves, including restricted records.
+
+This format is the one contract between exporter and sidecar. It lives under
+`.fednode/bundle/`, never under `site_out/`:
+
+- `meta.json`     format version, node id, base URL, ledger position
+- `manifest.json` `schema.json` `index.html`: the exact bytes of the static files
+- `records.parquet` one row per live record (public and restricted): collection, id,
+  access, title, created_at, updated_at, content_hash, position (list order within its
+  collection), json (the record's served bytes)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .render import Rendered
+from .writer import OutputFile
+
+FORMAT = 1
+META = "meta.json"
+MANIFEST = "manifest.json"
+SCHEMA = "schema.json"
+INDEX = "index.html"
+RECORDS = "records.parquet"
+
+RECORD_COLUMNS = pa.schema([
+    ("collection", pa.string()),
+    ("id", pa.string()),
+    ("access", pa.string()),
+    ("title", pa.string()),
+    ("created_at", pa.string()),
+    ("updated_at", pa.string()),
+    ("content_hash", pa.string()),
+    ("position", pa.int64()),
+    ("json", pa.string()),
+])
+
+
+def records_table(ordered: list[Rendered], positions: list[int]) -> bytes:
+    columns = {
+        "collection": [r.collection for r in ordered],
+        "id": [r.id for r in ordered],
+        "access": [r.access for r in ordered],
+        "title": [r.title for r in ordered],
+        "created_at": [r.created_at for r in ordered],
+        "updated_at": [r.updated_at for r in ordered],
+        "content_hash": [r.content_hash for r in ordered],
+        "position": positions,
+        "json": [r.json.decode("utf-8") for r in ordered],
+    }
+    sink = io.BytesIO()
+    pq.write_table(pa.Table.from_pydict(columns, schema=RECORD_COLUMNS), sink,
+                   compression="zstd")
+    return sink.getvalue()
+
+
+def bundle_files(*, node_id: str, base_url: str, ledger_seq: int, manifest: bytes,
+                 schema: bytes, index: bytes, records: bytes) -> Iterator[OutputFile]:
+    build = hashlib.sha256(manifest + schema + index + records).hexdigest()[:16]
+    meta = json.dumps({"format": FORMAT, "build": build, "node_id": node_id,
+                       "base_url": base_url, "ledger_seq": ledger_seq}, indent=2).encode()
+    for name, data in ((MANIFEST, manifest), (SCHEMA, schema), (INDEX, index),
+                       (RECORDS, records), (META, meta)):
+        yield OutputFile(name, hashlib.sha256(data).hexdigest(), lambda data=data: data)

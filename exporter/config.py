@@ -1,0 +1,100 @@
+"""The project folder and the node's identity (content/node.toml)."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .errors import ContentError, Problem
+
+NODE_FILE = "node.toml"
+REQUIRED = ("id", "name", "description", "publisher", "contact", "licence", "base_url",
+            "key_request")
+
+
+@dataclass(frozen=True)
+class Project:
+    """Where a node's files live. Everything private stays under `.fednode/`."""
+
+    root: Path
+
+    @property
+    def content(self) -> Path:
+        return self.root / "content"
+
+    @property
+    def site_out(self) -> Path:
+        return self.root / "site_out"
+
+    @property
+    def private(self) -> Path:
+        return self.root / ".fednode"
+
+    @property
+    def bundle(self) -> Path:
+        return self.private / "bundle"
+
+    @property
+    def cache(self) -> Path:
+        return self.private / "cache"
+
+    @property
+    def ledger(self) -> Path:
+        """The ledger sits beside the content and is committed with it."""
+        return self.root / "ledger.jsonl"
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    id: str
+    name: str
+    description: str
+    publisher: str
+    contact: str
+    licence: str
+    base_url: str
+    sidecar_url: str
+    key_request: str
+    language: str
+
+
+def load_node_config(project: Project, base_url: str | None = None) -> NodeConfig:
+    """Read content/node.toml; raise ContentError naming every problem."""
+    path = project.content / NODE_FILE
+    rel = f"content/{NODE_FILE}"
+    if not path.is_file():
+        raise ContentError([Problem(rel, 0, "", "missing: every node needs content/node.toml "
+                                                "(see the sample in the fednode repository)")])
+    try:
+        data = tomllib.loads(path.read_text("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ContentError([Problem(rel, 0, "", f"not valid TOML: {exc}")]) from None
+    node = data.get("node")
+    if not isinstance(node, dict):
+        raise ContentError([Problem(rel, 1, "node", "missing the [node] table")])
+    problems = []
+    for key in REQUIRED:
+        if not isinstance(node.get(key), str) or not node[key].strip():
+            problems.append(Problem(rel, _line_of(path, key), f"node.{key}", "required text"))
+    url = base_url or node.get("base_url", "")
+    if isinstance(url, str) and url and urlsplit(url).scheme not in ("http", "https"):
+        problems.append(Problem(rel, _line_of(path, "base_url"), "node.base_url",
+                                "must start with http:// or https://"))
+    if problems:
+        raise ContentError(problems)
+    base = url.rstrip("/")
+    return NodeConfig(
+        id=node["id"], name=node["name"], description=node["description"],
+        publisher=node["publisher"], contact=node["contact"], licence=node["licence"],
+        base_url=base, sidecar_url=str(node.get("sidecar_url") or base).rstrip("/"),
+        key_request=node["key_request"], language=str(node.get("language", "en")),
+    )
+
+
+def _line_of(path: Path, key: str) -> int:
+    for number, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
+        if line.strip().startswith(f"{key} ") or line.strip().startswith(f"{key}="):
+            return number
+    return 0

@@ -1,0 +1,277 @@
+"""Load content files into source records, collecting every problem on the way.
+
+A record is `content/<collection>/<slug>.md` (TOML front matter between `+++` lines, Markdown
+body) or a row of a CSV table in a collection folder. Nothing here writes anything."""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import hashlib
+import io
+import json
+import os
+import re
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from .errors import Problem
+from .schemas import Collection
+from .wire import PUBLIC, SERVED_FIELDS
+
+FENCE = "+++"
+_KEY_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*)\s*=")
+_TOML_LINE = re.compile(r"at line (\d+)")
+
+
+@dataclass
+class SourceRecord:
+    collection: str
+    path: str  # relative to the project root, with forward slashes
+    line: int  # first line of the record (1 for a file, the row's line for CSV)
+    fields: dict[str, Any]
+    field_lines: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return str(self.fields.get("id", ""))
+
+    @property
+    def access(self) -> str:
+        return str(self.fields.get("access", PUBLIC))
+
+    def line_of(self, name: str) -> int:
+        return self.field_lines.get(name, self.line)
+
+    def content_hash(self) -> str:
+        """sha256 over the fields, body and access, independent of file layout."""
+        canonical = json.dumps(self.fields, sort_keys=True, ensure_ascii=False,
+                               separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A content file on disk, with what identifies its version cheaply."""
+
+    collection: str
+    path: Path
+    rel: str
+    mtime_ns: int
+    size: int
+
+
+def discover(content: Path, root: Path, known: dict[str, Collection]
+             ) -> tuple[list[SourceFile], list[Problem]]:
+    """Every record file under content/, in a stable order, and problems of layout."""
+    files: list[SourceFile] = []
+    problems: list[Problem] = []
+    if not content.is_dir():
+        return files, [Problem("content", 0, "", "missing: the content folder does not exist")]
+    for entry in sorted(os.scandir(content), key=lambda e: e.name):
+        if entry.name.startswith((".", "_")) or not entry.is_dir():
+            continue
+        if entry.name not in known:
+            guess = difflib.get_close_matches(entry.name, list(known), n=1)
+            hint = f"; did you mean {guess[0]}?" if guess else ""
+            problems.append(Problem(f"content/{entry.name}", 0, "",
+                                    f"unknown collection (expected one of "
+                                    f"{', '.join(known)}){hint}"))
+            continue
+        for item in sorted(os.scandir(entry.path), key=lambda e: e.name):
+            if item.name.startswith((".", "_")) or not item.is_file():
+                continue
+            rel = f"content/{entry.name}/{item.name}"
+            if not item.name.endswith((".md", ".csv")):
+                problems.append(Problem(rel, 0, "", "not a record file: use .md (one record) "
+                                                    "or .csv (a table of records)"))
+                continue
+            stat = item.stat()
+            files.append(SourceFile(entry.name, Path(item.path), rel, stat.st_mtime_ns,
+                                    stat.st_size))
+    return files, problems
+
+
+def read(source: SourceFile, collection: Collection
+         ) -> tuple[list[SourceRecord], list[Problem]]:
+    """Parse and validate one file. Returns its records and its problems."""
+    try:
+        text = source.path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return [], [Problem(source.rel, 0, "", f"not UTF-8 text ({exc.reason} at byte "
+                                                f"{exc.start}); save the file as UTF-8")]
+    except OSError as exc:
+        return [], [Problem(source.rel, 0, "", f"cannot read: {exc.strerror}")]
+    text = text.replace("\r\n", "\n")
+    parse = _parse_csv if source.rel.endswith(".csv") else _parse_markdown
+    records, problems = parse(text, source, collection)
+    for record in records:
+        problems.extend(validate(record, collection))
+    return records, problems
+
+
+def _parse_markdown(text: str, source: SourceFile, collection: Collection
+                    ) -> tuple[list[SourceRecord], list[Problem]]:
+    lines = text.split("\n")
+    if not lines or lines[0].strip() != FENCE:
+        return [], [Problem(source.rel, 1, "", f"front matter missing: the file must start "
+                                              f"with a line '{FENCE}'")]
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].strip() == FENCE)
+    except StopIteration:
+        return [], [Problem(source.rel, 1, "", f"front matter not closed: add a line '{FENCE}' "
+                                              f"after the fields")]
+    front = "\n".join(lines[1:end])
+    try:
+        data = tomllib.loads(front)
+    except tomllib.TOMLDecodeError as exc:
+        found = _TOML_LINE.search(str(exc))
+        line = int(found.group(1)) + 1 if found else 1
+        reason = str(exc).split(" (at ")[0]
+        return [], [Problem(source.rel, line, "", f"front matter is not valid TOML: {reason}")]
+    field_lines = {}
+    for number, raw in enumerate(lines[1:end], start=2):
+        match = _KEY_LINE.match(raw)
+        if match:
+            field_lines.setdefault(match.group(1), number)
+    fields = {key: _plain(value) for key, value in data.items()}
+    body = "\n".join(lines[end + 1:]).strip("\n")
+    if body.strip():
+        if "body" in fields:
+            return [], [Problem(source.rel, field_lines.get("body", 1), "body",
+                                "set twice: in the front matter and below it")]
+        fields["body"] = body.rstrip() + "\n"
+    return [SourceRecord(collection.name, source.rel, 1, fields, field_lines)], []
+
+
+def _parse_csv(text: str, source: SourceFile, collection: Collection
+               ) -> tuple[list[SourceRecord], list[Problem]]:
+    reader = csv.reader(io.StringIO(text, newline=""))
+    records: list[SourceRecord] = []
+    problems: list[Problem] = []
+    try:
+        header = [name.strip() for name in next(reader)]
+    except StopIteration:
+        return [], [Problem(source.rel, 1, "", "empty table: the first line names the columns")]
+    except csv.Error as exc:
+        return [], [Problem(source.rel, 1, "", f"not valid CSV: {exc}")]
+    line = reader.line_num
+    while True:
+        start = line + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            problems.append(Problem(source.rel, reader.line_num, "", f"not valid CSV: {exc}"))
+            break
+        line = reader.line_num
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            problems.append(Problem(source.rel, start, "", f"{len(row)} cells where the header "
+                                                           f"has {len(header)}"))
+            continue
+        fields: dict[str, Any] = {}
+        for name, cell in zip(header, row, strict=True):
+            cell = cell.strip()
+            if cell == "":
+                continue
+            value, error = _coerce(cell, collection.property(name))
+            if error:
+                problems.append(Problem(source.rel, start, name, error))
+            else:
+                fields[name] = value
+        if "body" in fields:
+            fields["body"] = str(fields["body"]).rstrip() + "\n"
+        records.append(SourceRecord(collection.name, source.rel, start, fields,
+                                    dict.fromkeys(header, start)))
+    return records, problems
+
+
+def _coerce(cell: str, spec: dict[str, Any] | None) -> tuple[Any, str]:
+    """Turn a CSV cell into the type its schema asks for."""
+    kind = (spec or {}).get("type")
+    if kind == "integer":
+        try:
+            return int(cell), ""
+        except ValueError:
+            return None, f"expected a whole number, found {cell!r}"
+    if kind == "number":
+        try:
+            return float(cell), ""
+        except ValueError:
+            return None, f"expected a number, found {cell!r}"
+    if kind == "boolean":
+        lowered = cell.lower()
+        if lowered in ("true", "yes", "1"):
+            return True, ""
+        if lowered in ("false", "no", "0"):
+            return False, ""
+        return None, f"expected true or false, found {cell!r}"
+    if kind == "array":
+        return [part.strip() for part in cell.split(";") if part.strip()], ""
+    return cell, ""
+
+
+def _plain(value: Any) -> Any:
+    """TOML dates and times become the strings the schema expects."""
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+def validate(record: SourceRecord, collection: Collection) -> list[Problem]:
+    """Schema problems of one record, each naming its line and field."""
+    problems = []
+    for name in record.fields:
+        if name in SERVED_FIELDS and name not in ("id", "access"):
+            problems.append(Problem(record.path, record.line_of(name), name,
+                                    "set by the node, not by content: remove it"))
+    fields = {k: v for k, v in record.fields.items()
+              if k not in SERVED_FIELDS or k in ("id", "access")}
+    for error in collection.validator.iter_errors(fields):
+        problems.extend(_describe(error, record, collection))
+    return problems
+
+
+def _describe(error: Any, record: SourceRecord, collection: Collection) -> Iterator[Problem]:
+    if error.validator == "required":
+        for name in error.validator_value:
+            if name not in error.instance:
+                yield Problem(record.path, record.line, name, "required")
+        return
+    if error.validator == "additionalProperties":
+        allowed = list(collection.schema["properties"])
+        for name in error.instance:
+            if name not in error.schema.get("properties", {}):
+                guess = difflib.get_close_matches(name, allowed, n=1)
+                hint = f"; did you mean {guess[0]}?" if guess else ""
+                yield Problem(record.path, record.line_of(name), name, f"unknown field{hint}")
+        return
+    name = str(error.absolute_path[0]) if error.absolute_path else ""
+    where = ".".join(str(part) for part in error.absolute_path)
+    message = error.message
+    if error.instance == "" or error.instance == []:
+        message = "empty: fill it in or remove the line"
+    elif error.validator == "enum":
+        message = f"{error.instance!r} is not one of {', '.join(map(str, error.validator_value))}"
+    elif error.validator == "format":
+        message = f"{error.instance!r} is not a valid {error.validator_value}"
+    elif error.validator == "pattern" and name != "id":
+        hint = error.schema.get("description") or f"pattern {error.validator_value}"
+        message = f"{error.instance!r} does not have the expected form: {hint}"
+    elif error.validator == "pattern" and name == "id":
+        message = (f"{error.instance!r} is not a lowercase UUID; `fednode new` writes one, "
+                   f"or use python3 -c 'import uuid; print(uuid.uuid4())'")
+    yield Problem(record.path, record.line_of(name), where or name, message)

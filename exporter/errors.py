@@ -1,0 +1,35 @@
+"""What can go wrong in an export, in words a publisher can act on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One thing wrong with the content: `content/species/hogweed.md:7: family: required`."""
+
+    path: str
+    line: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+class ExportError(Exception):
+    """An export could not complete; the previous output is untouched."""
+
+
+class ContentError(ExportError):
+    """The content has problems; every one of them is listed."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = sorted(problems)
+        files = len({p.path for p in self.problems})
+        super().__init__(
+            f"{len(self.problems)} problem{'s' if len(self.problems) != 1 else ''} "
+            f"in {files} file{'s' if files != 1 else ''}; nothing was written"
+        )

@@ -1,0 +1,158 @@
+"""Turn validated records and ledger entries into the bytes the node publishes."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jinja2
+
+from . import __version__
+from .config import NodeConfig
+from .content import SourceRecord
+from .ledger import Entry
+from .schemas import Collection
+from .wire import (
+    API_VERSION,
+    LIST_LIMIT_DEFAULT,
+    LIST_LIMIT_MAX,
+    PUBLIC,
+    SEARCH_LIMIT_DEFAULT,
+    SEARCH_LIMIT_MAX,
+    SERVED_FIELDS,
+    TOOL_LIMIT_DEFAULT,
+    encode,
+    record_url,
+)
+
+# Bump when the shape of rendered records changes, so cached renderings are not reused.
+RENDER_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One record as the node serves it."""
+
+    collection: str
+    id: str
+    access: str
+    title: str
+    created_at: str
+    updated_at: str
+    content_hash: str
+    json: bytes
+
+    @property
+    def public(self) -> bool:
+        return self.access == PUBLIC
+
+
+def fingerprint(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join((RENDER_VERSION, *parts)).encode()).hexdigest()[:32]
+
+
+@cache
+def _field_order(collection: Collection) -> tuple[str, ...]:
+    specific = [name for name in collection.schema["properties"]
+                if name not in SERVED_FIELDS and name not in ("tags", "body")]
+    return (*specific, "tags", "body")
+
+
+def render_record(record: SourceRecord, entry: Entry, collection: Collection,
+                  node: NodeConfig, content_hash: str) -> Rendered:
+    fields = record.fields
+    title = str(fields.get(collection.title_field, ""))
+    out: dict[str, Any] = {
+        "id": record.id,
+        "collection": collection.name,
+        "title": title,
+        "access": record.access,
+        "created_at": entry.created_at,
+        "updated_at": entry.updated_at,
+        "url": record_url(node.base_url, collection.name, record.id),
+        "content_hash": content_hash,
+    }
+    for name in _field_order(collection):
+        if name in fields:
+            out[name] = fields[name]
+    return Rendered(collection.name, record.id, record.access, title, entry.created_at,
+                    entry.updated_at, content_hash, encode(out))
+
+
+# Capabilities this build of fednode actually serves; the manifest claims nothing more.
+CAPABILITIES = ("manifest", "schema", "lists", "records")
+
+
+def manifest(node: NodeConfig, collections: dict[str, Collection], counts: dict[str, int],
+             updated_at: str | None) -> bytes:
+    base = node.base_url
+    return encode({
+        "fednode": {"api_version": API_VERSION, "software": f"fednode {__version__}"},
+        "node": {
+            "id": node.id, "name": node.name, "description": node.description,
+            "publisher": node.publisher, "contact": node.contact, "licence": node.licence,
+            "language": node.language, "base_url": base, "sidecar_url": node.sidecar_url,
+            "updated_at": updated_at,
+        },
+        "collections": [
+            {
+                "name": c.name, "title": c.title, "description": c.description,
+                "tool": c.tool, "public_count": counts.get(c.name, 0),
+                "list_url": f"{base}/api/{c.name}",
+                "record_url_template": f"{base}/api/{c.name}/{{id}}",
+                "schema_url": f"{base}/api/schema#/collections/{c.name}",
+            }
+            for c in collections.values()
+        ],
+        "capabilities": list(CAPABILITIES),
+        "endpoints": {
+            "manifest": {"method": "GET", "path": "/api/manifest", "access": "open"},
+            "schema": {"method": "GET", "path": "/api/schema", "access": "open"},
+            "list": {"method": "GET", "path": "/api/{collection}", "access": "open",
+                     "parameters": ["limit", "offset", "updated_since"]},
+            "record": {"method": "GET", "path": "/api/{collection}/{id}", "access": "open"},
+        },
+        "authentication": {
+            "schemes": [
+                {"type": "http", "scheme": "bearer", "header": "Authorization",
+                 "format": "Bearer <API_KEY>"},
+                {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+            ],
+            "open": ["manifest", "schema", "list", "record"],
+            "restricted_records": "Records restricted to an access group are returned only "
+                                  "to keys granted that group, and are otherwise absent.",
+            "request_key": node.key_request,
+        },
+        "limits": {
+            "list_limit_default": LIST_LIMIT_DEFAULT, "list_limit_max": LIST_LIMIT_MAX,
+            "search_limit_default": SEARCH_LIMIT_DEFAULT, "search_limit_max": SEARCH_LIMIT_MAX,
+            "tool_limit_default": TOOL_LIMIT_DEFAULT,
+        },
+    })
+
+
+def schema_document(collections: dict[str, Collection]) -> bytes:
+    return encode({
+        "api_version": API_VERSION,
+        "collections": {name: c.schema for name, c in collections.items()},
+    })
+
+
+@cache
+def _templates() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(
+            lambda name: resources.files("exporter").joinpath(f"templates/{name}")
+            .read_text("utf-8")),
+        autoescape=True, keep_trailing_newline=True,
+    )
+
+
+def index_html(node: NodeConfig, collections: dict[str, Collection],
+               counts: dict[str, int]) -> bytes:
+    page = _templates().get_template("index.html").render(
+        node=node, collections=list(collections.values()), counts=counts)
+    return page.encode("utf-8")

@@ -1,0 +1,56 @@
+"""Collections and their fields, defined once as JSON Schema (draft 2020-12).
+
+The same documents validate content and are served at /api/schema."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jsonschema
+
+from .wire import COLLECTIONS
+
+
+@dataclass(frozen=True, eq=False)
+class Collection:
+    name: str
+    title: str
+    description: str
+    tool: str
+    title_field: str
+    order: tuple[str, ...]
+    schema: dict[str, Any]
+    validator: jsonschema.protocols.Validator = field(repr=False, compare=False)
+
+    def property(self, name: str) -> dict[str, Any] | None:
+        props: dict[str, Any] = self.schema["properties"]
+        return props.get(name)
+
+
+def _load(name: str) -> Collection:
+    text = resources.files("exporter").joinpath(f"schemas/{name}.schema.json").read_text("utf-8")
+    schema = json.loads(text)
+    meta = schema["x-fednode"]
+    # Validation is against the content form: served (readOnly) fields are not allowed there.
+    content_schema = dict(schema)
+    content_schema["properties"] = {
+        key: value for key, value in schema["properties"].items()
+        if not value.get("readOnly")
+    }
+    validator_cls = jsonschema.Draft202012Validator
+    validator = validator_cls(content_schema, format_checker=validator_cls.FORMAT_CHECKER)
+    return Collection(
+        name=name, title=schema["title"], description=schema["description"], tool=meta["tool"],
+        title_field=meta["titleField"], order=tuple(meta["order"]), schema=schema,
+        validator=validator,
+    )
+
+
+@cache
+def collections() -> dict[str, Collection]:
+    """Every collection, in the node's fixed order."""
+    return {name: _load(name) for name in COLLECTIONS}

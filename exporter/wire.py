@@ -1,0 +1,92 @@
+"""The wire format shared by the static export and the sidecar.
+
+Every byte a client can read comes from these functions, so the CDN's files and the
+sidecar's answers are equal by construction (DESIGN.md invariant 4).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+API_VERSION = "1"
+COLLECTIONS: tuple[str, ...] = ("species", "resources", "treatments", "germination", "team")
+LIST_LIMIT_DEFAULT = 50
+LIST_LIMIT_MAX = 200
+SEARCH_LIMIT_DEFAULT = 10
+SEARCH_LIMIT_MAX = 50
+TOOL_LIMIT_DEFAULT = 20
+PUBLIC = "public"
+# Fields the node adds to every record; content files may not set them.
+SERVED_FIELDS = ("id", "collection", "title", "access", "created_at", "updated_at", "url",
+                 "content_hash")
+
+
+def encode(obj: Any) -> bytes:
+    """Canonical JSON: UTF-8, compact, key order as given (callers fix the order)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def format_time(moment: datetime) -> str:
+    """RFC 3339 in UTC with `Z`, second precision (the ledger's resolution)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> datetime:
+    """Parse an RFC 3339 timestamp with a time zone; raise ValueError with a reason."""
+    text = text.strip()
+    if len(text) < 20 or text[10] not in "Tt":
+        raise ValueError("expected an RFC 3339 timestamp such as 2026-01-31T12:00:00Z")
+    try:
+        moment = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        raise ValueError(
+            "expected an RFC 3339 timestamp such as 2026-01-31T12:00:00Z"
+        ) from None
+    if moment.tzinfo is None:
+        raise ValueError("the timestamp needs a time zone: end it with Z for UTC")
+    return moment.astimezone(UTC)
+
+
+def record_url(base_url: str, collection: str, record_id: str) -> str:
+    return f"{base_url}/api/{collection}/{record_id}"
+
+
+def list_url(base_url: str, collection: str, *, limit: int, offset: int,
+             updated_since: str | None = None) -> str:
+    """The canonical URL of a list page. The default limit is left out, so the pages that
+    the static export prebuilds are addressed by `offset` alone."""
+    params = []
+    if limit != LIST_LIMIT_DEFAULT:
+        params.append(f"limit={limit}")
+    if offset:
+        params.append(f"offset={offset}")
+    if updated_since is not None:
+        params.append(f"updated_since={quote(updated_since, safe=':')}")
+    query = "?" + "&".join(params) if params else ""
+    return f"{base_url}/api/{collection}{query}"
+
+
+def list_page(base_url: str, collection: str, items: list[bytes], *, total: int, limit: int,
+              offset: int, updated_since: str | None = None) -> bytes:
+    """One page of a list: {"collection","items","total","limit","offset","next"}.
+
+    `items` are the records' own JSON bytes, spliced in unchanged."""
+    following = offset + limit
+    next_url = (list_url(base_url, collection, limit=limit, offset=following,
+                         updated_since=updated_since)
+                if following < total and items else None)
+    return b"".join([
+        b'{"collection":', encode(collection),
+        b',"items":[', b",".join(items),
+        b'],"total":', str(total).encode(),
+        b',"limit":', str(limit).encode(),
+        b',"offset":', str(offset).encode(),
+        b',"next":', encode(next_url), b"}",
+    ])
+
+
+def error_body(code: str, message: str) -> bytes:
+    return encode({"error": {"code": code, "message": message}})

@@ -1,0 +1,1 @@
+"""fednode sidecar: the aiohttp app that serves the bundle, open and keyed."""

@@ -1,0 +1,88 @@
+"""Application wiring: `create_app(config) -> web.Application`."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+from exporter.wire import error_body
+
+from . import handlers
+from .errors import APIError, MethodNotAllowed, NotFound
+from .store import Store
+from .state import ACCESS, STORE
+
+log = logging.getLogger("fednode.sidecar")
+access_log = logging.getLogger("fednode.access")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+KEY_HEADERS = "Authorization, X-API-Key"
+
+
+@dataclass(frozen=True)
+class SidecarConfig:
+    bundle: Path
+    query_timeout: float = 10.0
+    threads: int = 4
+
+
+def _error_response(error: APIError) -> web.Response:
+    response = web.Response(body=error_body(error.code, error.message), status=error.status,
+                            content_type="application/json", charset="utf-8")
+    response.headers.update(error.headers)
+    return response
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The one place that turns exceptions into what clients see. Every response, errors
+    and preflights included, carries X-Node-Access."""
+    started = time.perf_counter()
+    response: web.StreamResponse
+    try:
+        response = await handler(request)
+    except APIError as error:
+        response = _error_response(error)
+    except web.HTTPMethodNotAllowed as exc:
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        response = _error_response(MethodNotAllowed(
+            f"{request.method} is not allowed on {request.path}; use {allowed}",
+            headers={"Allow": allowed}))
+    except web.HTTPNotFound:
+        response = _error_response(NotFound(
+            f"no endpoint at {request.path}; see /api/manifest for the endpoints"))
+    except web.HTTPException as exc:
+        response = _error_response(APIError(exc.reason))
+        response.set_status(exc.status)
+    except Exception:
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        response = _error_response(APIError(
+            "the node failed to answer; the error is logged, try again later"))
+    response.headers["X-Node-Access"] = request.get(ACCESS, "open")
+    response.headers.setdefault("Vary", KEY_HEADERS)
+    response.headers["Access-Control-Allow-Origin"] = "*"
+    response.headers["Access-Control-Expose-Headers"] = (
+        "X-Node-Access, ETag, Retry-After, RateLimit-Limit, RateLimit-Remaining, "
+        "RateLimit-Reset")
+    access_log.info('%s %s %s %s %.1fms', request.method, request.path, response.status,
+                    request.get(ACCESS, "open"), (time.perf_counter() - started) * 1000)
+    return response
+
+
+def create_app(config: SidecarConfig) -> web.Application:
+    app = web.Application(middlewares=[errors_middleware], client_max_size=64 * 1024)
+
+    async def store_ctx(app: web.Application) -> AsyncIterator[None]:
+        store = Store(config.bundle, query_timeout=config.query_timeout, threads=config.threads)
+        app[STORE] = store
+        yield
+        store.close()
+
+    app.cleanup_ctx.append(store_ctx)
+    handlers.add_routes(app)
+    return app
