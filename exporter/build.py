@@ -5,6 +5,7 @@ up to date next, then the static site and the private bundle are each swapped in
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ from .render import (
 )
 from .schemas import Collection, collections
 from .wire import COLLECTIONS, LIST_LIMIT_DEFAULT, list_page
-from .writer import OutputFile, TreeStats, write_tree
+from .writer import OutputFile, TreeStats, constant, write_tree
 
 Progress = Callable[[str, int, int], None]
 
@@ -159,14 +160,14 @@ def _static_files(node: NodeConfig, public: list[Rendered], manifest_bytes: byte
     """Every public file. Restricted records never reach this function."""
     for path, data in (("api/manifest.json", manifest_bytes), ("api/schema.json", schema_bytes),
                        ("index.html", index_bytes)):
-        yield OutputFile(path, fingerprint(data.hex()), lambda data=data: data)
+        yield constant(path, data, hashlib.sha256(data).hexdigest())
     by_collection: dict[str, list[Rendered]] = {name: [] for name in COLLECTIONS}
     for r in public:
         by_collection[r.collection].append(r)
     for name, items in by_collection.items():
         prints = [_record_fingerprint(node, r) for r in items]
         for r, print_ in zip(items, prints, strict=True):
-            yield OutputFile(f"api/{name}/{r.id}.json", print_, lambda r=r: r.json)
+            yield constant(f"api/{name}/{r.id}.json", r.json, print_)
         total = len(items)
         for offset in range(0, max(total, 1), LIST_LIMIT_DEFAULT):
             page = items[offset:offset + LIST_LIMIT_DEFAULT]

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .render import Rendered
-from .writer import OutputFile
+from .writer import OutputFile, constant
 
 FORMAT = 1
 META = "meta.json"
@@ -68,4 +68,4 @@ def bundle_files(*, node_id: str, base_url: str, ledger_seq: int, manifest: byte
                        "base_url": base_url, "ledger_seq": ledger_seq}, indent=2).encode()
     for name, data in ((MANIFEST, manifest), (SCHEMA, schema), (INDEX, index),
                        (RECORDS, records), (META, meta)):
-        yield OutputFile(name, hashlib.sha256(data).hexdigest(), lambda data=data: data)
+        yield constant(name, data, hashlib.sha256(data).hexdigest())

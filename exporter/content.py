@@ -125,7 +125,7 @@ def _parse_markdown(text: str, source: SourceFile, collection: Collection
     except StopIteration:
         return [], [Problem(source.rel, 1, "", f"front matter not closed: add a line '{FENCE}' "
                                               f"after the fields")]
-    front = "\n".join(lines[1:end])
+    front = "\n".join(lines[1:end]) + "\n"
     try:
         data = tomllib.loads(front)
     except tomllib.TOMLDecodeError as exc:
@@ -133,7 +133,7 @@ def _parse_markdown(text: str, source: SourceFile, collection: Collection
         line = int(found.group(1)) + 1 if found else 1
         reason = str(exc).split(" (at ")[0]
         return [], [Problem(source.rel, line, "", f"front matter is not valid TOML: {reason}")]
-    field_lines = {}
+    field_lines: dict[str, int] = {}
     for number, raw in enumerate(lines[1:end], start=2):
         match = _KEY_LINE.match(raw)
         if match:

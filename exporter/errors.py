@@ -16,7 +16,8 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        field = f" {self.field}:" if self.field else ""
+        return f"{where}:{field} {self.message}"
 
 
 class ExportError(Exception):

@@ -25,6 +25,11 @@ class OutputFile:
     render: Callable[[], bytes]
 
 
+def constant(path: str, data: bytes, fingerprint: str) -> OutputFile:
+    """An output whose bytes are already known."""
+    return OutputFile(path, fingerprint, lambda: data)
+
+
 @dataclass(frozen=True)
 class TreeStats:
     written: int

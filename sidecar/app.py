@@ -14,8 +14,8 @@ from exporter.wire import error_body
 
 from . import handlers
 from .errors import APIError, MethodNotAllowed, NotFound
-from .store import Store
 from .state import ACCESS, STORE
+from .store import Store
 
 log = logging.getLogger("fednode.sidecar")
 access_log = logging.getLogger("fednode.access")
@@ -29,6 +29,7 @@ class SidecarConfig:
     bundle: Path
     query_timeout: float = 10.0
     threads: int = 4
+    reload_interval: float = 1.0  # seconds between checks for a newer bundle
 
 
 def _error_response(error: APIError) -> web.Response:
@@ -78,7 +79,8 @@ def create_app(config: SidecarConfig) -> web.Application:
     app = web.Application(middlewares=[errors_middleware], client_max_size=64 * 1024)
 
     async def store_ctx(app: web.Application) -> AsyncIterator[None]:
-        store = Store(config.bundle, query_timeout=config.query_timeout, threads=config.threads)
+        store = Store(config.bundle, query_timeout=config.query_timeout, threads=config.threads,
+                      reload_interval=config.reload_interval)
         app[STORE] = store
         yield
         store.close()

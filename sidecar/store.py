@@ -99,8 +99,10 @@ def _quote(text: str) -> str:
 class Store:
     """The live snapshot plus the thread pool that queries it."""
 
-    def __init__(self, path: Path, *, query_timeout: float = 10.0, threads: int = 4) -> None:
+    def __init__(self, path: Path, *, query_timeout: float = 10.0, threads: int = 4,
+                 reload_interval: float = 1.0) -> None:
         self.path = path
+        self.reload_interval = reload_interval
         self.query_timeout = query_timeout
         self.snapshot = Snapshot(path)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="duckdb")
@@ -110,7 +112,7 @@ class Store:
     async def current(self) -> Snapshot:
         """The snapshot to answer with, reloading first if a newer export landed."""
         now = time.monotonic()
-        if now - self._checked >= 1.0:
+        if now - self._checked >= self.reload_interval:
             self._checked = now
             try:
                 stamp = os.stat(self.path / bundle.META).st_mtime_ns

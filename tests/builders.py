@@ -1,0 +1,98 @@
+"""Builders for small content folders, and a multiplier for large synthetic ones."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+NODE_TOML = """\
+[node]
+id = "00000000-0000-4000-8000-000000000001"
+name = "Test Node"
+description = "A node made by the tests."
+publisher = "Tests"
+contact = "tests@example.org"
+licence = "CC0-1.0"
+base_url = "https://node.example.org"
+key_request = "Ask the tests."
+"""
+
+
+def toml_value(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def record_text(fields: dict[str, Any], body: str = "") -> str:
+    lines = ["+++", *(f"{key} = {toml_value(value)}" for key, value in fields.items()), "+++"]
+    return "\n".join(lines) + "\n" + body + ("\n" if body else "")
+
+
+def species(name: str, **extra: Any) -> dict[str, Any]:
+    fields = {"id": str(uuid.uuid4()), "scientificName": name, "family": "Apiaceae",
+              "category": "invasive", "establishmentMeans": "introduced"}
+    fields.update(extra)
+    return fields
+
+
+def team(name: str, **extra: Any) -> dict[str, Any]:
+    fields = {"id": str(uuid.uuid4()), "name": name, "role": "Field lead",
+              "affiliation": "Test Node"}
+    fields.update(extra)
+    return fields
+
+
+class Node:
+    """A project folder in tmp_path, with helpers to add, edit and remove records."""
+
+    def __init__(self, root: Path, node_toml: str = NODE_TOML) -> None:
+        self.root = root
+        (root / "content").mkdir(parents=True, exist_ok=True)
+        (root / "content" / "node.toml").write_text(node_toml)
+
+    def path(self, collection: str, slug: str) -> Path:
+        return self.root / "content" / collection / f"{slug}.md"
+
+    def write(self, collection: str, slug: str, fields: dict[str, Any], body: str = "") -> Path:
+        path = self.path(collection, slug)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(record_text(fields, body), "utf-8")
+        return path
+
+    def remove(self, collection: str, slug: str) -> None:
+        self.path(collection, slug).unlink()
+
+
+def copy_sample(destination: Path) -> Path:
+    """The bundled sample node (content and ledger) copied into a fresh folder."""
+    shutil.copytree(REPO / "content", destination / "content")
+    ledger = REPO / "ledger.jsonl"
+    if ledger.exists():
+        shutil.copy(ledger, destination / "ledger.jsonl")
+    return destination
+
+
+def multiply(content: Path, count: int) -> int:
+    """Add `count` synthetic records cloned from the sample's public Markdown records, each
+    with a fresh id and a distinct title, spread over the collections like the sample."""
+    templates = [p for p in sorted(content.glob("*/*.md")) if "access =" not in p.read_text()]
+    written = 0
+    for n in range(count):
+        template = templates[n % len(templates)]
+        text = template.read_text("utf-8")
+        head, rest = text.split("\n", 1)
+        lines = rest.split("\n")
+        for i, line in enumerate(lines):
+            if line.startswith("id = "):
+                lines[i] = f'id = "{uuid.UUID(int=(n + 1) << 64 | 0x4000 << 48 | 1)}"'
+            elif line.startswith(("title = ", "name = ", "scientificName = ")):
+                key, value = line.split(" = ", 1)
+                lines[i] = f"{key} = {value[:-1]} {n}\""
+        target = template.parent / f"synthetic-{n:07d}.md"
+        target.write_text(head + "\n" + "\n".join(lines), "utf-8")
+        written += 1
+    return written

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from builders import Node, copy_sample  # noqa: E402
+
+from exporter.build import BuildReport, build  # noqa: E402
+from exporter.config import Project  # noqa: E402
+from sidecar.app import SidecarConfig, create_app  # noqa: E402
+
+
+class Clock:
+    """Export time the tests control: each call moves it on one minute."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+
+    def tick(self, minutes: int = 1) -> datetime:
+        self.now += timedelta(minutes=minutes)
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Node:
+    return Node(tmp_path / "node")
+
+
+@pytest.fixture
+def export(clock: Clock) -> Callable[..., BuildReport]:
+    def run(root: Path, **kwargs: object) -> BuildReport:
+        return build(Project(root), now=clock.tick(), **kwargs)  # type: ignore[arg-type]
+    return run
+
+
+@pytest.fixture(scope="session")
+def sample_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled sample, exported once for the whole session (read-only for tests)."""
+    root = copy_sample(tmp_path_factory.mktemp("sample"))
+    build(Project(root), now=datetime(2026, 3, 1, tzinfo=UTC))
+    return root
+
+
+@pytest.fixture
+async def sample_client(sample_root: Path, aiohttp_client: Callable[..., object]
+                        ) -> AsyncIterator[TestClient]:
+    app = create_app(SidecarConfig(bundle=Project(sample_root).bundle))
+    client = await aiohttp_client(app)  # type: ignore[operator]
+    yield client

@@ -1,0 +1,167 @@
+"""Content validation: every problem named by path, line and field; nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from builders import Node, species, team
+from click.testing import CliRunner
+
+from cli.main import main
+from exporter.build import load
+from exporter.config import Project
+from exporter.errors import ContentError
+
+
+def problems(root: Path) -> list[str]:
+    with pytest.raises(ContentError) as caught:
+        load(Project(root))
+    return [str(p) for p in caught.value.problems]
+
+
+def test_valid_content_loads(node: Node) -> None:
+    node.write("species", "hogweed", species("Heracleum mantegazzianum"), "Tall umbellifer.")
+    content = load(Project(node.root))
+    assert [r.fields["scientificName"] for r in content.records] == ["Heracleum mantegazzianum"]
+    assert content.records[0].fields["body"] == "Tall umbellifer.\n"
+
+
+def test_every_problem_is_listed_with_path_line_and_field(node: Node) -> None:
+    fields = species("Heracleum mantegazzianum")
+    del fields["family"]
+    fields["category"] = "weedy"
+    fields["scientificNam"] = "typo"
+    node.write("species", "hogweed", fields)
+    node.write("team", "ann", team("Ann", orcid="not-an-orcid"))
+    found = problems(node.root)
+    assert "content/species/hogweed.md:1: family: required" in found
+    assert ("content/species/hogweed.md:4: category: 'weedy' is not one of invasive, native, "
+            "introduced") in found
+    assert ("content/species/hogweed.md:6: scientificNam: unknown field; did you mean "
+            "scientificName?") in found
+    assert any(p.startswith("content/team/ann.md:6: orcid:") for p in found)
+    assert len(found) == 4
+
+
+def test_bad_toml_names_the_file_line(node: Node) -> None:
+    path = node.path("species", "broken")
+    path.parent.mkdir(parents=True)
+    path.write_text('+++\nid = "x"\nfamily = "Apiaceae\n+++\nbody\n')
+    found = problems(node.root)
+    assert len(found) == 1
+    assert found[0].startswith("content/species/broken.md:3: front matter is not valid TOML")
+
+
+def test_missing_front_matter_and_unclosed_fence(node: Node) -> None:
+    (node.root / "content" / "species").mkdir()
+    node.path("species", "plain").write_text("just text\n")
+    node.path("species", "open").write_text('+++\nid = "x"\n')
+    found = problems(node.root)
+    assert any("plain.md:1: front matter missing" in p for p in found)
+    assert any("open.md:1: front matter not closed" in p for p in found)
+
+
+def test_duplicate_and_malformed_ids(node: Node) -> None:
+    first = species("Fallopia japonica")
+    node.write("species", "a", first)
+    node.write("species", "b", dict(species("Fallopia sachalinensis"), id=first["id"]))
+    node.write("species", "c", dict(species("Impatiens glandulifera"), id="not-a-uuid"))
+    node.write("species", "d", dict(species("Prunus serotina"), id=first["id"].upper()))
+    found = problems(node.root)
+    assert "content/species/b.md:2: id: duplicate: also used by content/species/a.md:2" in found
+    assert any(p.startswith("content/species/c.md:2: id: 'not-a-uuid' is not a lowercase UUID")
+               for p in found)
+    assert any(p.startswith("content/species/d.md:2: id:") for p in found)
+
+
+def test_served_fields_cannot_be_set_by_content(node: Node) -> None:
+    node.write("species", "a", species("Fallopia japonica", updated_at="2020-01-01T00:00:00Z"))
+    assert problems(node.root) == [
+        "content/species/a.md:7: updated_at: set by the node, not by content: remove it"]
+
+
+def test_unknown_collection_and_stray_files(node: Node) -> None:
+    (node.root / "content" / "specie").mkdir()
+    (node.root / "content" / "team").mkdir()
+    (node.root / "content" / "team" / "notes.txt").write_text("x")
+    found = problems(node.root)
+    assert any(p.startswith("content/specie: unknown collection") and "did you mean species" in p
+               for p in found)
+    assert any(p.startswith("content/team/notes.txt: not a record file") for p in found)
+
+
+def test_csv_rows_report_their_own_line(node: Node) -> None:
+    table = node.root / "content" / "germination" / "results.csv"
+    table.parent.mkdir(parents=True)
+    table.write_text(
+        "id,title,species,program,setting,seedsSown,seedsGerminated,source,verified\n"
+        "3f1d0a52-7a55-4d0c-9d2c-8f1b1c2d3e4f,Trial A,Succisa pratensis,Seed bank,nursery,"
+        "100,40,Seed bank register 2025,true\n"
+        "4f1d0a52-7a55-4d0c-9d2c-8f1b1c2d3e4f,Trial B,Succisa pratensis,Seed bank,greenhouse,"
+        "many,40,Seed bank register 2025,maybe\n")
+    found = problems(node.root)
+    assert "content/germination/results.csv:3: seedsSown: expected a whole number, found 'many'" \
+        in found
+    assert "content/germination/results.csv:3: verified: expected true or false, found 'maybe'" \
+        in found
+    assert ("content/germination/results.csv:3: setting: 'greenhouse' is not one of nursery, "
+            "field") in found
+
+
+def test_broken_node_toml(node: Node) -> None:
+    (node.root / "content" / "node.toml").write_text('[node]\nname = "x"\nbase_url = "ftp://a"\n')
+    found = problems(node.root)
+    assert "content/node.toml:3: node.base_url: must start with http:// or https://" in found
+    assert any(p.startswith("content/node.toml:0: node.id: required") or
+               p.startswith("content/node.toml: node.id: required") for p in found)
+
+
+def test_not_utf8(node: Node) -> None:
+    path = node.path("species", "latin1")
+    path.parent.mkdir(parents=True)
+    path.write_bytes('+++\nid = "é"\n+++\n'.encode("latin-1"))
+    found = problems(node.root)
+    assert found[0].startswith("content/species/latin1.md: not UTF-8 text")
+
+
+def test_cli_check_lists_all_and_exits_nonzero(node: Node) -> None:
+    bad = species("Heracleum mantegazzianum")
+    del bad["family"]
+    node.write("species", "a", bad)
+    node.write("species", "b", dict(species("Fallopia japonica"), category="x"))
+    result = CliRunner().invoke(main, ["check", "--project", str(node.root)])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert lines[0] == "content/species/a.md:1: family: required"
+    assert lines[1].startswith("content/species/b.md:5: category:")
+    assert lines[-1] == "Error: 2 problems in 2 files; nothing was written"
+
+
+def test_cli_check_ok(node: Node) -> None:
+    node.write("species", "a", species("Fallopia japonica"))
+    result = CliRunner().invoke(main, ["check", "--project", str(node.root)])
+    assert result.exit_code == 0, result.output
+    assert "1 records valid" in result.output
+
+
+def test_cli_new_scaffolds_a_record_that_check_explains(node: Node) -> None:
+    runner = CliRunner()
+    result = runner.invoke(main, ["new", "species", "Giant hogweed", "--project", str(node.root)])
+    assert result.exit_code == 0, result.output
+    path = node.root / "content" / "species" / "giant-hogweed.md"
+    assert result.output.strip() == str(Path(node.root) / "content/species/giant-hogweed.md") \
+        or result.output.strip().endswith("content/species/giant-hogweed.md")
+    text = path.read_text()
+    assert 'vernacularName = "Giant hogweed"' in text
+    again = runner.invoke(main, ["new", "species", "Giant hogweed", "--project", str(node.root)])
+    assert again.output.strip().endswith("giant-hogweed-2.md")
+    ids = [line for p in path.parent.glob("*.md") for line in p.read_text().splitlines()
+           if line.startswith("id = ")]
+    assert len(set(ids)) == 2
+    check = runner.invoke(main, ["check", "--project", str(node.root)])
+    assert check.exit_code == 1
+    assert "giant-hogweed.md:4: scientificName: empty: fill it in or remove the line" \
+        in check.output
+    bad = runner.invoke(main, ["new", "plants", "X", "--project", str(node.root)])
+    assert bad.exit_code == 1 and "unknown collection 'plants'" in bad.output

@@ -1,0 +1,259 @@
+"""The export: restricted records stay private, output is deterministic and atomic, the
+ledger owns timestamps."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from builders import REPO, Node, copy_sample, multiply, species, team
+
+from exporter.build import BuildReport
+from exporter.errors import ContentError, ExportError
+from exporter.ledger import Ledger
+
+Export = Callable[..., BuildReport]
+
+
+def tree(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_bytes())
+
+
+def test_static_layout_and_record_shape(node: Node, export: Export) -> None:
+    fields = species("Heracleum mantegazzianum", vernacularName="Giant hogweed")
+    node.write("species", "hogweed", fields, "Tall umbellifer.")
+    report = export(node.root)
+    site = node.root / "site_out"
+    record = read_json(site / "api" / "species" / f"{fields['id']}.json")
+    assert list(record)[:8] == ["id", "collection", "title", "access", "created_at",
+                                "updated_at", "url", "content_hash"]
+    assert record["title"] == "Heracleum mantegazzianum"
+    assert record["url"] == f"https://node.example.org/api/species/{fields['id']}"
+    assert record["access"] == "public"
+    assert record["created_at"] == record["updated_at"] == "2026-03-01T08:01:00Z"
+    page = read_json(site / "api" / "species" / "index.json")
+    assert page == {"collection": "species", "items": [record], "total": 1, "limit": 50,
+                    "offset": 0, "next": None}
+    assert (site / "api" / "species" / "offset" / "0.json").read_bytes() == \
+        (site / "api" / "species" / "index.json").read_bytes()
+    manifest = read_json(site / "api" / "manifest.json")
+    assert manifest["node"]["name"] == "Test Node"
+    assert [c["name"] for c in manifest["collections"]] == [
+        "species", "resources", "treatments", "germination", "team"]
+    assert manifest["collections"][0]["public_count"] == 1
+    assert manifest["collections"][0]["tool"] == "get_species"
+    schema = read_json(site / "api" / "schema.json")
+    assert schema["collections"]["species"]["properties"]["scientificName"]["type"] == "string"
+    assert report.public["species"] == 1
+
+
+def test_pages_and_next_links(node: Node, export: Export) -> None:
+    for n in range(120):
+        node.write("species", f"s{n:03d}", species(f"Species number{n:03d}"))
+    export(node.root)
+    folder = node.root / "site_out" / "api" / "species"
+    pages = sorted(int(p.stem) for p in (folder / "offset").glob("*.json"))
+    assert pages == [0, 50, 100]
+    first = read_json(folder / "offset" / "0.json")
+    assert first["next"] == "https://node.example.org/api/species?offset=50"
+    assert read_json(folder / "offset" / "50.json")["next"] == \
+        "https://node.example.org/api/species?offset=100"
+    last = read_json(folder / "offset" / "100.json")
+    assert last["next"] is None and len(last["items"]) == 20 and last["total"] == 120
+    ids = [i["id"] for o in pages for i in read_json(folder / "offset" / f"{o}.json")["items"]]
+    assert len(set(ids)) == 120
+
+
+def test_restricted_records_never_reach_site_out(node: Node, export: Export) -> None:
+    secret = team("Hidden Person", access="partners", role="Phone tree QUOKKA-17")
+    node.write("team", "hidden", secret, "Reachable at the QUOKKA-17 hut.")
+    node.write("team", "open", team("Open Person"))
+    report = export(node.root)
+    assert report.restricted["team"] == 1
+    for path in (node.root / "site_out").rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert secret["id"].encode() not in data, path
+            assert b"QUOKKA" not in data and b"Hidden Person" not in data, path
+    assert read_json(node.root / "site_out" / "api" / "team" / "index.json")["total"] == 1
+    manifest = read_json(node.root / "site_out" / "api" / "manifest.json")
+    assert manifest["collections"][4]["public_count"] == 1
+
+
+def test_sample_restricted_records_never_reach_site_out(sample_root: Path) -> None:
+    """Every restricted record of the bundled sample: its id and its distinctive text."""
+    restricted = []
+    for path in sorted((sample_root / "content").rglob("*.md")):
+        text = path.read_text()
+        if "\naccess = " in text:
+            restricted.append(text)
+    rows = (sample_root / "content" / "germination").glob("*.csv")
+    csv_restricted = [line for table in rows for line in table.read_text().splitlines()
+                      if ",partners," in line or ",sensitive," in line]
+    assert len(restricted) + len(csv_restricted) >= 6
+    needles: list[bytes] = []
+    for text in restricted:
+        front, body = text.split("\n+++\n", 1)
+        needles.append(front.split('id = "', 1)[1][:36].encode())
+        # distinctive text: every long sentence of the body
+        needles += [s.strip().encode() for s in body.split(".") if len(s.strip()) > 40]
+    for line in csv_restricted:
+        needles.append(line[:36].encode())
+    files = [p for p in (sample_root / "site_out").rglob("*") if p.is_file()]
+    assert len(files) > 100
+    for path in files:
+        data = path.read_bytes()
+        for needle in needles:
+            assert needle not in data, (path, needle[:60])
+
+
+def test_export_twice_is_byte_identical(node: Node, export: Export) -> None:
+    node.write("species", "a", species("Fallopia japonica"), "Knotweed.")
+    node.write("team", "b", team("Bea", access="sensitive"))
+    export(node.root)
+    site, bundle = tree(node.root / "site_out"), tree(node.root / ".fednode" / "bundle")
+    ledger = (node.root / "ledger.jsonl").read_bytes()
+    report = export(node.root)
+    assert report.events == 0 and report.site is not None and report.site.written == 0
+    assert tree(node.root / "site_out") == site
+    assert tree(node.root / ".fednode" / "bundle") == bundle
+    assert (node.root / "ledger.jsonl").read_bytes() == ledger
+
+
+def test_same_content_and_ledger_give_same_bytes_elsewhere(node: Node, export: Export,
+                                                          tmp_path: Path) -> None:
+    node.write("species", "a", species("Fallopia japonica"), "Knotweed.")
+    export(node.root)
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    copy_sample_like = [("content", True), ("ledger.jsonl", False)]
+    for name, is_dir in copy_sample_like:
+        source = node.root / name
+        if is_dir:
+            subprocess.run(["cp", "-r", str(source), str(other / name)], check=True)
+        else:
+            (other / name).write_bytes(source.read_bytes())
+    export(other)  # a later clock: the ledger, not the clock, decides
+    assert tree(other / "site_out") == tree(node.root / "site_out")
+
+
+def test_editing_one_record_changes_only_what_must_change(node: Node, export: Export) -> None:
+    records = {f"s{n:03d}": species(f"Species number{n:03d}") for n in range(120)}
+    for slug, fields in records.items():
+        node.write("species", slug, fields)
+    export(node.root)
+    before = tree(node.root / "site_out")
+    edited = dict(records["s060"], habitat="Riverbanks")
+    folder = node.root / "site_out" / "api" / "species"
+    page = next(offset for offset in (0, 50, 100) if edited["id"] in
+                [i["id"] for i in read_json(folder / "offset" / f"{offset}.json")["items"]])
+    pages = [f"api/species/offset/{page}.json"] + (["api/species/index.json"] if page == 0
+                                                    else [])
+    node.write("species", "s060", edited)
+    report = export(node.root)
+    after = tree(node.root / "site_out")
+    changed = sorted(path for path in after if after[path] != before.get(path))
+    assert changed == sorted(["api/manifest.json", *pages, f"api/species/{edited['id']}.json"])
+    assert report.site is not None and report.site.written == len(changed)
+    record = read_json(node.root / "site_out" / "api" / "species" / f"{edited['id']}.json")
+    assert record["updated_at"] == "2026-03-01T08:02:00Z"
+    assert record["created_at"] == "2026-03-01T08:01:00Z"
+
+
+def test_ledger_times_move_only_on_content_change(node: Node, export: Export) -> None:
+    fields = species("Fallopia japonica")
+    path = node.write("species", "a", fields, "Knotweed.")
+    export(node.root)
+    path.write_text(path.read_text().replace('scientificName = ', 'scientificName  = '))
+    os.utime(path)
+    export(node.root)  # reformatted, same content: no event
+    ledger = Ledger.load(node.root / "ledger.jsonl")
+    assert [e.op for e in ledger.events] == ["create"]
+    node.write("species", "a", dict(fields, access="partners"), "Knotweed.")
+    export(node.root)
+    node.write("species", "a", dict(fields, access="partners"), "Knotweed, edited.")
+    export(node.root)
+    node.remove("species", "a")
+    export(node.root)
+    ledger = Ledger.load(node.root / "ledger.jsonl")
+    assert [(e.seq, e.op, e.access) for e in ledger.events] == [
+        (1, "create", "public"), (2, "access", "partners"), (3, "update", "partners"),
+        (4, "delete", "partners")]
+    assert ledger.entries[fields["id"]].deleted
+    assert ledger.events[-1].at == "2026-03-01T08:05:00Z"
+
+
+def test_frozen_export_refuses_to_extend_the_ledger(node: Node, export: Export) -> None:
+    node.write("species", "a", species("Fallopia japonica"))
+    with pytest.raises(ExportError, match="ledger is behind"):
+        export(node.root, frozen=True)
+    assert not (node.root / "site_out").exists()
+    export(node.root)
+    export(node.root, frozen=True)
+
+
+def test_torn_ledger_line_is_ignored_and_repaired(node: Node, export: Export) -> None:
+    node.write("species", "a", species("Fallopia japonica"))
+    export(node.root)
+    ledger = node.root / "ledger.jsonl"
+    with open(ledger, "ab") as handle:
+        handle.write(b'{"seq":2,"at":"2026-')  # an export killed while appending
+    node.write("species", "b", species("Fallopia sachalinensis"))
+    export(node.root)
+    lines = ledger.read_text().splitlines()
+    assert [json.loads(line)["seq"] for line in lines] == [1, 2]
+
+
+def test_damaged_ledger_is_an_error_naming_the_line(node: Node, export: Export) -> None:
+    node.write("species", "a", species("Fallopia japonica"))
+    export(node.root)
+    ledger = node.root / "ledger.jsonl"
+    ledger.write_text(ledger.read_text() + "<<<<<<< HEAD\n")
+    with pytest.raises(ExportError, match=r"ledger.jsonl:2: not a ledger event"):
+        export(node.root)
+
+
+def test_bad_content_leaves_previous_output_intact(node: Node, export: Export) -> None:
+    node.write("species", "a", species("Fallopia japonica"))
+    export(node.root)
+    site, bundle = tree(node.root / "site_out"), tree(node.root / ".fednode" / "bundle")
+    node.write("species", "b", dict(species("Fallopia sachalinensis"), family="nope"))
+    with pytest.raises(ContentError):
+        export(node.root)
+    assert tree(node.root / "site_out") == site
+    assert tree(node.root / ".fednode" / "bundle") == bundle
+
+
+def test_killed_export_leaves_previous_output_intact(tmp_path: Path) -> None:
+    root = copy_sample(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    command = [sys.executable, "-m", "cli.main", "export", "--project", str(root)]
+    subprocess.run(command, check=True, env=env, capture_output=True)
+    site = tree(root / "site_out")
+    multiply(root / "content", 3000)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not list(root.glob("site_out.staging-*")) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert process.poll() is None, "the export ended before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert tree(root / "site_out") == site
+    # the next export cleans up and completes
+    subprocess.run(command, check=True, env=env, capture_output=True)
+    assert not list(root.glob("site_out.*"))
+    assert len(tree(root / "site_out")) > len(site)
