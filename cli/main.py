@@ -5,18 +5,21 @@ Errors become one clear message and an exit code here, nowhere else."""
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from exporter.build import build, load
-from exporter.config import Project
+from exporter.config import Project, load_node_config
 from exporter.errors import ContentError, ExportError
 from exporter.scaffold import new_record
+from sidecar import keys as keyring
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,7 +46,7 @@ def reports_errors(command: F) -> F:
             return command(*args, **kwargs)
         except ContentError as exc:
             raise ContentProblems(exc) from None
-        except ExportError as exc:
+        except (ExportError, keyring.KeyError_) as exc:
             raise click.ClickException(str(exc)) from None
 
     return wrapper  # type: ignore[return-value]
@@ -120,8 +123,10 @@ def export(project_dir: Path, frozen: bool, base_url: str | None) -> None:
 @project_option
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--anonymous-rate", default=600, show_default=True, type=click.IntRange(min=0),
+              help="Requests a minute allowed per client address without a key (0: no limit).")
 @reports_errors
-def serve(project_dir: Path, host: str, port: int) -> None:
+def serve(project_dir: Path, host: str, port: int, anonymous_rate: int) -> None:
     """Start the sidecar on the last export's bundle."""
     from aiohttp import web
 
@@ -135,9 +140,90 @@ def serve(project_dir: Path, host: str, port: int) -> None:
         raise click.ClickException(f"{exc}\nRun `fednode export` first.") from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
                         stream=sys.stderr)
-    app = create_app(SidecarConfig(bundle=project.bundle))
+    app = create_app(SidecarConfig(bundle=project.bundle, private=project.private,
+                                   anonymous_rate=anonymous_rate))
     click.echo(f"fednode sidecar on http://{host}:{port}/api/manifest", err=True)
     web.run_app(app, host=host, port=port, access_log=None, print=None)
+
+
+def _split(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+@main.group()
+def keys() -> None:
+    """Issue, list, show and revoke API keys."""
+
+
+@keys.command("create")
+@project_option
+@click.option("--name", required=True, help="Who or what the key is for.")
+@click.option("--scopes", default="read", show_default=True,
+              help=f"Comma-separated, from: {', '.join(keyring.SCOPES)}.")
+@click.option("--collections", default="", help="Comma-separated collections it may read "
+                                                "(default: all).")
+@click.option("--groups", default="", help="Comma-separated access groups whose restricted "
+                                           "records it may read (default: none).")
+@click.option("--rate", default=120, show_default=True, type=int,
+              help="Requests per minute.")
+@click.option("--expires", help="Last valid day (2027-06-30) or an RFC 3339 time.")
+@reports_errors
+def keys_create(project_dir: Path, name: str, scopes: str, collections: str, groups: str,
+                rate: int, expires: str | None) -> None:
+    """Issue a key. The key alone goes to standard output, once; details to standard error."""
+    project = Project(project_dir)
+    node = load_node_config(project)
+    secret, where = keyring.load_secret(project.private, create=True)
+    assert secret is not None
+    registry = keyring.Registry.load(project.private / "keys.json")
+    token, record = keyring.issue(
+        registry, secret, node.id, name=name, scopes=_split(scopes),
+        collections=_split(collections), groups=_split(groups), rate=rate, expires=expires,
+        now=datetime.now(UTC))
+    click.echo(f"issued {record.id} ({record.name}): scopes {', '.join(record.scopes)}; "
+               f"signed with the secret in {where}. The key is shown once:", err=True)
+    click.echo(token)
+
+
+def _key_line(key: keyring.KeyRecord) -> str:
+    data = key.describe()
+    return "  ".join([key.id, key.name, ",".join(data["scopes"]), ",".join(data["collections"]),
+                      ",".join(data["groups"]) or "-", f"{key.rate}/min",
+                      key.expires_at or "never", f"revoked {key.revoked_at}"
+                      if key.revoked_at else "active"])
+
+
+@keys.command("list")
+@project_option
+@reports_errors
+def keys_list(project_dir: Path) -> None:
+    """Every issued key: id, name, scopes, collections, groups, rate, expiry, state."""
+    registry = keyring.Registry.load(Project(project_dir).private / "keys.json")
+    if not registry.keys:
+        click.echo("no keys issued yet; `fednode keys create --name NAME` issues one", err=True)
+    for key in registry.keys.values():
+        click.echo(_key_line(key))
+
+
+@keys.command("show")
+@click.argument("key_id")
+@project_option
+@reports_errors
+def keys_show(key_id: str, project_dir: Path) -> None:
+    """One key's details, as JSON (never the key itself)."""
+    registry = keyring.Registry.load(Project(project_dir).private / "keys.json")
+    click.echo(json.dumps(registry.get(key_id).describe(), indent=2))
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+@project_option
+@reports_errors
+def keys_revoke(key_id: str, project_dir: Path) -> None:
+    """Revoke a key; a running sidecar refuses it from its next request."""
+    registry = keyring.Registry.load(Project(project_dir).private / "keys.json")
+    key = registry.revoke(key_id, datetime.now(UTC))
+    click.echo(f"revoked {key.id} ({key.name}) at {key.revoked_at}", err=True)
 
 
 if __name__ == "__main__":

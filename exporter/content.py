@@ -21,7 +21,7 @@ from typing import Any
 
 from .errors import Problem
 from .schemas import Collection
-from .wire import PUBLIC, SERVED_FIELDS
+from .wire import PUBLIC
 
 FENCE = "+++"
 _KEY_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*)\s*=")
@@ -235,11 +235,10 @@ def validate(record: SourceRecord, collection: Collection) -> list[Problem]:
     """Schema problems of one record, each naming its line and field."""
     problems = []
     for name in record.fields:
-        if name in SERVED_FIELDS and name not in ("id", "access"):
+        if collection.served_by_node(name):
             problems.append(Problem(record.path, record.line_of(name), name,
                                     "set by the node, not by content: remove it"))
-    fields = {k: v for k, v in record.fields.items()
-              if k not in SERVED_FIELDS or k in ("id", "access")}
+    fields = {k: v for k, v in record.fields.items() if not collection.served_by_node(k)}
     for error in collection.validator.iter_errors(fields):
         problems.extend(_describe(error, record, collection))
     return problems

@@ -22,7 +22,6 @@ from .wire import (
     PUBLIC,
     SEARCH_LIMIT_DEFAULT,
     SEARCH_LIMIT_MAX,
-    SERVED_FIELDS,
     TOOL_LIMIT_DEFAULT,
     encode,
     record_url,
@@ -56,8 +55,8 @@ def fingerprint(*parts: str) -> str:
 
 @cache
 def _field_order(collection: Collection) -> tuple[str, ...]:
-    specific = [name for name in collection.schema["properties"]
-                if name not in SERVED_FIELDS and name not in ("tags", "body")]
+    specific = [name for name in collection.content_fields
+                if name not in ("id", "access", "title", "tags", "body")]
     return (*specific, "tags", "body")
 
 

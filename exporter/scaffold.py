@@ -10,7 +10,6 @@ from pathlib import Path
 
 from .errors import ExportError
 from .schemas import collections
-from .wire import SERVED_FIELDS
 
 
 def slugify(title: str) -> str:
@@ -49,8 +48,8 @@ def new_record(content: Path, collection_name: str, title: str) -> Path:
             lines.append(f"# one of: {', '.join(spec['enum'])}")
         lines.append(f"{name} = {_placeholder(spec)}")
     lines.append("# optional: " + ", ".join(
-        ["access", *(name for name in props if name not in required
-                     and name not in SERVED_FIELDS and name not in ("body", filled))]))
+        name for name in collection.content_fields
+        if name not in required and name not in ("id", "body", filled)))
     lines += ["+++", "", f"Describe {title.strip()} here, in Markdown.", ""]
     path.write_text("\n".join(lines), "utf-8")
     return path

@@ -26,6 +26,16 @@ class Collection:
     schema: dict[str, Any]
     validator: jsonschema.protocols.Validator = field(repr=False, compare=False)
 
+    @property
+    def content_fields(self) -> list[str]:
+        """Fields a content file may set, in schema order (the node sets the readOnly ones)."""
+        return [name for name, spec in self.schema["properties"].items()
+                if not spec.get("readOnly")]
+
+    def served_by_node(self, name: str) -> bool:
+        spec = self.property(name)
+        return bool(spec and spec.get("readOnly"))
+
     def property(self, name: str) -> dict[str, Any] | None:
         props: dict[str, Any] = self.schema["properties"]
         return props.get(name)

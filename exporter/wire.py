@@ -19,9 +19,6 @@ SEARCH_LIMIT_DEFAULT = 10
 SEARCH_LIMIT_MAX = 50
 TOOL_LIMIT_DEFAULT = 20
 PUBLIC = "public"
-# Fields the node adds to every record; content files may not set them.
-SERVED_FIELDS = ("id", "collection", "title", "access", "created_at", "updated_at", "url",
-                 "content_hash")
 
 
 def encode(obj: Any) -> bytes:
@@ -37,7 +34,7 @@ def format_time(moment: datetime) -> str:
 def parse_time(text: str) -> datetime:
     """Parse an RFC 3339 timestamp with a time zone; raise ValueError with a reason."""
     text = text.strip()
-    if len(text) < 20 or text[10] not in "Tt":
+    if len(text) < 19 or text[10] not in "Tt":
         raise ValueError("expected an RFC 3339 timestamp such as 2026-01-31T12:00:00Z")
     try:
         moment = datetime.fromisoformat(text.replace("z", "Z"))

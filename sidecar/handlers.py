@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from aiohttp import web
 
-from exporter.wire import COLLECTIONS, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, list_page
+from exporter.wire import COLLECTIONS, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, encode, list_page
 
 from . import params
+from .auth import Principal, check_collection, policy
 from .errors import NotFound
-from .state import STORE
+from .state import LIMITER, PRINCIPAL, STORE
 from .store import etag, visible_groups
 
 JSON = "application/json"
@@ -23,11 +26,14 @@ def open_response(request: web.Request, body: bytes, content_type: str = JSON) -
     return web.Response(body=body, content_type=content_type, charset="utf-8", headers=headers)
 
 
-def _collection(request: web.Request) -> str:
+def _collection(request: web.Request) -> tuple[str, list[str]]:
+    """The collection named in the path and the access groups this caller sees in it."""
     name = request.match_info["collection"]
     if name not in COLLECTIONS:
         raise NotFound(f"no collection {name!r}; the collections are {', '.join(COLLECTIONS)}")
-    return name
+    principal: Principal | None = request.get(PRINCIPAL)
+    check_collection(principal, name)
+    return name, visible_groups(principal.groups if principal else ())
 
 
 async def manifest(request: web.Request) -> web.Response:
@@ -47,8 +53,9 @@ async def index(request: web.Request) -> web.Response:
     return open_response(request, snapshot.index, "text/html")
 
 
+@policy("read", key_required=False)
 async def list_records(request: web.Request) -> web.Response:
-    collection = _collection(request)
+    collection, groups = _collection(request)
     query = request.query
     params.check_known(query, ("limit", "offset", "updated_since"))
     limit = params.integer(query, "limit", default=LIST_LIMIT_DEFAULT, low=1, high=LIST_LIMIT_MAX)
@@ -56,26 +63,54 @@ async def list_records(request: web.Request) -> web.Response:
     since = params.timestamp(query, "updated_since")
     store = request.app[STORE]
     snapshot = await store.current()
-    page = await store.run(snapshot.page, collection, visible_groups(()), limit, offset, since)
+    page = await store.run(snapshot.page, collection, groups, limit, offset, since)
     body = list_page(snapshot.base_url, collection, page.items, total=page.total, limit=limit,
                      offset=offset, updated_since=since)
     return open_response(request, body)
 
 
+@policy("read", key_required=False)
 async def read_record(request: web.Request) -> web.Response:
-    collection = _collection(request)
+    collection, groups = _collection(request)
     params.check_known(request.query, ())
     record_id = request.match_info["id"]
     store = request.app[STORE]
     snapshot = await store.current()
-    body = await store.run(snapshot.record, collection, record_id.lower(), visible_groups(()))
+    body = await store.run(snapshot.record, collection, record_id.lower(), groups)
     if body is None:
         # Identical for an id that never existed and one the caller may not see.
-        raise NotFound(f"no record {record_id!r} in {collection}")
+        raise NotFound(f"no record with that id in {collection}; list the collection at "
+                       f"/api/{collection} to find ids")
     return open_response(request, body)
 
 
-async def preflight(request: web.Request) -> web.Response:
+@policy(None, key_required=True)
+async def key_me(request: web.Request) -> web.Response:
+    """What the calling key holds: grants, rate, remaining budget, expiry."""
+    params.check_known(request.query, ())
+    principal: Principal = request[PRINCIPAL]
+    key = principal.key
+    body = {**key.describe(),
+            "remaining": request.app[LIMITER].remaining(principal.access, key.rate)}
+    del body["revoked_at"]
+    return web.Response(body=encode(body), content_type=JSON, charset="utf-8")
+
+
+def not_offered(scope: str, what: str, *, key_required: bool = True
+                ) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """An endpoint of the seed that this node does not offer yet: keys and scopes are
+    checked as for the real thing, then 404 says so (the manifest lists capabilities)."""
+
+    @policy(scope, key_required=key_required)
+    async def handler(request: web.Request) -> web.Response:
+        raise NotFound(f"this node does not offer {what} yet; /api/manifest lists its "
+                       f"capabilities")
+
+    return handler
+
+
+def preflight() -> web.Response:
+    """The answer to every CORS preflight (OPTIONS), whatever the path."""
     return web.Response(status=204, headers={
         "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
         "Access-Control-Allow-Headers": "Authorization, X-API-Key, Content-Type, "
@@ -86,9 +121,12 @@ async def preflight(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_route("OPTIONS", "/{tail:.*}", preflight)
     app.router.add_get("/", index, allow_head=True)
     app.router.add_get("/api/manifest", manifest)
+    app.router.add_get("/api/keys/me", key_me)
+    app.router.add_get("/api/search", not_offered("search", "search", key_required=False))
+    app.router.add_post("/api/mcp", not_offered("mcp", "the tool interface"))
+    app.router.add_post("/api/library/ask", not_offered("library", "the document library"))
     app.router.add_get("/api/schema", schema)
     app.router.add_get("/api/{collection}", list_records)
     app.router.add_get("/api/{collection}/{id}", read_record)

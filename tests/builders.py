@@ -8,6 +8,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+
+from exporter.config import Project
+from sidecar.app import SidecarConfig, create_app
+
 REPO = Path(__file__).resolve().parent.parent
 
 NODE_TOML = """\
@@ -96,3 +101,9 @@ def multiply(content: Path, count: int) -> int:
         target.write_text(head + "\n" + "\n".join(lines), "utf-8")
         written += 1
     return written
+
+
+def app_for(root: Path, **options: Any) -> web.Application:
+    """The real sidecar app over a project's bundle and private folder."""
+    project = Project(root)
+    return create_app(SidecarConfig(bundle=project.bundle, private=project.private, **options))

@@ -10,11 +10,10 @@ from aiohttp.test_utils import TestClient
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from builders import Node, copy_sample  # noqa: E402
+from builders import Node, app_for, copy_sample  # noqa: E402
 
 from exporter.build import BuildReport, build  # noqa: E402
 from exporter.config import Project  # noqa: E402
-from sidecar.app import SidecarConfig, create_app  # noqa: E402
 
 
 class Clock:
@@ -56,6 +55,5 @@ def sample_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 async def sample_client(sample_root: Path, aiohttp_client: Callable[..., object]
                         ) -> AsyncIterator[TestClient]:
-    app = create_app(SidecarConfig(bundle=Project(sample_root).bundle))
-    client = await aiohttp_client(app)  # type: ignore[operator]
+    client = await aiohttp_client(app_for(sample_root))  # type: ignore[operator]
     yield client

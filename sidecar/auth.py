@@ -1,0 +1,197 @@
+"""Who is asking, and may they: key verification, endpoint policy and per-minute limits.
+
+A token check has three outcomes (datasette's and starlette's pattern): not a key of this
+node, a valid key, or a key we know but reject (revoked, expired). Each maps to the seed's
+error codes here and nowhere else."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import jwt
+from aiohttp import web
+
+from exporter.wire import COLLECTIONS
+
+from .errors import ApiKeyRequired, InsufficientScope, InvalidApiKey, RateLimited
+from .keys import ALGORITHM, KeyRecord, Registry, load_secret
+
+WINDOW = 60.0  # seconds: rates are per minute
+H = TypeVar("H", bound=Callable[..., Awaitable[web.StreamResponse]])
+
+
+@dataclass(frozen=True)
+class Principal:
+    key: KeyRecord
+
+    @property
+    def access(self) -> str:
+        return f"key:{self.key.id}"
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        return self.key.groups
+
+    def may_read(self, collection: str) -> bool:
+        return not self.key.collections or collection in self.key.collections
+
+
+@dataclass(frozen=True)
+class Policy:
+    scope: str | None  # the scope a key needs here; None: any valid key
+    key_required: bool
+
+
+def policy(scope: str | None, *, key_required: bool) -> Callable[[H], H]:
+    """Mark a handler with what it needs: checked by the middleware before it runs."""
+    def mark(handler: H) -> H:
+        handler.__fednode_policy__ = Policy(scope, key_required)  # type: ignore[attr-defined]
+        return handler
+    return mark
+
+
+def extract_token(request: web.Request) -> str | None:
+    """The key from `Authorization: Bearer …` or `X-API-Key`; 401 if it is sent wrongly."""
+    header = request.headers.get("Authorization")
+    api_key = request.headers.get("X-API-Key")
+    bearer = None
+    if header is not None:
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            raise InvalidApiKey("send the key as 'Authorization: Bearer <key>' or "
+                                "'X-API-Key: <key>'")
+        bearer = value.strip()
+    if bearer is not None and api_key is not None and bearer != api_key.strip():
+        raise InvalidApiKey("two different keys were sent; send one key in one header")
+    token = bearer if bearer is not None else api_key
+    if token is not None and not token.strip():
+        raise InvalidApiKey("the X-API-Key header is empty; put the key in it")
+    return token.strip() if token is not None else None
+
+
+class Verifier:
+    """Checks tokens against the node's secret and the key registry (re-read on change)."""
+
+    def __init__(self, private: Path) -> None:
+        self.private = private
+        self._registry_path = private / "keys.json"
+        self._registry = Registry(self._registry_path)
+        self._stamp: int | None = None
+        self._secret: bytes | None = None
+
+    def _refresh(self) -> Registry:
+        try:
+            stamp = os.stat(self._registry_path).st_mtime_ns
+        except OSError:
+            stamp = None
+        if stamp != self._stamp:
+            self._registry = (Registry.load(self._registry_path) if stamp is not None
+                              else Registry(self._registry_path))
+            self._secret, _ = load_secret(self.private)
+            self._stamp = stamp
+        return self._registry
+
+    def verify(self, token: str, node_id: str, now: datetime | None = None) -> KeyRecord:
+        registry = self._refresh()
+        if self._secret is None:
+            raise InvalidApiKey("this node has issued no keys; ask the node for one")
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token, self._secret, algorithms=[ALGORITHM], audience=node_id, issuer=node_id,
+                options={"require": ["jti", "iat", "iss", "aud"]}, leeway=5)
+        except jwt.ExpiredSignatureError:
+            raise InvalidApiKey("the key has expired; ask the node for a new one") from None
+        except jwt.PyJWTError:
+            raise InvalidApiKey("not a key of this node (malformed, forged, or issued by "
+                                "another node); check the key you sent") from None
+        key = registry.keys.get(str(claims["jti"]))
+        if key is None:
+            raise InvalidApiKey("unknown key; it may have been removed, ask the node for one")
+        if key.revoked_at is not None:
+            raise InvalidApiKey(f"the key was revoked on {key.revoked_at}; ask the node for "
+                                f"a new one")
+        if key.expired(now or datetime.now(UTC)):
+            raise InvalidApiKey("the key has expired; ask the node for a new one")
+        return key
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    limit: int
+    remaining: int
+    reset: int  # seconds until a request is freed
+    retry_after: int
+
+    def headers(self) -> dict[str, str]:
+        return {"RateLimit-Limit": str(self.limit), "RateLimit-Remaining": str(self.remaining),
+                "RateLimit-Reset": str(self.reset)}
+
+
+class SlidingWindowLimiter:
+    """Exactly `limit` requests in any 60-second window, per bucket.
+
+    Decisions are taken on the event loop without awaiting, so concurrent requests are
+    counted exactly. State is per process: replicas behind a load balancer would share it
+    through Redis (docs/operations.md)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._hits: dict[str, deque[float]] = {}
+
+    def hit(self, bucket: str, limit: int) -> Decision:
+        now = self._clock()
+        hits = self._hits.setdefault(bucket, deque())
+        while hits and hits[0] <= now - WINDOW:
+            hits.popleft()
+        if len(hits) >= limit:
+            wait = max(1, math.ceil(hits[0] + WINDOW - now))
+            return Decision(False, limit, 0, wait, wait)
+        hits.append(now)
+        reset = math.ceil(hits[0] + WINDOW - now)
+        if len(self._hits) > 50_000:
+            self._prune(now)
+        return Decision(True, limit, limit - len(hits), reset, 0)
+
+    def remaining(self, bucket: str, limit: int) -> int:
+        hits = self._hits.get(bucket, deque())
+        now = self._clock()
+        return max(0, limit - sum(1 for t in hits if t > now - WINDOW))
+
+    def _prune(self, now: float) -> None:
+        for bucket in [b for b, h in self._hits.items() if not h or h[-1] <= now - WINDOW]:
+            del self._hits[bucket]
+
+
+def rate_limited(decision: Decision) -> RateLimited:
+    return RateLimited(f"over the limit of {decision.limit} requests a minute; retry after "
+                       f"{decision.retry_after} s",
+                       headers={"Retry-After": str(decision.retry_after)})
+
+
+def check_collection(principal: Principal | None, collection: str) -> None:
+    if principal is not None and not principal.may_read(collection):
+        allowed = ", ".join(principal.key.collections or COLLECTIONS)
+        raise InsufficientScope(f"this key may read {allowed}, not {collection}")
+
+
+def check_policy(found: Policy | None, principal: Principal | None) -> None:
+    if found is None:
+        return
+    if principal is None:
+        if found.key_required:
+            raise ApiKeyRequired("this endpoint needs a key: send 'Authorization: Bearer "
+                                 "<key>' or 'X-API-Key: <key>'; see authentication in "
+                                 "/api/manifest for how to request one")
+        return
+    if found.scope is not None and found.scope not in principal.key.scopes:
+        raise InsufficientScope(f"this key lacks the {found.scope!r} scope; it has "
+                                f"{', '.join(principal.key.scopes)}")

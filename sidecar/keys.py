@@ -1,0 +1,159 @@
+"""API keys: JWTs signed with the node's secret, and the registry of issued keys.
+
+The registry (`.fednode/keys.json`) lists every key's id and grants and its revocation; it
+holds no secret and the sidecar re-reads it whenever it changes, so a revocation takes
+effect at once. The signing secret comes from the environment variable FEDNODE_SECRET or
+the file `.fednode/secret`, never from the repository or `site_out/`."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import jwt
+
+from exporter.wire import COLLECTIONS, format_time, parse_time
+
+ALGORITHM = "HS256"  # pinned: verification accepts nothing else
+SCOPES = ("read", "search", "changes", "mcp", "library")
+SECRET_ENV = "FEDNODE_SECRET"
+REGISTRY_FORMAT = 1
+
+
+class KeyError_(Exception):
+    """A key management request that cannot be carried out; the message says why."""
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    """One issued key, as the registry knows it. Never the token itself."""
+
+    id: str
+    name: str
+    scopes: tuple[str, ...]
+    collections: tuple[str, ...]  # empty: every collection
+    groups: tuple[str, ...]  # access groups whose restricted records it may read
+    rate: int  # requests per minute
+    created_at: str
+    expires_at: str | None = None
+    revoked_at: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["collections"] = list(self.collections) or list(COLLECTIONS)
+        data["scopes"], data["groups"] = list(self.scopes), list(self.groups)
+        return data
+
+    def expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and parse_time(self.expires_at) <= now
+
+
+@dataclass
+class Registry:
+    path: Path
+    keys: dict[str, KeyRecord] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> Registry:
+        if not path.exists():
+            return cls(path)
+        data = json.loads(path.read_text("utf-8"))
+        keys = {}
+        for item in data.get("keys", []):
+            for name in ("scopes", "collections", "groups"):
+                item[name] = tuple(item[name])
+            keys[item["id"]] = KeyRecord(**item)
+        return cls(path, keys)
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_suffix(".tmp")
+        body = {"format": REGISTRY_FORMAT,
+                "keys": [asdict(key) for key in self.keys.values()]}
+        temporary.write_text(json.dumps(body, indent=2) + "\n", "utf-8")
+        os.replace(temporary, self.path)
+
+    def get(self, key_id: str) -> KeyRecord:
+        try:
+            return self.keys[key_id]
+        except KeyError:
+            raise KeyError_(f"no key with id {key_id!r}; `fednode keys list` shows them") from None
+
+    def revoke(self, key_id: str, now: datetime) -> KeyRecord:
+        key = self.get(key_id)
+        if key.revoked_at is None:
+            key = replace(key, revoked_at=format_time(now))
+            self.keys[key_id] = key
+            self.save()
+        return key
+
+
+def load_secret(private: Path, *, create: bool = False) -> tuple[bytes | None, str]:
+    """The signing secret and where it came from. With `create`, make one in the private
+    folder (mode 0600) when none is configured."""
+    from_env = os.environ.get(SECRET_ENV)
+    if from_env:
+        if len(from_env) < 32:
+            raise KeyError_(f"{SECRET_ENV} is too short: use at least 32 random characters")
+        return from_env.encode(), f"environment variable {SECRET_ENV}"
+    path = private / "secret"
+    if path.exists():
+        return path.read_text().strip().encode(), str(path)
+    if not create:
+        return None, str(path)
+    private.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(secrets.token_hex(32) + "\n")
+    return path.read_text().strip().encode(), f"{path} (created now)"
+
+
+def parse_expiry(text: str) -> str:
+    """`2027-06-30` means through that day (UTC); a full RFC 3339 time is taken as is."""
+    try:
+        if len(text) == 10:
+            day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
+            return format_time(day + timedelta(days=1))
+        return format_time(parse_time(text))
+    except ValueError:
+        raise KeyError_(f"--expires {text!r}: give a date like 2027-06-30 or an RFC 3339 "
+                        f"time") from None
+
+
+def issue(registry: Registry, secret: bytes, node_id: str, *, name: str, scopes: list[str],
+          collections: list[str], groups: list[str], rate: int, expires: str | None,
+          now: datetime) -> tuple[str, KeyRecord]:
+    """Make a key, record it, and return the token (shown once) with its record."""
+    unknown = [s for s in scopes if s not in SCOPES]
+    if unknown or not scopes:
+        raise KeyError_(f"unknown scope {', '.join(unknown) or '(none given)'}; choose from "
+                        f"{', '.join(SCOPES)}")
+    wrong = [c for c in collections if c not in COLLECTIONS]
+    if wrong:
+        raise KeyError_(f"unknown collection {', '.join(wrong)}; choose from "
+                        f"{', '.join(COLLECTIONS)}")
+    if "public" in groups:
+        raise KeyError_("'public' is not a group: every key reads public records")
+    if rate < 1:
+        raise KeyError_("--rate must be at least 1 request per minute")
+    expires_at = parse_expiry(expires) if expires else None
+    if expires_at and parse_time(expires_at) <= now:
+        raise KeyError_(f"--expires {expires} is in the past")
+    key_id = "k_" + secrets.token_hex(6)
+    record = KeyRecord(id=key_id, name=name, scopes=tuple(dict.fromkeys(scopes)),
+                       collections=tuple(dict.fromkeys(collections)),
+                       groups=tuple(dict.fromkeys(groups)), rate=rate,
+                       created_at=format_time(now), expires_at=expires_at)
+    claims: dict[str, Any] = {"iss": node_id, "aud": node_id, "jti": key_id,
+                              "iat": int(now.timestamp())}
+    if expires_at:
+        claims["exp"] = int(parse_time(expires_at).timestamp())
+    token = jwt.encode(claims, secret, algorithm=ALGORITHM)
+    registry.keys[key_id] = record
+    registry.save()
+    return token, record

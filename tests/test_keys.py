@@ -1,0 +1,291 @@
+"""Keys, scopes, restricted grants and rate limits, through the real server."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+from aiohttp.test_utils import TestClient
+from builders import Node, app_for, species, team
+from click.testing import CliRunner
+
+from cli.main import main
+from exporter.build import BuildReport
+from exporter.config import Project
+from sidecar import keys as keyring
+
+NODE_ID = "00000000-0000-4000-8000-000000000001"
+SECRET_TEXT = "WOMBAT-SECRET-PHONE-TREE"
+
+
+@dataclass
+class KeyedNode:
+    root: Path
+    hidden: dict[str, Any]
+    public: dict[str, Any]
+    plant: dict[str, Any]
+    tokens: dict[str, str]
+    ids: dict[str, str]
+
+
+def issue(root: Path, name: str, **grants: Any) -> tuple[str, keyring.KeyRecord]:
+    project = Project(root)
+    secret, _ = keyring.load_secret(project.private, create=True)
+    assert secret is not None
+    registry = keyring.Registry.load(project.private / "keys.json")
+    options: dict[str, Any] = {"scopes": list(keyring.SCOPES), "collections": [], "groups": [],
+                               "rate": 1000, "expires": None}
+    options.update(grants)
+    return keyring.issue(registry, secret, NODE_ID, name=name, now=datetime.now(UTC), **options)
+
+
+def b64(data: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+
+@pytest.fixture
+def keyed(node: Node, export: Callable[..., BuildReport]) -> KeyedNode:
+    hidden = team("Hidden Person", access="partners")
+    public = team("Open Person")
+    plant = species("Fallopia japonica")
+    node.write("team", "hidden", hidden, f"Reach them through the {SECRET_TEXT}.")
+    node.write("team", "open", public)
+    node.write("species", "knotweed", plant)
+    export(node.root)
+    tokens, ids = {}, {}
+    for state, grants in {
+        "granted": {"groups": ["partners"]},
+        "ungranted": {},
+        "scope_limited": {"scopes": ["search"], "groups": ["partners"]},
+        "collection_limited": {"collections": ["species"], "groups": ["partners"]},
+        "expired": {"expires": (datetime.now(UTC) + timedelta(seconds=2)).strftime(
+            "%Y-%m-%dT%H:%M:%SZ")},
+        "revoked": {"groups": ["partners"]},
+    }.items():
+        tokens[state], record = issue(node.root, state, **grants)
+        ids[state] = record.id
+    registry = keyring.Registry.load(node.root / ".fednode" / "keys.json")
+    registry.revoke(ids["revoked"], datetime.now(UTC))
+    secret = (node.root / ".fednode" / "secret").read_text().strip().encode()
+    now = int(datetime.now(UTC).timestamp())
+    claims = {"iss": NODE_ID, "aud": NODE_ID, "jti": ids["granted"], "iat": now}
+    tokens["malformed"] = "not.a.key"
+    tokens["forged"] = jwt.encode(claims, "another-secret-of-at-least-32-bytes!", "HS256")
+    tokens["alg_none"] = f"{b64({'alg': 'none', 'typ': 'JWT'})}.{b64(claims)}."
+    other = dict(claims, iss="11111111-0000-4000-8000-000000000001",
+                 aud="11111111-0000-4000-8000-000000000001")
+    tokens["other_node"] = jwt.encode(other, secret, "HS256")
+    tokens["unknown"] = jwt.encode(dict(claims, jti="k_000000000000"), secret, "HS256")
+    return KeyedNode(node.root, hidden, public, plant, tokens, ids)
+
+
+ENDPOINTS = {
+    "manifest": ("GET", "/api/manifest"),
+    "schema": ("GET", "/api/schema"),
+    "list": ("GET", "/api/team"),
+    "record": ("GET", "/api/team/{hidden}"),
+    "list_species": ("GET", "/api/species"),
+    "keys_me": ("GET", "/api/keys/me"),
+    "search": ("GET", "/api/search?q=knotweed"),
+    "mcp": ("POST", "/api/mcp"),
+    "library": ("POST", "/api/library/ask"),
+}
+INVALID = ("malformed", "forged", "alg_none", "other_node", "unknown", "expired", "revoked")
+
+
+def expected(endpoint: str, state: str) -> tuple[int, str | None]:
+    """The status and error code each endpoint owes each kind of caller."""
+    if state in INVALID:
+        return 401, "invalid_api_key"
+    keyed_only = endpoint in ("keys_me", "mcp", "library")
+    not_built = endpoint in ("search", "mcp", "library")
+    if state == "none":
+        if keyed_only:
+            return 401, "api_key_required"
+        if endpoint == "record":
+            return 404, "not_found"
+        return (404, "not_found") if not_built else (200, None)
+    if state == "scope_limited" and endpoint in ("list", "record", "list_species", "mcp",
+                                                 "library"):
+        return 403, "insufficient_scope"
+    if state == "collection_limited" and endpoint in ("list", "record"):
+        return 403, "insufficient_scope"
+    if state == "ungranted" and endpoint == "record":
+        return 404, "not_found"
+    return (404, "not_found") if not_built else (200, None)
+
+
+STATES = ("none", *INVALID, "granted", "ungranted", "scope_limited", "collection_limited")
+
+
+async def test_matrix(keyed: KeyedNode, aiohttp_client: Callable[..., Any]) -> None:
+    await asyncio.sleep(2.1)  # let the "expired" key expire
+    client: TestClient = await aiohttp_client(app_for(keyed.root))
+    for endpoint, (method, path) in ENDPOINTS.items():
+        url = path.format(hidden=keyed.hidden["id"])
+        for state in STATES:
+            for header in ("Authorization", "X-API-Key"):
+                headers = {}
+                if state != "none":
+                    token = keyed.tokens[state]
+                    headers[header] = f"Bearer {token}" if header == "Authorization" else token
+                kwargs: dict[str, Any] = {"headers": headers}
+                if method == "POST":
+                    kwargs["json"] = {}
+                response = await client.request(method, url, **kwargs)
+                body = await response.text()
+                status, code = expected(endpoint, state)
+                where = f"{method} {url} as {state} via {header}"
+                assert response.status == status, (where, body)
+                if code:
+                    assert json.loads(body)["error"]["code"] == code, where
+                valid = state not in INVALID and state != "none"
+                assert response.headers["X-Node-Access"] == (
+                    f"key:{keyed.ids[state]}" if valid else "open"), where
+                if state != "granted":
+                    assert keyed.hidden["id"] not in body, where
+                    assert SECRET_TEXT not in body, where
+                if valid:
+                    assert response.headers["Cache-Control"].startswith("private"), where
+                    assert "X-API-Key" in response.headers["Vary"], where
+                    assert int(response.headers["RateLimit-Remaining"]) >= 0, where
+                if state == "none":
+                    break
+
+
+async def test_granted_key_sees_restricted_records_with_their_group(
+        keyed: KeyedNode, aiohttp_client: Callable[..., Any]) -> None:
+    client: TestClient = await aiohttp_client(app_for(keyed.root))
+    granted = {"X-API-Key": keyed.tokens["granted"]}
+    page = await (await client.get("/api/team", headers=granted)).json()
+    assert page["total"] == 2
+    assert {item["access"] for item in page["items"]} == {"public", "partners"}
+    record = await (await client.get(f"/api/team/{keyed.hidden['id']}", headers=granted)).json()
+    assert SECRET_TEXT in record["body"] and record["access"] == "partners"
+    small = await (await client.get("/api/team?limit=1", headers=granted)).json()
+    assert small["total"] == 2 and small["next"] is not None
+    ungranted = {"X-API-Key": keyed.tokens["ungranted"]}
+    page = await (await client.get("/api/team?limit=1", headers=ungranted)).json()
+    assert page["total"] == 1 and page["next"] is None
+
+
+async def test_keys_me(keyed: KeyedNode, aiohttp_client: Callable[..., Any]) -> None:
+    client: TestClient = await aiohttp_client(app_for(keyed.root))
+    headers = {"Authorization": f"Bearer {keyed.tokens['collection_limited']}"}
+    me = await (await client.get("/api/keys/me", headers=headers)).json()
+    assert me["id"] == keyed.ids["collection_limited"]
+    assert me["collections"] == ["species"] and me["groups"] == ["partners"]
+    assert me["rate"] == 1000 and me["remaining"] == 999
+    assert me["expires_at"] is None
+    assert keyed.tokens["collection_limited"] not in json.dumps(me)
+
+
+async def test_wrong_header_forms(keyed: KeyedNode, aiohttp_client: Callable[..., Any]) -> None:
+    client: TestClient = await aiohttp_client(app_for(keyed.root))
+    for headers in ({"Authorization": "Basic dXNlcjpwYXNz"}, {"Authorization": "Bearer "},
+                    {"X-API-Key": ""},
+                    {"Authorization": f"Bearer {keyed.tokens['granted']}",
+                     "X-API-Key": keyed.tokens["ungranted"]}):
+        response = await client.get("/api/manifest", headers=headers)
+        assert response.status == 401, headers
+        assert (await response.json())["error"]["code"] == "invalid_api_key"
+
+
+async def test_rate_limit_is_exact_under_concurrency(
+        keyed: KeyedNode, aiohttp_client: Callable[..., Any]) -> None:
+    token, record = issue(keyed.root, "tight", rate=7)
+    client: TestClient = await aiohttp_client(app_for(keyed.root))
+    headers = {"X-API-Key": token}
+    responses = await asyncio.gather(*(client.get("/api/species", headers=headers)
+                                       for _ in range(40)))
+    statuses = sorted(r.status for r in responses)
+    assert statuses.count(200) == 7 and statuses.count(429) == 33
+    limited = next(r for r in responses if r.status == 429)
+    assert (await limited.json())["error"]["code"] == "rate_limited"
+    assert 1 <= int(limited.headers["Retry-After"]) <= 60
+    assert limited.headers["X-Node-Access"] == f"key:{record.id}"
+    assert limited.headers["RateLimit-Remaining"] == "0"
+    remaining = sorted(int(r.headers["RateLimit-Remaining"]) for r in responses
+                       if r.status == 200)
+    assert remaining == [0, 1, 2, 3, 4, 5, 6]
+
+
+async def test_anonymous_requests_are_limited_per_address(
+        keyed: KeyedNode, aiohttp_client: Callable[..., Any]) -> None:
+    client: TestClient = await aiohttp_client(app_for(keyed.root, anonymous_rate=3))
+    statuses = [(await client.get("/api/species")).status for _ in range(5)]
+    assert statuses == [200, 200, 200, 429, 429]
+    keyed_response = await client.get("/api/species",
+                                      headers={"X-API-Key": keyed.tokens["granted"]})
+    assert keyed_response.status == 200
+
+
+async def test_revocation_takes_effect_without_restart(
+        keyed: KeyedNode, aiohttp_client: Callable[..., Any]) -> None:
+    client: TestClient = await aiohttp_client(app_for(keyed.root))
+    headers = {"X-API-Key": keyed.tokens["granted"]}
+    assert (await client.get("/api/keys/me", headers=headers)).status == 200
+    result = CliRunner().invoke(main, ["keys", "revoke", keyed.ids["granted"],
+                                       "--project", str(keyed.root)])
+    assert result.exit_code == 0, result.output
+    response = await client.get("/api/keys/me", headers=headers)
+    assert response.status == 401
+    assert "revoked" in (await response.json())["error"]["message"]
+
+
+def test_cli_create_prints_the_key_alone(node: Node, export: Callable[..., BuildReport]) -> None:
+    node.write("species", "a", species("Fallopia japonica"))
+    runner = CliRunner()
+    result = runner.invoke(main, [
+        "keys", "create", "--project", str(node.root), "--name", "Hub A", "--scopes",
+        "read,search,changes,mcp,library", "--collections", "species,resources", "--groups",
+        "partners", "--rate", "120", "--expires", "2099-06-30"])
+    assert result.exit_code == 0, result.output
+    token = result.stdout.strip()
+    assert "\n" not in token and token.count(".") == 2
+    assert "created now" in result.stderr and ".fednode/secret" in result.stderr
+    claims = jwt.decode(token, options={"verify_signature": False})
+    assert claims["iss"] == claims["aud"] == NODE_ID
+    assert claims["exp"] == int(datetime(2099, 7, 1, tzinfo=UTC).timestamp())
+    secret_file = node.root / ".fednode" / "secret"
+    assert secret_file.stat().st_mode & 0o077 == 0
+    registry_text = (node.root / ".fednode" / "keys.json").read_text()
+    assert token not in registry_text and secret_file.read_text().strip() not in registry_text
+    listed = runner.invoke(main, ["keys", "list", "--project", str(node.root)])
+    assert claims["jti"] in listed.stdout and "Hub A" in listed.stdout
+    assert "species,resources" in listed.stdout and "120/min" in listed.stdout
+    assert token not in listed.output
+    shown = json.loads(runner.invoke(main, ["keys", "show", claims["jti"], "--project",
+                                            str(node.root)]).stdout)
+    assert shown["scopes"] == ["read", "search", "changes", "mcp", "library"]
+    bad = runner.invoke(main, ["keys", "create", "--project", str(node.root), "--name", "x",
+                               "--scopes", "read,admin"])
+    assert bad.exit_code == 1 and "unknown scope admin" in bad.output
+    missing = runner.invoke(main, ["keys", "revoke", "k_nope", "--project", str(node.root)])
+    assert missing.exit_code == 1 and "no key with id 'k_nope'" in missing.output
+
+
+async def test_secrets_never_reach_the_logs(keyed: KeyedNode, aiohttp_client: Callable[..., Any],
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    client: TestClient = await aiohttp_client(app_for(keyed.root))
+    for token in keyed.tokens.values():
+        await client.get(f"/api/team/{keyed.hidden['id']}", headers={"X-API-Key": token})
+        await client.get("/api/team", headers={"Authorization": f"Bearer {token}"})
+    secret = (keyed.root / ".fednode" / "secret").read_text().strip()
+    text = caplog.text
+    assert "fednode.access" in text and f"key:{keyed.ids['granted']}" in text
+    for token in keyed.tokens.values():
+        assert token not in text
+        signature = token.rsplit(".", 1)[-1]
+        assert len(signature) < 20 or signature not in text
+    assert secret not in text and SECRET_TEXT not in text
