@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from . import bundle
+from .cache import Cache
 from .config import NodeConfig, Project, load_node_config
 from .content import SourceRecord, discover, read
 from .errors import ContentError, ExportError, Problem
@@ -54,7 +55,8 @@ class Content:
     node: NodeConfig
     collections: dict[str, Collection]
     records: list[SourceRecord]
-    hashes: dict[str, str]  # record id -> content hash
+    cache: Cache
+    paths: set[str]  # every content file read
 
 
 def load(project: Project, *, base_url: str | None = None,
@@ -69,18 +71,22 @@ def load(project: Project, *, base_url: str | None = None,
     known = collections()
     files, found = discover(project.content, project.root, known)
     problems.extend(found)
+    cache = Cache.load(project.cache)
     records: list[SourceRecord] = []
     for done, source in enumerate(files, start=1):
-        got, found = read(source, known[source.collection])
+        got = cache.records(source.rel, source.mtime_ns, source.size)
+        if got is None:
+            got, found = read(source, known[source.collection])
+            problems.extend(found)
+            if not found:
+                cache.remember(source.rel, source.mtime_ns, source.size, got)
         records.extend(got)
-        problems.extend(found)
-        if progress and done % 2000 == 0:
+        if progress and done % 5000 == 0:
             progress("read", done, len(files))
     problems.extend(_duplicates(records))
     if problems or node is None:
         raise ContentError(problems)
-    hashes = {record.id: record.content_hash() for record in records}
-    return Content(node, known, records, hashes)
+    return Content(node, known, records, cache, {source.rel for source in files})
 
 
 def _duplicates(records: list[SourceRecord]) -> list[Problem]:
@@ -103,7 +109,7 @@ def build(project: Project, *, now: datetime | None = None, frozen: bool = False
     content = load(project, base_url=base_url, progress=progress)
     ledger = Ledger.load(project.ledger)
     events = ledger.reconcile(
-        (Current(r.collection, r.id, content.hashes[r.id], r.access) for r in content.records),
+        (Current(r.collection, r.id, r.hash, r.access) for r in content.records),
         now or datetime.now(UTC))
     if frozen and events:
         raise ExportError(
@@ -112,7 +118,7 @@ def build(project: Project, *, now: datetime | None = None, frozen: bool = False
     ledger.append(events)
 
     rendered = [render_record(r, ledger.entries[r.id], content.collections[r.collection],
-                              content.node, content.hashes[r.id]) for r in content.records]
+                              content.node, content.cache) for r in content.records]
     order = {name: index for index, name in enumerate(COLLECTIONS)}
     rendered.sort(key=lambda r: (order[r.collection], r.created_at, r.id))
     report = BuildReport(seconds=0.0, events=len(events))
@@ -137,6 +143,8 @@ def build(project: Project, *, now: datetime | None = None, frozen: bool = False
         manifest=manifest_bytes, schema=schema_bytes, index=index_bytes,
         records=bundle.records_table(rendered, positions)),
         project.cache / "bundle.fingerprints.json")
+    content.cache.rendered = {r.id: content.cache.rendered[r.id] for r in rendered}
+    content.cache.save(keep=content.paths)
     report.seconds = time.perf_counter() - started
     return report
 

@@ -12,12 +12,13 @@ import io
 import json
 import os
 import re
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
+
+import rtoml
 
 from .errors import Problem
 from .schemas import Collection
@@ -25,33 +26,45 @@ from .wire import PUBLIC
 
 FENCE = "+++"
 _KEY_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*)\s*=")
-_TOML_LINE = re.compile(r"at line (\d+)")
+_TOML_LINE = re.compile(r"line (\d+)")
 
 
 @dataclass
 class SourceRecord:
+    """One record as the content has it. Once valid it carries its canonical form
+    (`packed`, sorted-key JSON of its fields) and the hash of that form; the fields
+    themselves are decoded from `packed` only when they are needed."""
+
     collection: str
     path: str  # relative to the project root, with forward slashes
     line: int  # first line of the record (1 for a file, the row's line for CSV)
-    fields: dict[str, Any]
+    id: str
+    access: str
     field_lines: dict[str, int] = field(default_factory=dict)
+    hash: str = ""
+    packed: str = ""
+    _fields: dict[str, Any] | None = field(default=None, repr=False)
+
+    @classmethod
+    def parsed(cls, collection: str, path: str, line: int, fields: dict[str, Any],
+               field_lines: dict[str, int]) -> SourceRecord:
+        return cls(collection, path, line, str(fields.get("id", "")),
+                   str(fields.get("access", PUBLIC)), field_lines, _fields=fields)
 
     @property
-    def id(self) -> str:
-        return str(self.fields.get("id", ""))
+    def fields(self) -> dict[str, Any]:
+        if self._fields is None:
+            self._fields = json.loads(self.packed)
+        return self._fields
 
-    @property
-    def access(self) -> str:
-        return str(self.fields.get("access", PUBLIC))
+    def seal(self) -> None:
+        """Fix the canonical form and hash of a valid record."""
+        self.packed = json.dumps(self.fields, sort_keys=True, ensure_ascii=False,
+                                 separators=(",", ":"))
+        self.hash = "sha256:" + hashlib.sha256(self.packed.encode("utf-8")).hexdigest()
 
     def line_of(self, name: str) -> int:
         return self.field_lines.get(name, self.line)
-
-    def content_hash(self) -> str:
-        """sha256 over the fields, body and access, independent of file layout."""
-        canonical = json.dumps(self.fields, sort_keys=True, ensure_ascii=False,
-                               separators=(",", ":"))
-        return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -110,7 +123,10 @@ def read(source: SourceFile, collection: Collection
     parse = _parse_csv if source.rel.endswith(".csv") else _parse_markdown
     records, problems = parse(text, source, collection)
     for record in records:
-        problems.extend(validate(record, collection))
+        found = validate(record, collection)
+        if not found:
+            record.seal()
+        problems.extend(found)
     return records, problems
 
 
@@ -127,11 +143,11 @@ def _parse_markdown(text: str, source: SourceFile, collection: Collection
                                               f"after the fields")]
     front = "\n".join(lines[1:end]) + "\n"
     try:
-        data = tomllib.loads(front)
-    except tomllib.TOMLDecodeError as exc:
+        data = rtoml.loads(front)
+    except rtoml.TomlParsingError as exc:
         found = _TOML_LINE.search(str(exc))
         line = int(found.group(1)) + 1 if found else 1
-        reason = str(exc).split(" (at ")[0]
+        reason = re.sub(r" at line \d+ column \d+", "", str(exc)).strip()
         return [], [Problem(source.rel, line, "", f"front matter is not valid TOML: {reason}")]
     field_lines: dict[str, int] = {}
     for number, raw in enumerate(lines[1:end], start=2):
@@ -145,7 +161,7 @@ def _parse_markdown(text: str, source: SourceFile, collection: Collection
             return [], [Problem(source.rel, field_lines.get("body", 1), "body",
                                 "set twice: in the front matter and below it")]
         fields["body"] = body.rstrip() + "\n"
-    return [SourceRecord(collection.name, source.rel, 1, fields, field_lines)], []
+    return [SourceRecord.parsed(collection.name, source.rel, 1, fields, field_lines)], []
 
 
 def _parse_csv(text: str, source: SourceFile, collection: Collection
@@ -188,8 +204,8 @@ def _parse_csv(text: str, source: SourceFile, collection: Collection
                 fields[name] = value
         if "body" in fields:
             fields["body"] = str(fields["body"]).rstrip() + "\n"
-        records.append(SourceRecord(collection.name, source.rel, start, fields,
-                                    dict.fromkeys(header, start)))
+        records.append(SourceRecord.parsed(collection.name, source.rel, start, fields,
+                                           dict.fromkeys(header, start)))
     return records, problems
 
 
@@ -239,7 +255,7 @@ def validate(record: SourceRecord, collection: Collection) -> list[Problem]:
             problems.append(Problem(record.path, record.line_of(name), name,
                                     "set by the node, not by content: remove it"))
     fields = {k: v for k, v in record.fields.items() if not collection.served_by_node(k)}
-    for error in collection.validator.iter_errors(fields):
+    for error in collection.errors(fields):
         problems.extend(_describe(error, record, collection))
     return problems
 

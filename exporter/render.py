@@ -11,6 +11,7 @@ from typing import Any
 import jinja2
 
 from . import __version__
+from .cache import Cache
 from .config import NodeConfig
 from .content import SourceRecord
 from .ledger import Entry
@@ -61,7 +62,15 @@ def _field_order(collection: Collection) -> tuple[str, ...]:
 
 
 def render_record(record: SourceRecord, entry: Entry, collection: Collection,
-                  node: NodeConfig, content_hash: str) -> Rendered:
+                  node: NodeConfig, cache: Cache) -> Rendered:
+    """A record's served form; its bytes come from the cache when nothing they depend on
+    has changed."""
+    key = fingerprint(record.hash, entry.created_at, entry.updated_at, node.base_url,
+                      collection.name)
+    cached = cache.rendered.get(record.id)
+    if cached is not None and cached[0] == key:
+        return Rendered(collection.name, record.id, record.access, cached[1], entry.created_at,
+                        entry.updated_at, record.hash, cached[2])
     fields = record.fields
     title = str(fields.get(collection.title_field, ""))
     out: dict[str, Any] = {
@@ -72,13 +81,15 @@ def render_record(record: SourceRecord, entry: Entry, collection: Collection,
         "created_at": entry.created_at,
         "updated_at": entry.updated_at,
         "url": record_url(node.base_url, collection.name, record.id),
-        "content_hash": content_hash,
+        "content_hash": record.hash,
     }
     for name in _field_order(collection):
         if name in fields:
             out[name] = fields[name]
+    data = encode(out)
+    cache.rendered[record.id] = (key, title, data)
     return Rendered(collection.name, record.id, record.access, title, entry.created_at,
-                    entry.updated_at, content_hash, encode(out))
+                    entry.updated_at, record.hash, data)
 
 
 # Capabilities this build of fednode actually serves; the manifest claims nothing more.

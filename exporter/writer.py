@@ -13,7 +13,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from .errors import ExportError
 
@@ -37,12 +37,12 @@ class TreeStats:
     removed: int
 
 
-def safe_join(root: Path, relative: str) -> Path:
-    """Join under root, refusing absolute paths and `..` (pelican's writer does the same)."""
-    parts = PurePosixPath(relative).parts
-    if not parts or relative.startswith("/") or any(p in ("..", "") for p in parts):
+def safe_join(root: str, relative: str) -> str:
+    """Join under root, refusing absolute paths, `.` and `..` (as pelican's writer does)."""
+    parts = relative.split("/")
+    if not relative or any(p in ("", ".", "..") or "\\" in p or "\0" in p for p in parts):
         raise ExportError(f"refusing to write outside the output folder: {relative!r}")
-    return root.joinpath(*parts)
+    return root + "/" + relative
 
 
 def write_tree(target: Path, files: Iterable[OutputFile], fingerprints: Path,
@@ -57,24 +57,26 @@ def write_tree(target: Path, files: Iterable[OutputFile], fingerprints: Path,
     staging.mkdir()
     recorded: dict[str, str] = {}
     written = reused = 0
-    made_dirs: set[Path] = set()
+    made_dirs: set[str] = set()
+    live, stage = str(target), str(staging)
     try:
         for count, item in enumerate(files, start=1):
             if item.path in recorded:
                 raise ExportError(f"two outputs claim the same path: {item.path}")
-            destination = safe_join(staging, item.path)
-            if destination.parent not in made_dirs:
-                destination.parent.mkdir(parents=True, exist_ok=True)
-                made_dirs.add(destination.parent)
+            destination = safe_join(stage, item.path)
+            folder = destination.rpartition("/")[0]
+            if folder not in made_dirs:
+                os.makedirs(folder, exist_ok=True)
+                made_dirs.add(folder)
             if previous.get(item.path) == item.fingerprint:
                 try:
-                    os.link(safe_join(target, item.path), destination)
+                    os.link(safe_join(live, item.path), destination)
                     reused += 1
                     recorded[item.path] = item.fingerprint
                     continue
                 except OSError:
                     pass  # fall through and render it again
-            destination.write_bytes(item.render())
+            _write(destination, item.render())
             written += 1
             recorded[item.path] = item.fingerprint
             if progress and count % 1000 == 0:
@@ -90,6 +92,16 @@ def write_tree(target: Path, files: Iterable[OutputFile], fingerprints: Path,
     removed = len(set(previous) - set(recorded))
     swap(staging, target)
     return TreeStats(written, reused, removed)
+
+
+def _write(path: str, data: bytes) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(descriptor, view):]
+    finally:
+        os.close(descriptor)
 
 
 def swap(staging: Path, target: Path) -> None:
