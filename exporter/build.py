@@ -5,7 +5,9 @@ up to date next, then the static site and the private bundle are each swapped in
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import itertools
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -27,6 +29,14 @@ from .render import (
     schema_document,
 )
 from .schemas import Collection, collections
+from .sync import (
+    CHANGES_PATH,
+    SNAPSHOT_CHUNK,
+    EventRow,
+    public_changes,
+    snapshot_chunk,
+    snapshot_path,
+)
 from .wire import COLLECTIONS, LIST_LIMIT_DEFAULT, list_page
 from .writer import OutputFile, TreeStats, constant, write_tree
 
@@ -126,22 +136,24 @@ def build(project: Project, *, now: datetime | None = None, frozen: bool = False
         (report.public if r.public else report.restricted)[r.collection] += 1
 
     node, known = content.node, content.collections
-    manifest_bytes = manifest(node, known, dict(report.public), ledger.last_at)
+    public = _by_collection(node, [r for r in rendered if r.public])
+    sync_files, sync_section = _sync_files(node, public, ledger, content.cache)
+    manifest_bytes = manifest(node, known, dict(report.public), ledger.last_at, sync_section)
     schema_bytes = schema_document(known)
     index_bytes = index_html(node, known, dict(report.public))
-    public = [r for r in rendered if r.public]
 
     report.site = write_tree(
         project.site_out,
-        _static_files(node, public, manifest_bytes, schema_bytes, index_bytes),
+        itertools.chain(_static_files(node, public, manifest_bytes, schema_bytes, index_bytes),
+                        sync_files),
         project.cache / "site_out.fingerprints.json",
-        progress=(lambda done: progress("write", done, len(public))) if progress else None,
+        progress=(lambda done: progress("write", done, len(rendered))) if progress else None,
     )
-    positions = _positions(rendered)
     write_tree(project.bundle, bundle.bundle_files(
         node_id=node.id, base_url=node.base_url, ledger_seq=ledger.last_seq,
         manifest=manifest_bytes, schema=schema_bytes, index=index_bytes,
-        records=bundle.records_table(rendered, positions)),
+        records=bundle.records_table(rendered, _positions(rendered)),
+        events=bundle.events_table(ledger.events)),
         project.cache / "bundle.fingerprints.json")
     content.cache.rendered = {r.id: content.cache.rendered[r.id] for r in rendered}
     content.cache.save(keep=content.paths)
@@ -158,22 +170,64 @@ def _positions(ordered: list[Rendered]) -> list[int]:
     return positions
 
 
-def _record_fingerprint(node: NodeConfig, r: Rendered) -> str:
-    return fingerprint(node.base_url, r.collection, r.id, r.content_hash, r.created_at,
-                       r.updated_at)
+@dataclass(frozen=True)
+class Public:
+    """The public records of one collection, in list order, with their fingerprints."""
+
+    records: list[Rendered]
+    prints: list[str]
 
 
-def _static_files(node: NodeConfig, public: list[Rendered], manifest_bytes: bytes,
+def _by_collection(node: NodeConfig, public: list[Rendered]) -> dict[str, Public]:
+    """Restricted records never reach this function's callers."""
+    grouped: dict[str, Public] = {name: Public([], []) for name in COLLECTIONS}
+    for r in public:
+        group = grouped[r.collection]
+        group.records.append(r)
+        group.prints.append(fingerprint(node.base_url, r.collection, r.id, r.content_hash,
+                                        r.created_at, r.updated_at))
+    return grouped
+
+
+def _sync_files(node: NodeConfig, public: dict[str, Public], ledger: Ledger, cache: Cache
+                ) -> tuple[list[OutputFile], dict[str, object]]:
+    """Snapshot chunks and the public change list, and the manifest's description of them."""
+    files: list[OutputFile] = []
+    snapshots = []
+    used: dict[str, str] = {}
+    for name, group in public.items():
+        for offset in range(0, len(group.records), SNAPSHOT_CHUNK):
+            chunk = group.records[offset:offset + SNAPSHOT_CHUNK]
+            print_ = fingerprint("snapshot", name, str(offset),
+                                 *group.prints[offset:offset + SNAPSHOT_CHUNK])
+            render = functools.partial(snapshot_chunk, [r.json for r in chunk])
+            digest = cache.digests.get(print_) or hashlib.sha256(render()).hexdigest()
+            used[print_] = digest
+            path = snapshot_path(name, offset)
+            files.append(OutputFile(path, print_, render))
+            snapshots.append({"collection": name, "url": f"{node.base_url}/{path}",
+                              "offset": offset, "records": len(chunk), "sha256": digest})
+    cache.digests = used
+    changes = public_changes((EventRow(e.seq, e.at, e.op, e.collection, e.id, e.access, e.hash)
+                              for e in ledger.events), node.base_url)
+    files.append(constant(CHANGES_PATH, changes, hashlib.sha256(changes).hexdigest()))
+    section = {
+        "ledger_seq": ledger.last_seq,
+        "snapshots": snapshots,
+        "changes": {"url": f"{node.base_url}/{CHANGES_PATH}", "items": changes.count(b"\n"),
+                    "sha256": hashlib.sha256(changes).hexdigest()},
+    }
+    return files, section
+
+
+def _static_files(node: NodeConfig, public: dict[str, Public], manifest_bytes: bytes,
                   schema_bytes: bytes, index_bytes: bytes) -> Iterator[OutputFile]:
-    """Every public file. Restricted records never reach this function."""
+    """Every public file but the sync files."""
     for path, data in (("api/manifest.json", manifest_bytes), ("api/schema.json", schema_bytes),
                        ("index.html", index_bytes)):
         yield constant(path, data, hashlib.sha256(data).hexdigest())
-    by_collection: dict[str, list[Rendered]] = {name: [] for name in COLLECTIONS}
-    for r in public:
-        by_collection[r.collection].append(r)
-    for name, items in by_collection.items():
-        prints = [_record_fingerprint(node, r) for r in items]
+    for name, group in public.items():
+        items, prints = group.records, group.prints
         for r, print_ in zip(items, prints, strict=True):
             yield constant(f"api/{name}/{r.id}.json", r.json, print_)
         total = len(items)

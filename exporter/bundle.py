@@ -8,6 +8,7 @@ This format is the one contract between exporter and sidecar. It lives under
 - `records.parquet` one row per live record (public and restricted): collection, id,
   access, title, created_at, updated_at, content_hash, position (list order within its
   collection), json (the record's served bytes)
+- `events.parquet` the ledger: seq, at, op, collection, id, access, hash
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .ledger import Event
 from .render import Rendered
 from .writer import OutputFile, constant
 
@@ -29,6 +31,7 @@ MANIFEST = "manifest.json"
 SCHEMA = "schema.json"
 INDEX = "index.html"
 RECORDS = "records.parquet"
+EVENTS = "events.parquet"
 
 RECORD_COLUMNS = pa.schema([
     ("collection", pa.string()),
@@ -61,11 +64,31 @@ def records_table(ordered: list[Rendered], positions: list[int]) -> bytes:
     return sink.getvalue()
 
 
+EVENT_COLUMNS = pa.schema([
+    ("seq", pa.int64()),
+    ("at", pa.string()),
+    ("op", pa.string()),
+    ("collection", pa.string()),
+    ("id", pa.string()),
+    ("access", pa.string()),
+    ("hash", pa.string()),
+])
+
+
+def events_table(events: list[Event]) -> bytes:
+    columns = {name: [getattr(e, name) for e in events] for name in EVENT_COLUMNS.names}
+    sink = io.BytesIO()
+    pq.write_table(pa.Table.from_pydict(columns, schema=EVENT_COLUMNS), sink,
+                   compression="zstd")
+    return sink.getvalue()
+
+
 def bundle_files(*, node_id: str, base_url: str, ledger_seq: int, manifest: bytes,
-                 schema: bytes, index: bytes, records: bytes) -> Iterator[OutputFile]:
-    build = hashlib.sha256(manifest + schema + index + records).hexdigest()[:16]
+                 schema: bytes, index: bytes, records: bytes, events: bytes
+                 ) -> Iterator[OutputFile]:
+    build = hashlib.sha256(manifest + schema + index + records + events).hexdigest()[:16]
     meta = json.dumps({"format": FORMAT, "build": build, "node_id": node_id,
                        "base_url": base_url, "ledger_seq": ledger_seq}, indent=2).encode()
     for name, data in ((MANIFEST, manifest), (SCHEMA, schema), (INDEX, index),
-                       (RECORDS, records), (META, meta)):
+                       (RECORDS, records), (EVENTS, events), (META, meta)):
         yield constant(name, data, hashlib.sha256(data).hexdigest())

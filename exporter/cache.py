@@ -35,6 +35,7 @@ class Cache:
     sources: dict[str, SourceEntry] = field(default_factory=dict)
     # record id -> (rendering key, title, served bytes)
     rendered: dict[str, tuple[str, str, bytes]] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)  # output fingerprint -> sha256
 
     @classmethod
     def load(cls, folder: Path) -> Cache:
@@ -43,7 +44,7 @@ class Cache:
                 data = marshal.load(handle)
             if data["version"] != _version():
                 return cls(folder)
-            return cls(folder, data["sources"], data["rendered"])
+            return cls(folder, data["sources"], data["rendered"], data["digests"])
         except (OSError, EOFError, ValueError, TypeError, KeyError):
             return cls(folder)
 
@@ -68,5 +69,5 @@ class Cache:
         temporary = self.folder / (FILE + ".tmp")
         with open(temporary, "wb") as handle:
             marshal.dump({"version": _version(), "sources": sources,
-                          "rendered": self.rendered}, handle)
+                          "rendered": self.rendered, "digests": self.digests}, handle)
         os.replace(temporary, self.folder / FILE)

@@ -93,11 +93,11 @@ def render_record(record: SourceRecord, entry: Entry, collection: Collection,
 
 
 # Capabilities this build of fednode actually serves; the manifest claims nothing more.
-CAPABILITIES = ("manifest", "schema", "lists", "records")
+CAPABILITIES = ("manifest", "schema", "lists", "records", "changes", "sync", "keys")
 
 
 def manifest(node: NodeConfig, collections: dict[str, Collection], counts: dict[str, int],
-             updated_at: str | None) -> bytes:
+             updated_at: str | None, sync: dict[str, Any]) -> bytes:
     base = node.base_url
     return encode({
         "fednode": {"api_version": API_VERSION, "software": f"fednode {__version__}"},
@@ -124,14 +124,22 @@ def manifest(node: NodeConfig, collections: dict[str, Collection], counts: dict[
             "list": {"method": "GET", "path": "/api/{collection}", "access": "open",
                      "parameters": ["limit", "offset", "updated_since"]},
             "record": {"method": "GET", "path": "/api/{collection}/{id}", "access": "open"},
+            "changes": {"method": "GET", "path": "/api/changes", "access": "key",
+                        "scope": "changes", "parameters": ["since", "limit", "cursor"],
+                        "url": f"{node.sidecar_url}/api/changes"},
+            "key": {"method": "GET", "path": "/api/keys/me", "access": "key",
+                    "url": f"{node.sidecar_url}/api/keys/me"},
         },
+        "sync": sync,
         "authentication": {
             "schemes": [
                 {"type": "http", "scheme": "bearer", "header": "Authorization",
                  "format": "Bearer <API_KEY>"},
                 {"type": "apiKey", "in": "header", "name": "X-API-Key"},
             ],
-            "open": ["manifest", "schema", "list", "record"],
+            "open": ["manifest", "schema", "list", "record", "sync"],
+            "keyed": ["changes", "key"],
+            "scopes": ["read", "search", "changes", "mcp", "library"],
             "restricted_records": "Records restricted to an access group are returned only "
                                   "to keys granted that group, and are otherwise absent.",
             "request_key": node.key_request,

@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from urllib.parse import quote
 
 from aiohttp import web
 
-from exporter.wire import COLLECTIONS, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, encode, list_page
+from exporter.wire import (
+    COLLECTIONS,
+    LIST_LIMIT_DEFAULT,
+    LIST_LIMIT_MAX,
+    encode,
+    list_page,
+    record_url,
+)
 
 from . import params
 from .auth import Principal, check_collection, policy
-from .errors import NotFound
+from .errors import InvalidParameter, NotFound
 from .state import LIMITER, PRINCIPAL, STORE
 from .store import etag, visible_groups
 
 JSON = "application/json"
+NDJSON = "application/x-ndjson"
 
 
 def open_response(request: web.Request, body: bytes, content_type: str = JSON) -> web.Response:
@@ -84,6 +93,66 @@ async def read_record(request: web.Request) -> web.Response:
     return open_response(request, body)
 
 
+CHANGES_LIMIT_DEFAULT, CHANGES_LIMIT_MAX = 200, 1000
+
+
+@policy("changes", key_required=True)
+async def changes(request: web.Request) -> web.Response:
+    """What changed since a moment, as this key sees it: upserts and deletes, by cursor."""
+    query = request.query
+    params.check_known(query, ("since", "limit", "cursor"))
+    since = params.timestamp(query, "since")
+    if since is None:
+        raise InvalidParameter("since is required: the RFC 3339 time of your last sync (the "
+                               "`until` it returned), or 1970-01-01T00:00:00Z for everything")
+    limit = params.integer(query, "limit", default=CHANGES_LIMIT_DEFAULT, low=1,
+                           high=CHANGES_LIMIT_MAX)
+    cursor = params.integer(query, "cursor", default=0, low=0)
+    principal: Principal = request[PRINCIPAL]
+    store = request.app[STORE]
+    snapshot = await store.current()
+    rows = await store.run(snapshot.changes, since, visible_groups(principal.groups),
+                           principal.key.collections or COLLECTIONS, cursor, limit)
+    more, rows = len(rows) > limit, rows[:limit]
+    base = snapshot.base_url
+    next_url = None
+    if more:
+        limit_part = f"&limit={limit}" if limit != CHANGES_LIMIT_DEFAULT else ""
+        next_url = (f"{base}/api/changes?since={quote(since, safe=':')}{limit_part}"
+                    f"&cursor={rows[-1].seq}")
+    body = {
+        "items": [{"collection": row.collection, "id": row.id, "op": row.op,
+                   "updated_at": row.at, "url": record_url(base, row.collection, row.id),
+                   "content_hash": row.hash if row.op == "upsert" else None}
+                  for row in rows],
+        "next": next_url,
+        "until": max(snapshot.until or since, since),
+    }
+    return web.Response(body=encode(body), content_type=JSON, charset="utf-8")
+
+
+async def sync_changes(request: web.Request) -> web.Response:
+    params.check_known(request.query, ())
+    store = request.app[STORE]
+    snapshot = await store.current()
+    body = await store.run(snapshot.public_changes)
+    return open_response(request, body, NDJSON)
+
+
+async def sync_snapshot(request: web.Request) -> web.Response:
+    params.check_known(request.query, ())
+    name = request.match_info["collection"]
+    offset = request.match_info["offset"]
+    store = request.app[STORE]
+    snapshot = await store.current()
+    body = None
+    if name in COLLECTIONS and offset.isdigit():
+        body = await store.run(snapshot.snapshot_chunk, name, int(offset))
+    if body is None:
+        raise NotFound("no such snapshot file; /api/manifest lists them under sync.snapshots")
+    return open_response(request, body, NDJSON)
+
+
 @policy(None, key_required=True)
 async def key_me(request: web.Request) -> web.Response:
     """What the calling key holds: grants, rate, remaining budget, expiry."""
@@ -124,6 +193,9 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/", index, allow_head=True)
     app.router.add_get("/api/manifest", manifest)
     app.router.add_get("/api/keys/me", key_me)
+    app.router.add_get("/api/changes", changes)
+    app.router.add_get("/api/sync/changes.ndjson", sync_changes)
+    app.router.add_get("/api/sync/{collection}/{offset}.ndjson", sync_snapshot)
     app.router.add_get("/api/search", not_offered("search", "search", key_required=False))
     app.router.add_post("/api/mcp", not_offered("mcp", "the tool interface"))
     app.router.add_post("/api/library/ask", not_offered("library", "the document library"))

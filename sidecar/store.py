@@ -17,11 +17,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import duckdb
 
 from exporter import bundle
+from exporter.sync import SNAPSHOT_CHUNK, EventRow, public_changes, snapshot_chunk
 from exporter.wire import PUBLIC
 
 from .errors import APIError
@@ -63,7 +64,14 @@ class Snapshot:
         self._db.execute(f"CREATE TABLE records AS SELECT * FROM read_parquet('{_quote(records)}')"
                          " ORDER BY collection, position")
         self._db.execute("CREATE INDEX records_id ON records (id)")
+        events = str(path / bundle.EVENTS)
+        self._db.execute(f"CREATE TABLE events AS SELECT * FROM read_parquet('{_quote(events)}')"
+                         " ORDER BY seq")
+        last = self._db.execute('SELECT max("at") FROM events').fetchone()
+        self.until: str | None = last[0] if last else None
         self._local = threading.local()
+        self._public_changes: bytes | None = None
+        self._public_lock = threading.Lock()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         cursor = getattr(self._local, "cursor", None)
@@ -90,6 +98,71 @@ class Snapshot:
             f"SELECT json FROM records WHERE {where} ORDER BY position LIMIT ? OFFSET ?",
             [*params, limit, offset]).fetchall()
         return Page([row[0].encode("utf-8") for row in rows], int(total_row[0]) if total_row else 0)
+
+
+    def changes(self, since: str, groups: Sequence[str], collections: Sequence[str],
+                cursor: int, limit: int) -> list[Change]:
+        """What changed for this caller since `since` (inclusive), after `cursor`, compacted
+        to each record's latest event: `upsert` if the caller sees it now, `delete` if it saw
+        it at `since` and does not now. At most limit + 1 rows, in ledger order."""
+        rows = self.cursor().execute(CHANGES_SQL, {
+            "since": since, "groups": list(groups), "collections": list(collections),
+            "cursor": cursor, "limit": limit + 1}).fetchall()
+        return [Change(*row) for row in rows]
+
+    def snapshot_chunk(self, collection: str, offset: int) -> bytes | None:
+        rows = self.cursor().execute(
+            "SELECT json FROM records WHERE collection = ? AND access = 'public' "
+            "ORDER BY position LIMIT ? OFFSET ?",
+            [collection, SNAPSHOT_CHUNK, offset]).fetchall()
+        if not rows or offset % SNAPSHOT_CHUNK:
+            return None
+        return snapshot_chunk([row[0].encode("utf-8") for row in rows])
+
+    def public_changes(self) -> bytes:
+        with self._public_lock:
+            if self._public_changes is None:
+                rows = self.cursor().execute(
+                    'SELECT seq, "at", op, collection, id, access, hash FROM events ORDER BY seq'
+                ).fetchall()
+                self._public_changes = public_changes((EventRow(*row) for row in rows),
+                                                      self.base_url)
+            return self._public_changes
+
+
+class Change(NamedTuple):
+    seq: int
+    collection: str
+    id: str
+    op: str
+    at: str
+    hash: str
+
+
+# Each (collection, id)'s latest event since `since`, and its state before `since`; a row
+# for each record whose visibility to the caller is "visible now" or "was visible then".
+CHANGES_SQL = """
+WITH scoped AS (
+    SELECT * FROM events WHERE list_contains($collections, collection)
+), latest AS (
+    SELECT collection, id, max(seq) AS seq FROM scoped WHERE "at" >= $since
+    GROUP BY collection, id
+), prior AS (
+    SELECT collection, id, arg_max(op, seq) AS op, arg_max(access, seq) AS access
+    FROM scoped WHERE "at" < $since GROUP BY collection, id
+)
+SELECT e.seq, e.collection, e.id,
+       CASE WHEN e.op <> 'delete' AND list_contains($groups, e.access)
+            THEN 'upsert' ELSE 'delete' END AS op,
+       e."at", e.hash
+FROM latest JOIN scoped e USING (seq)
+LEFT JOIN prior p ON p.collection = e.collection AND p.id = e.id
+WHERE e.seq > $cursor
+  AND ((e.op <> 'delete' AND list_contains($groups, e.access))
+       OR (p.op IS NOT NULL AND p.op <> 'delete' AND list_contains($groups, p.access)))
+ORDER BY e.seq
+LIMIT $limit
+"""
 
 
 def _quote(text: str) -> str:

@@ -96,6 +96,8 @@ ENDPOINTS = {
     "list_species": ("GET", "/api/species"),
     "keys_me": ("GET", "/api/keys/me"),
     "search": ("GET", "/api/search?q=knotweed"),
+    "changes": ("GET", "/api/changes?since=2020-01-01T00:00:00Z"),
+    "sync": ("GET", "/api/sync/changes.ndjson"),
     "mcp": ("POST", "/api/mcp"),
     "library": ("POST", "/api/library/ask"),
 }
@@ -106,7 +108,7 @@ def expected(endpoint: str, state: str) -> tuple[int, str | None]:
     """The status and error code each endpoint owes each kind of caller."""
     if state in INVALID:
         return 401, "invalid_api_key"
-    keyed_only = endpoint in ("keys_me", "mcp", "library")
+    keyed_only = endpoint in ("keys_me", "mcp", "library", "changes")
     not_built = endpoint in ("search", "mcp", "library")
     if state == "none":
         if keyed_only:
@@ -115,7 +117,7 @@ def expected(endpoint: str, state: str) -> tuple[int, str | None]:
             return 404, "not_found"
         return (404, "not_found") if not_built else (200, None)
     if state == "scope_limited" and endpoint in ("list", "record", "list_species", "mcp",
-                                                 "library"):
+                                                 "library", "changes"):
         return 403, "insufficient_scope"
     if state == "collection_limited" and endpoint in ("list", "record"):
         return 403, "insufficient_scope"

@@ -16,6 +16,8 @@ from exporter.build import BuildReport
 def static_url(relative: str) -> str | None:
     """The open URL a static file answers, as netlify.toml maps it."""
     parts = relative.split("/")
+    if relative.startswith("api/sync/"):
+        return "/" + relative
     if relative == "index.html":
         return "/"
     if relative in ("api/manifest.json", "api/schema.json"):

@@ -1,0 +1,92 @@
+"""Requests per second for open and keyed record reads on the running sidecar.
+
+    .venv/bin/python bench/keyed_reads.py [--seconds 10] [--connections 16]
+
+Needs `wrk` (Debian: apt-get install wrk). Exports the bundled sample into a temporary
+folder, issues a key with a rate high enough never to trip, starts `fednode serve` on
+127.0.0.1, and runs wrk against one public record: once without a key, once with it.
+Both runs go through the same rate limiter (the anonymous per-address limit is set as
+high as the key's), so the difference is the cost of verifying the key."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from builders import copy_sample  # noqa: E402
+
+FEDNODE = str(Path(sys.executable).parent / "fednode")
+HUGE = 1_000_000_000
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wrk(url: str, seconds: int, connections: int, header: str | None) -> float:
+    command = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", url]
+    if header:
+        command[1:1] = ["-H", header]
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    found = re.search(r"Requests/sec:\s+([\d.]+)", output)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    if not found or non2xx:
+        raise SystemExit(f"wrk run failed or got errors:\n{output}")
+    return float(found.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=16)
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        raise SystemExit("wrk is not installed: apt-get install wrk")
+    with tempfile.TemporaryDirectory(prefix="fednode-bench-") as folder:
+        root = copy_sample(Path(folder))
+        run = {"check": True, "capture_output": True, "text": True}
+        subprocess.run([FEDNODE, "export", "--project", str(root)], **run)  # type: ignore[call-overload]
+        key = subprocess.run([FEDNODE, "keys", "create", "--project", str(root), "--name",
+                              "bench", "--scopes", "read", "--groups", "partners", "--rate",
+                              str(HUGE)], **run).stdout.strip()  # type: ignore[call-overload]
+        port = free_port()
+        server = subprocess.Popen([FEDNODE, "serve", "--project", str(root), "--port", str(port),
+                                   "--anonymous-rate", str(HUGE)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            for _ in range(100):
+                try:
+                    with urllib.request.urlopen(f"{base}/api/species?limit=1") as answer:
+                        record = json.load(answer)["items"][0]["id"]
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            url = f"{base}/api/species/{record}"
+            wrk(url, 2, args.connections, None)  # warm up
+            open_rate = wrk(url, args.seconds, args.connections, None)
+            keyed_rate = wrk(url, args.seconds, args.connections, f"Authorization: Bearer {key}")
+        finally:
+            server.terminate()
+            server.wait()
+    print(f"record read, concurrency {args.connections}, {args.seconds}s each (wrk -t2)")
+    print(f"open:  {open_rate:8.0f} requests/s")
+    print(f"keyed: {keyed_rate:8.0f} requests/s  ({keyed_rate / open_rate:.0%} of open)")
+
+
+if __name__ == "__main__":
+    main()
