@@ -84,7 +84,7 @@ def load(project: Project, *, base_url: str | None = None,
     cache = Cache.load(project.cache)
     records: list[SourceRecord] = []
     for done, source in enumerate(files, start=1):
-        got = cache.records(source.rel, source.mtime_ns, source.size)
+        got = cache.records(source, known[source.collection])
         if got is None:
             got, found = read(source, known[source.collection])
             problems.extend(found)
@@ -127,8 +127,9 @@ def build(project: Project, *, now: datetime | None = None, frozen: bool = False
             f"where the content is edited and commit {project.ledger.name} with it")
     ledger.append(events)
 
+    previous = bundle.read_rendered(project.bundle)
     rendered = [render_record(r, ledger.entries[r.id], content.collections[r.collection],
-                              content.node, content.cache) for r in content.records]
+                              content.node, previous) for r in content.records]
     order = {name: index for index, name in enumerate(COLLECTIONS)}
     rendered.sort(key=lambda r: (order[r.collection], r.created_at, r.id))
     report = BuildReport(seconds=0.0, events=len(events))
@@ -155,7 +156,6 @@ def build(project: Project, *, now: datetime | None = None, frozen: bool = False
         records=bundle.records_table(rendered, _positions(rendered)),
         events=bundle.events_table(ledger.events)),
         project.cache / "bundle.fingerprints.json")
-    content.cache.rendered = {r.id: content.cache.rendered[r.id] for r in rendered}
     content.cache.save(keep=content.paths)
     report.seconds = time.perf_counter() - started
     return report
@@ -184,8 +184,7 @@ def _by_collection(node: NodeConfig, public: list[Rendered]) -> dict[str, Public
     for r in public:
         group = grouped[r.collection]
         group.records.append(r)
-        group.prints.append(fingerprint(node.base_url, r.collection, r.id, r.content_hash,
-                                        r.created_at, r.updated_at))
+        group.prints.append(r.key)
     return grouped
 
 

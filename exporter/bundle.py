@@ -7,7 +7,7 @@ This format is the one contract between exporter and sidecar. It lives under
 - `manifest.json` `schema.json` `index.html`: the exact bytes of the static files
 - `records.parquet` one row per live record (public and restricted): collection, id,
   access, title, created_at, updated_at, content_hash, position (list order within its
-  collection), json (the record's served bytes)
+  collection), render_key (what the bytes were rendered from), json (the served bytes)
 - `events.parquet` the ledger: seq, at, op, collection, id, access, hash
 """
 
@@ -17,6 +17,7 @@ import hashlib
 import io
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -42,7 +43,8 @@ RECORD_COLUMNS = pa.schema([
     ("updated_at", pa.string()),
     ("content_hash", pa.string()),
     ("position", pa.int64()),
-    ("json", pa.string()),
+    ("render_key", pa.string()),
+    ("json", pa.binary()),
 ])
 
 
@@ -56,7 +58,8 @@ def records_table(ordered: list[Rendered], positions: list[int]) -> bytes:
         "updated_at": [r.updated_at for r in ordered],
         "content_hash": [r.content_hash for r in ordered],
         "position": positions,
-        "json": [r.json.decode("utf-8") for r in ordered],
+        "render_key": [r.key for r in ordered],
+        "json": [r.json for r in ordered],
     }
     sink = io.BytesIO()
     pq.write_table(pa.Table.from_pydict(columns, schema=RECORD_COLUMNS), sink,
@@ -81,6 +84,18 @@ def events_table(events: list[Event]) -> bytes:
     pq.write_table(pa.Table.from_pydict(columns, schema=EVENT_COLUMNS), sink,
                    compression="zstd")
     return sink.getvalue()
+
+
+def read_rendered(folder: Path) -> dict[str, tuple[str, str, bytes]]:
+    """The previous export's rendered records: id -> (render key, title, bytes). Empty if
+    there is no readable bundle; the export then renders everything."""
+    try:
+        table = pq.read_table(folder / RECORDS, columns=["id", "render_key", "title", "json"])
+    except (OSError, pa.ArrowException):
+        return {}
+    columns = [table.column(name).to_pylist() for name in ("id", "render_key", "title", "json")]
+    return {record_id: (key, title, data) for record_id, key, title, data in zip(*columns,
+                                                                                  strict=True)}
 
 
 def bundle_files(*, node_id: str, base_url: str, ledger_seq: int, manifest: bytes,

@@ -1,13 +1,17 @@
 """What an export remembers between runs so that a small edit costs little.
 
-- parsed, valid records per content file, keyed by the file's path, size and mtime;
-- each record's rendered bytes, keyed by everything the rendering depends on.
+- what identifies each valid record of each content file (id, access, content hash), keyed
+  by the file's path, size and mtime, so unchanged files are not read again;
+- the sha256 of outputs too large to hash on every run, keyed by their fingerprint.
+
+Rendered records are not kept here: the previous bundle has them (bundle.read_rendered).
 
 The cache is derived data in `.fednode/cache/`: deleting it only makes the next export
 slower. It is tied to the fednode version and the schemas, and ignored if either changed."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import marshal
 import os
@@ -15,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
-from .content import SourceRecord
-from .schemas import collections
+from .content import SourceFile, SourceRecord, reload
+from .schemas import Collection, collections
 
 FILE = "sources.marshal"
 
-# path -> (mtime_ns, size, [(collection, path, line, id, access, id_line, hash, packed), ...])
-SourceEntry = tuple[int, int, list[tuple[str, str, int, str, str, int, str, str]]]
+# path -> (mtime_ns, size, [(collection, path, line, id, access, id_line, hash), ...])
+SourceEntry = tuple[int, int, list[tuple[str, str, int, str, str, int, str]]]
 
 
 def _version() -> str:
@@ -33,8 +37,6 @@ def _version() -> str:
 class Cache:
     folder: Path
     sources: dict[str, SourceEntry] = field(default_factory=dict)
-    # record id -> (rendering key, title, served bytes)
-    rendered: dict[str, tuple[str, str, bytes]] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)  # output fingerprint -> sha256
 
     @classmethod
@@ -44,21 +46,22 @@ class Cache:
                 data = marshal.load(handle)
             if data["version"] != _version():
                 return cls(folder)
-            return cls(folder, data["sources"], data["rendered"], data["digests"])
+            return cls(folder, data["sources"], data["digests"])
         except (OSError, EOFError, ValueError, TypeError, KeyError):
             return cls(folder)
 
-    def records(self, rel: str, mtime_ns: int, size: int) -> list[SourceRecord] | None:
+    def records(self, source: SourceFile, collection: Collection) -> list[SourceRecord] | None:
         """The records of an unchanged file, or None if it must be read again."""
-        entry = self.sources.get(rel)
-        if entry is None or entry[0] != mtime_ns or entry[1] != size:
+        entry = self.sources.get(source.rel)
+        if entry is None or entry[0] != source.mtime_ns or entry[1] != source.size:
             return None
-        return [SourceRecord(c, p, line, record_id, access, {"id": id_line}, digest, packed)
-                for c, p, line, record_id, access, id_line, digest, packed in entry[2]]
+        return [SourceRecord(c, p, line, record_id, access, {"id": id_line}, digest,
+                             loader=functools.partial(reload, source, collection, record_id))
+                for c, p, line, record_id, access, id_line, digest in entry[2]]
 
     def remember(self, rel: str, mtime_ns: int, size: int, records: list[SourceRecord]) -> None:
         self.sources[rel] = (mtime_ns, size, [
-            (r.collection, r.path, r.line, r.id, r.access, r.line_of("id"), r.hash, r.packed)
+            (r.collection, r.path, r.line, r.id, r.access, r.line_of("id"), r.hash)
             for r in records])
 
     def save(self, keep: set[str] | None = None) -> None:
@@ -69,5 +72,5 @@ class Cache:
         temporary = self.folder / (FILE + ".tmp")
         with open(temporary, "wb") as handle:
             marshal.dump({"version": _version(), "sources": sources,
-                          "rendered": self.rendered, "digests": self.digests}, handle)
+                          "digests": self.digests}, handle)
         os.replace(temporary, self.folder / FILE)

@@ -12,7 +12,7 @@ import io
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
@@ -31,9 +31,9 @@ _TOML_LINE = re.compile(r"line (\d+)")
 
 @dataclass
 class SourceRecord:
-    """One record as the content has it. Once valid it carries its canonical form
-    (`packed`, sorted-key JSON of its fields) and the hash of that form; the fields
-    themselves are decoded from `packed` only when they are needed."""
+    """One record as the content has it. A record restored from the export cache carries
+    only what identifies it (id, access, hash); its fields are read again from its file if
+    they are ever needed."""
 
     collection: str
     path: str  # relative to the project root, with forward slashes
@@ -42,8 +42,9 @@ class SourceRecord:
     access: str
     field_lines: dict[str, int] = field(default_factory=dict)
     hash: str = ""
-    packed: str = ""
     _fields: dict[str, Any] | None = field(default=None, repr=False)
+    # For a record restored from the cache: reads its fields from its file when needed.
+    loader: Callable[[], dict[str, Any]] | None = field(default=None, repr=False)
 
     @classmethod
     def parsed(cls, collection: str, path: str, line: int, fields: dict[str, Any],
@@ -54,14 +55,16 @@ class SourceRecord:
     @property
     def fields(self) -> dict[str, Any]:
         if self._fields is None:
-            self._fields = json.loads(self.packed)
+            if self.loader is None:
+                raise RuntimeError(f"{self.path}: record fields were never loaded")
+            self._fields = self.loader()
         return self._fields
 
     def seal(self) -> None:
-        """Fix the canonical form and hash of a valid record."""
-        self.packed = json.dumps(self.fields, sort_keys=True, ensure_ascii=False,
-                                 separators=(",", ":"))
-        self.hash = "sha256:" + hashlib.sha256(self.packed.encode("utf-8")).hexdigest()
+        """Fix the hash of a valid record: sha256 of its fields in canonical JSON."""
+        canonical = json.dumps(self.fields, sort_keys=True, ensure_ascii=False,
+                               separators=(",", ":"))
+        self.hash = "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
     def line_of(self, name: str) -> int:
         return self.field_lines.get(name, self.line)
@@ -72,7 +75,7 @@ class SourceFile:
     """A content file on disk, with what identifies its version cheaply."""
 
     collection: str
-    path: Path
+    path: str
     rel: str
     mtime_ns: int
     size: int
@@ -104,7 +107,7 @@ def discover(content: Path, root: Path, known: dict[str, Collection]
                                                     "or .csv (a table of records)"))
                 continue
             stat = item.stat()
-            files.append(SourceFile(entry.name, Path(item.path), rel, stat.st_mtime_ns,
+            files.append(SourceFile(entry.name, item.path, rel, stat.st_mtime_ns,
                                     stat.st_size))
     return files, problems
 
@@ -113,7 +116,8 @@ def read(source: SourceFile, collection: Collection
          ) -> tuple[list[SourceRecord], list[Problem]]:
     """Parse and validate one file. Returns its records and its problems."""
     try:
-        text = source.path.read_bytes().decode("utf-8-sig")
+        with open(source.path, "rb") as handle:
+            text = handle.read().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         return [], [Problem(source.rel, 0, "", f"not UTF-8 text ({exc.reason} at byte "
                                                 f"{exc.start}); save the file as UTF-8")]
@@ -128,6 +132,15 @@ def read(source: SourceFile, collection: Collection
             record.seal()
         problems.extend(found)
     return records, problems
+
+
+def reload(source: SourceFile, collection: Collection, record_id: str) -> dict[str, Any]:
+    """The fields of one record of an unchanged, previously valid file."""
+    records, _ = read(source, collection)
+    for record in records:
+        if record.id == record_id:
+            return record.fields
+    raise RuntimeError(f"{source.rel}: record {record_id} vanished; delete .fednode/cache")
 
 
 def _parse_markdown(text: str, source: SourceFile, collection: Collection

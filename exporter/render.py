@@ -11,7 +11,6 @@ from typing import Any
 import jinja2
 
 from . import __version__
-from .cache import Cache
 from .config import NodeConfig
 from .content import SourceRecord
 from .ledger import Entry
@@ -44,6 +43,7 @@ class Rendered:
     updated_at: str
     content_hash: str
     json: bytes
+    key: str  # changes exactly when `json` may change
 
     @property
     def public(self) -> bool:
@@ -62,15 +62,15 @@ def _field_order(collection: Collection) -> tuple[str, ...]:
 
 
 def render_record(record: SourceRecord, entry: Entry, collection: Collection,
-                  node: NodeConfig, cache: Cache) -> Rendered:
-    """A record's served form; its bytes come from the cache when nothing they depend on
-    has changed."""
+                  node: NodeConfig, previous: dict[str, tuple[str, str, bytes]]) -> Rendered:
+    """A record's served form. Its bytes are taken from the previous export when nothing
+    they depend on has changed."""
     key = fingerprint(record.hash, entry.created_at, entry.updated_at, node.base_url,
                       collection.name)
-    cached = cache.rendered.get(record.id)
+    cached = previous.get(record.id)
     if cached is not None and cached[0] == key:
         return Rendered(collection.name, record.id, record.access, cached[1], entry.created_at,
-                        entry.updated_at, record.hash, cached[2])
+                        entry.updated_at, record.hash, cached[2], key)
     fields = record.fields
     title = str(fields.get(collection.title_field, ""))
     out: dict[str, Any] = {
@@ -86,10 +86,8 @@ def render_record(record: SourceRecord, entry: Entry, collection: Collection,
     for name in _field_order(collection):
         if name in fields:
             out[name] = fields[name]
-    data = encode(out)
-    cache.rendered[record.id] = (key, title, data)
     return Rendered(collection.name, record.id, record.access, title, entry.created_at,
-                    entry.updated_at, record.hash, data)
+                    entry.updated_at, record.hash, encode(out), key)
 
 
 # Capabilities this build of fednode actually serves; the manifest claims nothing more.

@@ -83,7 +83,7 @@ class Snapshot:
         row = self.cursor().execute(
             "SELECT json FROM records WHERE id = ? AND collection = ? AND list_contains(?, access)",
             [record_id, collection, list(groups)]).fetchone()
-        return row[0].encode("utf-8") if row else None
+        return bytes(row[0]) if row else None
 
     def page(self, collection: str, groups: Sequence[str], limit: int, offset: int,
              updated_since: str | None) -> Page:
@@ -97,7 +97,7 @@ class Snapshot:
         rows = cursor.execute(
             f"SELECT json FROM records WHERE {where} ORDER BY position LIMIT ? OFFSET ?",
             [*params, limit, offset]).fetchall()
-        return Page([row[0].encode("utf-8") for row in rows], int(total_row[0]) if total_row else 0)
+        return Page([bytes(row[0]) for row in rows], int(total_row[0]) if total_row else 0)
 
 
     def changes(self, since: str, groups: Sequence[str], collections: Sequence[str],
@@ -117,7 +117,7 @@ class Snapshot:
             [collection, SNAPSHOT_CHUNK, offset]).fetchall()
         if not rows or offset % SNAPSHOT_CHUNK:
             return None
-        return snapshot_chunk([row[0].encode("utf-8") for row in rows])
+        return snapshot_chunk([bytes(row[0]) for row in rows])
 
     def public_changes(self) -> bytes:
         with self._public_lock:

@@ -258,3 +258,44 @@ def test_killed_export_leaves_previous_output_intact(tmp_path: Path) -> None:
     subprocess.run(command, check=True, env=env, capture_output=True)
     assert not list(root.glob("site_out.*"))
     assert len(tree(root / "site_out")) > len(site)
+
+
+def test_cached_records_rerender_from_their_files(node: Node, export: Export) -> None:
+    fields = species("Fallopia japonica", habitat="Riverbanks")
+    node.write("species", "a", fields, "Knotweed body.")
+    export(node.root)
+    export(node.root, base_url="https://mirror.example.net")  # every rendering changes
+    record = read_json(node.root / "site_out" / "api" / "species" / f"{fields['id']}.json")
+    assert record["url"] == f"https://mirror.example.net/api/species/{fields['id']}"
+    assert record["habitat"] == "Riverbanks" and record["body"] == "Knotweed body.\n"
+
+
+def test_sync_files_hold_public_records_only(node: Node, export: Export) -> None:
+    public = species("Fallopia japonica")
+    hidden = species("Arnica montana", access="sensitive", category="native",
+                     establishmentMeans="native", family="Asteraceae")
+    never = team("Hidden Person", access="partners")
+    node.write("species", "a", public)
+    node.write("species", "b", hidden)
+    node.write("team", "c", never)
+    export(node.root)
+    site = node.root / "site_out" / "api" / "sync"
+    snapshot = [json.loads(line) for line in (site / "species" / "0.ndjson").read_text()
+                .splitlines()]
+    assert [r["id"] for r in snapshot] == [public["id"]]
+    assert not (site / "team" / "0.ndjson").exists()
+    changes = [json.loads(line) for line in (site / "changes.ndjson").read_text().splitlines()]
+    assert [(c["id"], c["op"]) for c in changes] == [(public["id"], "upsert")]
+    node.write("species", "a", dict(public, access="partners"))
+    export(node.root)
+    changes = [json.loads(line) for line in (site / "changes.ndjson").read_text().splitlines()]
+    assert [(c["id"], c["op"], c["content_hash"]) for c in changes] == [
+        (public["id"], "delete", None)]
+    manifest = read_json(node.root / "site_out" / "api" / "manifest.json")
+    assert manifest["sync"]["changes"]["sha256"] == hashlib.sha256(
+        (site / "changes.ndjson").read_bytes()).hexdigest()
+    assert manifest["sync"]["snapshots"] == []
+    for path in site.rglob("*"):
+        if path.is_file():
+            text = path.read_text()
+            assert hidden["id"] not in text and never["id"] not in text
