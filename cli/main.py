@@ -226,5 +226,25 @@ def keys_revoke(key_id: str, project_dir: Path) -> None:
     click.echo(f"revoked {key.id} ({key.name}) at {key.revoked_at}", err=True)
 
 
+@main.command()
+@click.argument("base_url")
+@click.option("--key", envvar="FEDNODE_KEY", help="A key of the node (or set FEDNODE_KEY). "
+              "With a key, give the sidecar's address (the manifest's node.sidecar_url).")
+@click.option("--into", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The hub's DuckDB file; created on the first run.")
+def sync(base_url: str, key: str | None, into: Path) -> None:
+    """Bring a hub's index of the node at BASE_URL up to date."""
+    import asyncio
+
+    from hub.sync import SyncError
+    from hub.sync import sync as run_sync
+
+    try:
+        report = asyncio.run(run_sync(base_url, into, key))
+    except SyncError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(report.summary())
+
+
 if __name__ == "__main__":
     main()

@@ -103,8 +103,9 @@ class Snapshot:
     def changes(self, since: str, groups: Sequence[str], collections: Sequence[str],
                 cursor: int, limit: int) -> list[Change]:
         """What changed for this caller since `since` (inclusive), after `cursor`, compacted
-        to each record's latest event: `upsert` if the caller sees it now, `delete` if it saw
-        it at `since` and does not now. At most limit + 1 rows, in ledger order."""
+        to each record's latest event: `upsert` if the caller sees it now, `delete` if it
+        may have seen it since `since` and does not now. A record the caller could never
+        see is never mentioned. At most limit + 1 rows, in ledger order."""
         rows = self.cursor().execute(CHANGES_SQL, {
             "since": since, "groups": list(groups), "collections": list(collections),
             "cursor": cursor, "limit": limit + 1}).fetchall()
@@ -139,8 +140,9 @@ class Change(NamedTuple):
     hash: str
 
 
-# Each (collection, id)'s latest event since `since`, and its state before `since`; a row
-# for each record whose visibility to the caller is "visible now" or "was visible then".
+# Each (collection, id)'s latest event since `since`, kept when the caller sees the record
+# now, or may have seen it: visible before `since`, or at any event since (times are whole
+# seconds, so a hub that synced "at" `since` may have seen any state of that second).
 CHANGES_SQL = """
 WITH scoped AS (
     SELECT * FROM events WHERE list_contains($collections, collection)
@@ -150,6 +152,9 @@ WITH scoped AS (
 ), prior AS (
     SELECT collection, id, arg_max(op, seq) AS op, arg_max(access, seq) AS access
     FROM scoped WHERE "at" < $since GROUP BY collection, id
+), seen AS (
+    SELECT DISTINCT collection, id FROM scoped
+    WHERE "at" >= $since AND op <> 'delete' AND list_contains($groups, access)
 )
 SELECT e.seq, e.collection, e.id,
        CASE WHEN e.op <> 'delete' AND list_contains($groups, e.access)
@@ -157,8 +162,9 @@ SELECT e.seq, e.collection, e.id,
        e."at", e.hash
 FROM latest JOIN scoped e USING (seq)
 LEFT JOIN prior p ON p.collection = e.collection AND p.id = e.id
+LEFT JOIN seen s ON s.collection = e.collection AND s.id = e.id
 WHERE e.seq > $cursor
-  AND ((e.op <> 'delete' AND list_contains($groups, e.access))
+  AND (s.id IS NOT NULL
        OR (p.op IS NOT NULL AND p.op <> 'delete' AND list_contains($groups, p.access)))
 ORDER BY e.seq
 LIMIT $limit

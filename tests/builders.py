@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -107,3 +109,33 @@ def app_for(root: Path, **options: Any) -> web.Application:
     """The real sidecar app over a project's bundle and private folder."""
     project = Project(root)
     return create_app(SidecarConfig(bundle=project.bundle, private=project.private, **options))
+
+
+class ServerThread:
+    """The real sidecar on 127.0.0.1, on its own event loop in a thread, for tests whose
+    client code runs its own event loop (the hub)."""
+
+    def __init__(self, app: web.Application) -> None:
+        self.app = app
+        self.url = ""
+        self._loop = asyncio.new_event_loop()
+        self._runner = web.AppRunner(app, access_log=None)
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    def __enter__(self) -> ServerThread:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(30)
+        return self
+
+    async def _start(self) -> None:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(30)
+        self._loop.close()

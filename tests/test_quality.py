@@ -14,7 +14,7 @@ def run(*command: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff() -> None:
-    result = run("ruff", "check", "cli", "exporter", "sidecar", "tests", "bench")
+    result = run("ruff", "check", "cli", "exporter", "sidecar", "hub", "tests", "bench")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -1,0 +1,250 @@
+"""A hub that follows the node ends with exactly the records its caller can see."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import uuid
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from builders import Node, ServerThread, app_for, species, team
+from click.testing import CliRunner
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from cli.main import main
+from exporter.build import build
+from exporter.config import Project
+from hub.sync import SyncError, sync
+from sidecar import keys as keyring
+
+NODE_ID = "00000000-0000-4000-8000-000000000001"
+
+
+def issue(root: Path, name: str, groups: list[str], rate: int = 100_000) -> tuple[str, str]:
+    project = Project(root)
+    secret, _ = keyring.load_secret(project.private, create=True)
+    assert secret is not None
+    registry = keyring.Registry.load(project.private / "keys.json")
+    token, record = keyring.issue(registry, secret, NODE_ID, name=name,
+                                  scopes=["read", "changes"], collections=[], groups=groups,
+                                  rate=rate, expires=None, now=datetime.now(UTC))
+    return token, record.id
+
+
+def node_view(base: str, key: str | None) -> dict[tuple[str, str], bytes]:
+    """What the caller reads from the node: every record of every list, as served."""
+    async def read() -> dict[tuple[str, str], bytes]:
+        import aiohttp
+
+        from exporter.wire import COLLECTIONS, encode
+        headers = {"X-API-Key": key} if key else {}
+        seen: dict[tuple[str, str], bytes] = {}
+        async with aiohttp.ClientSession() as session:
+            for collection in COLLECTIONS:
+                async with session.get(f"{base}/api/{collection}?limit=200",
+                                       headers=headers) as response:
+                    assert response.status == 200
+                    page = await response.json()
+                assert page["next"] is None
+                for item in page["items"]:
+                    seen[(collection, item["id"])] = encode(item)
+        return seen
+    return asyncio.run(read())
+
+
+def hub_view(path: Path) -> dict[tuple[str, str], bytes]:
+    with duckdb.connect(str(path)) as db:
+        return {(c, i): bytes(j) for c, i, j in
+                db.execute("SELECT collection, id, json FROM records").fetchall()}
+
+
+class World:
+    """A node whose content the test edits, exports and syncs three hubs from."""
+
+    def __init__(self, root: Path) -> None:
+        self.node = Node(root / "node")
+        self.root = self.node.root
+        self.now = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+        self.records: dict[str, tuple[str, dict[str, Any]]] = {}  # slug -> (collection, fields)
+        self.hubs = {name: root / f"{name}.duckdb" for name in ("open", "partner", "ungranted")}
+        self.export(0)
+        self.partner_key, _ = issue(self.root, "partner", ["partners"])
+        self.ungranted_key, _ = issue(self.root, "ungranted", [])
+
+    def export(self, seconds: int) -> None:
+        self.now += timedelta(seconds=seconds)
+        build(Project(self.root), now=self.now)
+
+    def write(self, slug: str) -> None:
+        collection, fields = self.records[slug]
+        self.node.write(collection, slug, fields, f"Notes on {slug}.")
+
+    def sync_and_compare(self, base: str) -> None:
+        for name, key in (("open", None), ("partner", self.partner_key),
+                          ("ungranted", self.ungranted_key)):
+            asyncio.run(sync(base, self.hubs[name], key))
+            assert hub_view(self.hubs[name]) == node_view(base, key), name
+
+
+operation = st.one_of(
+    st.tuples(st.just("create"), st.sampled_from(["species", "team"]),
+              st.sampled_from(["public", "public", "partners", "sensitive"])),
+    st.tuples(st.just("edit"), st.integers(0, 50)),
+    st.tuples(st.just("delete"), st.integers(0, 50)),
+    st.tuples(st.just("restrict"), st.integers(0, 50), st.sampled_from(["partners",
+                                                                         "sensitive"])),
+    st.tuples(st.just("unrestrict"), st.integers(0, 50)),
+    st.tuples(st.just("export"), st.integers(0, 1)),
+    st.tuples(st.just("sync")),
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(operation, min_size=2, max_size=14))
+@example([("edit", 0), ("delete", 0)])  # a delete in the very second of the last sync
+@example([("restrict", 1, "partners"), ("export", 0), ("sync",), ("unrestrict", 1)])
+def test_hubs_hold_exactly_what_their_caller_sees(operations: list[tuple[Any, ...]]) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        world = World(Path(folder))
+        for n, access in enumerate(["public", "public", "partners", "sensitive"]):
+            world.records[f"base{n}"] = ("species" if n % 2 else "team",
+                                         (species if n % 2 else team)(f"Base record {n}"))
+            if access != "public":
+                world.records[f"base{n}"][1]["access"] = access
+            world.write(f"base{n}")
+        world.export(1)
+        with ServerThread(app_for(world.root, reload_interval=0, anonymous_rate=0)) as server:
+            world.sync_and_compare(server.url)
+            for op in [*operations, ("export", 0), ("sync",)]:
+                slugs = sorted(world.records)
+                if op[0] == "create":
+                    slug = f"r{len(world.records)}-{uuid.uuid4().hex[:6]}"
+                    maker = species if op[1] == "species" else team
+                    fields = maker(f"Record {slug}")
+                    if op[2] != "public":
+                        fields["access"] = op[2]
+                    world.records[slug] = (op[1], fields)
+                    world.write(slug)
+                elif op[0] in ("edit", "delete", "restrict", "unrestrict") and slugs:
+                    slug = slugs[op[1] % len(slugs)]
+                    collection, fields = world.records[slug]
+                    if op[0] == "delete":
+                        world.node.remove(collection, slug)
+                        del world.records[slug]
+                        continue
+                    if op[0] == "edit":
+                        tags = fields.get("tags", [])
+                        fields["tags"] = [*tags, f"t{len(tags)}"]
+                    elif op[0] == "restrict":
+                        fields["access"] = op[2]
+                    else:
+                        fields.pop("access", None)
+                    world.write(slug)
+                elif op[0] == "export":
+                    world.export(op[1])
+                elif op[0] == "sync":
+                    world.sync_and_compare(server.url)
+
+
+def test_interrupted_sync_resumes_and_429_waits_are_honoured(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    for n in range(12):
+        slug = f"s{n}"
+        world.records[slug] = ("species", species(f"Species {n}", access="partners")
+                               if n % 3 == 0 else species(f"Species {n}"))
+        world.write(slug)
+    world.export(1)
+    token, key_id = issue(world.root, "slow", ["partners"])
+    waits: list[float] = []
+
+    def set_rate(rate: int) -> None:  # the sidecar re-reads the registry on change
+        registry = keyring.Registry.load(world.root / ".fednode" / "keys.json")
+        registry.keys[key_id] = replace(registry.keys[key_id], rate=rate)
+        registry.save()
+
+    async def interrupt(seconds: float) -> None:
+        waits.append(seconds)
+        raise SyncError("interrupted")
+
+    hub = tmp_path / "slow.duckdb"
+    with ServerThread(app_for(world.root, reload_interval=0, anonymous_rate=0)) as server:
+        asyncio.run(sync(server.url, hub, token))  # first load: manifest, me, lists
+        for n in range(12):  # every record changes: the hub needs many requests
+            collection, fields = world.records[f"s{n}"]
+            fields["habitat"] = "Edited"
+            world.write(f"s{n}")
+        world.export(1)
+        set_rate(4)
+        with pytest.raises(SyncError, match="interrupted"):
+            asyncio.run(sync(server.url, hub, token, sleep=interrupt))
+        assert len(waits) == 1 and 1 <= waits[0] <= 60  # the Retry-After it was given
+        set_rate(10_000)
+        report = asyncio.run(sync(server.url, hub, token))
+        assert hub_view(hub) == node_view(server.url, token)
+        assert report.removed == 0 and report.added == 0 and report.updated > 0
+
+
+def test_cli_sync_reports_counts(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    for n in range(3):
+        world.records[f"s{n}"] = ("species", species(f"Species {n}"))
+        world.write(f"s{n}")
+    world.export(1)
+    hub = tmp_path / "cli.duckdb"
+    with ServerThread(app_for(world.root, reload_interval=0, anonymous_rate=0)) as server:
+        runner = CliRunner()
+        first = runner.invoke(main, ["sync", server.url, "--into", str(hub)])
+        assert first.exit_code == 0, first.output
+        assert first.stdout.strip() == "added 3, updated 0, removed 0; 3 records in the index"
+        world.node.remove("species", "s1")
+        world.export(1)
+        second = runner.invoke(main, ["sync", server.url, "--into", str(hub)])
+        assert second.stdout.strip() == "added 0, updated 0, removed 1; 2 records in the index"
+        other = runner.invoke(main, ["sync", server.url, "--into", str(hub), "--key",
+                                     world.partner_key])
+        assert other.exit_code == 1 and "was synced as open" in other.output
+        bad = runner.invoke(main, ["sync", server.url, "--into", str(tmp_path / "x.duckdb"),
+                                   "--key", "nonsense"])
+        assert bad.exit_code == 1 and "401" in bad.output
+
+
+def test_changes_feed_pages_and_errors(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    for n in range(7):
+        world.records[f"s{n}"] = ("species", species(f"Species {n}"))
+        world.write(f"s{n}")
+    world.export(0)  # seven events at one instant
+    with ServerThread(app_for(world.root, reload_interval=0, anonymous_rate=0)) as server:
+        async def get(url: str, key: str | None) -> tuple[int, Any]:
+            import aiohttp
+            async with aiohttp.ClientSession() as session:
+                headers = {"X-API-Key": key} if key else {}
+                async with session.get(server.url + url, headers=headers) as response:
+                    return response.status, await response.json()
+        seen = []
+        url: str | None = "/api/changes?since=2000-01-01T00:00:00Z&limit=3"
+        while url:
+            status, page = asyncio.run(get(url, world.partner_key))
+            assert status == 200
+            seen += [item["id"] for item in page["items"]]
+            assert all(item["op"] == "upsert" for item in page["items"])
+            url = page["next"].replace("https://node.example.org", "") if page["next"] else None
+        assert len(seen) == len(set(seen)) == 7
+        assert page["until"] == "2026-03-01T08:00:00Z"
+        status, body = asyncio.run(get("/api/changes?since=yesterday", world.partner_key))
+        assert status == 400 and body["error"]["code"] == "invalid_parameter"
+        status, body = asyncio.run(get("/api/changes", world.partner_key))
+        assert status == 400 and "since is required" in body["error"]["message"]
+        status, body = asyncio.run(get("/api/changes?since=2000-01-01T00:00:00Z", None))
+        assert status == 401 and body["error"]["code"] == "api_key_required"
+        status, body = asyncio.run(get(f"/api/changes?since={page['until']}",
+                                       world.partner_key))
+        assert {item["id"] for item in body["items"]} == set(seen)  # inclusive: same instant
+        json.dumps(body)
