@@ -248,3 +248,31 @@ def test_changes_feed_pages_and_errors(tmp_path: Path) -> None:
                                        world.partner_key))
         assert {item["id"] for item in body["items"]} == set(seen)  # inclusive: same instant
         json.dumps(body)
+
+
+def test_updated_since_agrees_with_the_feed(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    for n in range(6):
+        world.records[f"s{n}"] = ("species", species(f"Species {n}",
+                                                      **({"access": "partners"} if n % 2 else {})))
+        world.write(f"s{n}")
+    world.export(5)
+    since = world.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    world.export(0)
+    for n in (0, 1):
+        world.records[f"s{n}"][1]["habitat"] = "Edited"
+        world.write(f"s{n}")
+    world.export(7)
+    later = world.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    with ServerThread(app_for(world.root, reload_interval=0, anonymous_rate=0)) as server:
+        async def read(url: str) -> Any:
+            import aiohttp
+            async with aiohttp.ClientSession() as session, session.get(
+                    server.url + url, headers={"X-API-Key": world.partner_key}) as response:
+                return await response.json()
+        for moment in (since, later):
+            listed = asyncio.run(read(f"/api/species?updated_since={moment}&limit=200"))
+            feed = asyncio.run(read(f"/api/changes?since={moment}"))
+            assert {i["id"] for i in listed["items"]} == {
+                i["id"] for i in feed["items"] if i["op"] == "upsert"}
+        assert len(listed["items"]) == 2

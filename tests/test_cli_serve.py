@@ -1,0 +1,72 @@
+"""The CLI end to end: `fednode export` then `fednode serve` as real processes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from builders import REPO, copy_sample
+
+FEDNODE = [sys.executable, "-m", "cli.main"]
+ENV = dict(os.environ, PYTHONPATH=str(REPO))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_export_then_serve_answers_with_the_static_bytes(tmp_path: Path) -> None:
+    root = copy_sample(tmp_path)
+    missing = subprocess.run([*FEDNODE, "serve", "--project", str(root)], env=ENV,
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "Run `fednode export` first" in missing.stderr
+    export = subprocess.run([*FEDNODE, "export", "--project", str(root)], env=ENV,
+                            capture_output=True, text=True, timeout=120, check=True)
+    assert export.stdout.startswith("exported species 42, resources 17, treatments 13, "
+                                    "germination 18, team 7; 9 restricted kept private;")
+    port = free_port()
+    server = subprocess.Popen([*FEDNODE, "serve", "--project", str(root), "--port", str(port)],
+                              env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/api/manifest") as answer:
+                    body = answer.read()
+                    assert answer.headers["X-Node-Access"] == "open"
+                break
+            except urllib.error.URLError:
+                assert time.monotonic() < deadline, "the sidecar did not start"
+                time.sleep(0.1)
+        assert body == (root / "site_out" / "api" / "manifest.json").read_bytes()
+        with urllib.request.urlopen(f"{base}/api/team") as answer:
+            assert answer.read() == (root / "site_out" / "api" / "team" / "index.json").read_bytes()
+    finally:
+        server.terminate()
+        _, errors = server.communicate(timeout=30)
+    assert b"GET /api/team 200 open" in errors
+
+
+def test_netlify_sends_keyed_paths_to_the_sidecar_before_any_static_rule() -> None:
+    config = tomllib.loads((REPO / "netlify.toml").read_text())
+    assert config["build"]["publish"] == "site_out"
+    assert "--frozen" in config["build"]["command"]
+    rules = config["redirects"]
+    first_static = next(i for i, rule in enumerate(rules) if rule["from"] == "/api/:collection")
+    for path in ("/api/changes", "/api/keys/*", "/api/mcp", "/api/library/*", "/api/search"):
+        index = next(i for i, rule in enumerate(rules) if rule["from"] == path)
+        assert index < first_static and rules[index]["to"].startswith("https://SIDECAR/")
+        assert rules[index].get("force") is True
+    targets = {rule["to"] for rule in rules}
+    assert {"/api/manifest.json", "/api/schema.json", "/api/:collection/index.json",
+            "/api/:collection/offset/:offset.json", "/api/:collection/:id.json"} <= targets
