@@ -79,7 +79,7 @@ def load(project: Project, *, base_url: str | None = None,
         problems.extend(exc.problems)
         node = None
     known = collections()
-    files, found = discover(project.content, project.root, known)
+    files, found = discover(project.content, known)
     problems.extend(found)
     cache = Cache.load(project.cache)
     records: list[SourceRecord] = []

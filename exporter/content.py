@@ -81,7 +81,7 @@ class SourceFile:
     size: int
 
 
-def discover(content: Path, root: Path, known: dict[str, Collection]
+def discover(content: Path, known: dict[str, Collection]
              ) -> tuple[list[SourceFile], list[Problem]]:
     """Every record file under content/, in a stable order, and problems of layout."""
     files: list[SourceFile] = []
