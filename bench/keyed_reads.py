@@ -1,6 +1,6 @@
 """Requests per second for open and keyed record reads on the running sidecar.
 
-    .venv/bin/python bench/keyed_reads.py [--seconds 10] [--connections 16]
+    .venv/bin/python bench/keyed_reads.py [--seconds 10] [--connections 16] [--rounds 3]
 
 Needs `wrk` (Debian: apt-get install wrk). Exports the bundled sample into a temporary
 folder, issues a key with a rate high enough never to trip, starts `fednode serve` on
@@ -53,6 +53,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed: apt-get install wrk")
@@ -77,13 +78,19 @@ def main() -> None:
                 except OSError:
                     time.sleep(0.1)
             url = f"{base}/api/species/{record}"
+            keyed = f"Authorization: Bearer {key}"
             wrk(url, 2, args.connections, None)  # warm up
-            open_rate = wrk(url, args.seconds, args.connections, None)
-            keyed_rate = wrk(url, args.seconds, args.connections, f"Authorization: Bearer {key}")
+            open_runs, keyed_runs = [], []
+            for _ in range(args.rounds):  # alternate, so drift hits both alike
+                open_runs.append(wrk(url, args.seconds, args.connections, None))
+                keyed_runs.append(wrk(url, args.seconds, args.connections, keyed))
+            open_rate = sum(open_runs) / len(open_runs)
+            keyed_rate = sum(keyed_runs) / len(keyed_runs)
         finally:
             server.terminate()
             server.wait()
-    print(f"record read, concurrency {args.connections}, {args.seconds}s each (wrk -t2)")
+    print(f"record read, concurrency {args.connections}, {args.rounds} alternating rounds of "
+          f"{args.seconds}s each (wrk -t2)")
     print(f"open:  {open_rate:8.0f} requests/s")
     print(f"keyed: {keyed_rate:8.0f} requests/s  ({keyed_rate / open_rate:.0%} of open)")
 

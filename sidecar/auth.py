@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -87,6 +87,7 @@ class Verifier:
         self._registry = Registry(self._registry_path)
         self._stamp: int | None = None
         self._secret: bytes | None = None
+        self._expiries: dict[str, float] = {}
 
     def _refresh(self) -> Registry:
         try:
@@ -96,6 +97,9 @@ class Verifier:
         if stamp != self._stamp:
             self._registry = (Registry.load(self._registry_path) if stamp is not None
                               else Registry(self._registry_path))
+            self._expiries = {
+                key.id: parse_time(key.expires_at).timestamp() if key.expires_at else math.inf
+                for key in self._registry.keys.values()}
             self._secret, _ = load_secret(self.private)
             self._stamp = stamp
         return self._registry
@@ -111,15 +115,10 @@ class Verifier:
         if key.revoked_at is not None:
             raise InvalidApiKey(f"the key was revoked on {key.revoked_at}; ask the node for "
                                 f"a new one")
-        moment = (now or datetime.now(UTC)).timestamp()
-        if self._expiry(key) <= moment or claims.get("exp", math.inf) <= moment:
+        moment = now.timestamp() if now else time.time()
+        if self._expiries[key.id] <= moment or claims.get("exp", math.inf) <= moment:
             raise InvalidApiKey("the key has expired; ask the node for a new one")
         return key
-
-    @staticmethod
-    @functools.lru_cache(maxsize=4096)
-    def _expiry(key: KeyRecord) -> float:
-        return parse_time(key.expires_at).timestamp() if key.expires_at else math.inf
 
 
     @staticmethod
