@@ -146,6 +146,10 @@ def serve(project_dir: Path, host: str, port: int, anonymous_rate: int) -> None:
     web.run_app(app, host=host, port=port, access_log=None, print=None)
 
 
+def _registry(project_dir: Path) -> keyring.Registry:
+    return keyring.Registry.load(Project(project_dir).private / "keys.json")
+
+
 def _split(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
@@ -175,7 +179,7 @@ def keys_create(project_dir: Path, name: str, scopes: str, collections: str, gro
     node = load_node_config(project)
     secret, where = keyring.load_secret(project.private, create=True)
     assert secret is not None
-    registry = keyring.Registry.load(project.private / "keys.json")
+    registry = _registry(project_dir)
     token, record = keyring.issue(
         registry, secret, node.id, name=name, scopes=_split(scopes),
         collections=_split(collections), groups=_split(groups), rate=rate, expires=expires,
@@ -198,7 +202,7 @@ def _key_line(key: keyring.KeyRecord) -> str:
 @reports_errors
 def keys_list(project_dir: Path) -> None:
     """Every issued key: id, name, scopes, collections, groups, rate, expiry, state."""
-    registry = keyring.Registry.load(Project(project_dir).private / "keys.json")
+    registry = _registry(project_dir)
     if not registry.keys:
         click.echo("no keys issued yet; `fednode keys create --name NAME` issues one", err=True)
     for key in registry.keys.values():
@@ -211,7 +215,7 @@ def keys_list(project_dir: Path) -> None:
 @reports_errors
 def keys_show(key_id: str, project_dir: Path) -> None:
     """One key's details, as JSON (never the key itself)."""
-    registry = keyring.Registry.load(Project(project_dir).private / "keys.json")
+    registry = _registry(project_dir)
     click.echo(json.dumps(registry.get(key_id).describe(), indent=2))
 
 
@@ -221,7 +225,7 @@ def keys_show(key_id: str, project_dir: Path) -> None:
 @reports_errors
 def keys_revoke(key_id: str, project_dir: Path) -> None:
     """Revoke a key; a running sidecar refuses it from its next request."""
-    registry = keyring.Registry.load(Project(project_dir).private / "keys.json")
+    registry = _registry(project_dir)
     key = registry.revoke(key_id, datetime.now(UTC))
     click.echo(f"revoked {key.id} ({key.name}) at {key.revoked_at}", err=True)
 
