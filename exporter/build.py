@@ -137,7 +137,7 @@ def build(project: Project, *, now: datetime | None = None, frozen: bool = False
         (report.public if r.public else report.restricted)[r.collection] += 1
 
     node, known = content.node, content.collections
-    public = _by_collection(node, [r for r in rendered if r.public])
+    public = _by_collection([r for r in rendered if r.public])
     sync_files, sync_section = _sync_files(node, public, ledger, content.cache)
     manifest_bytes = manifest(node, known, dict(report.public), ledger.last_at, sync_section)
     schema_bytes = schema_document(known)
@@ -178,7 +178,7 @@ class Public:
     prints: list[str]
 
 
-def _by_collection(node: NodeConfig, public: list[Rendered]) -> dict[str, Public]:
+def _by_collection(public: list[Rendered]) -> dict[str, Public]:
     """Restricted records never reach this function's callers."""
     grouped: dict[str, Public] = {name: Public([], []) for name in COLLECTIONS}
     for r in public:
@@ -209,12 +209,13 @@ def _sync_files(node: NodeConfig, public: dict[str, Public], ledger: Ledger, cac
     cache.digests = used
     changes = public_changes((EventRow(e.seq, e.at, e.op, e.collection, e.id, e.access, e.hash)
                               for e in ledger.events), node.base_url)
-    files.append(constant(CHANGES_PATH, changes, hashlib.sha256(changes).hexdigest()))
+    changes_digest = hashlib.sha256(changes).hexdigest()
+    files.append(constant(CHANGES_PATH, changes, changes_digest))
     section = {
         "ledger_seq": ledger.last_seq,
         "snapshots": snapshots,
         "changes": {"url": f"{node.base_url}/{CHANGES_PATH}", "items": changes.count(b"\n"),
-                    "sha256": hashlib.sha256(changes).hexdigest()},
+                    "sha256": changes_digest},
     }
     return files, section
 

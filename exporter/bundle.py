@@ -18,6 +18,7 @@ import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -49,7 +50,7 @@ RECORD_COLUMNS = pa.schema([
 
 
 def records_table(ordered: list[Rendered], positions: list[int]) -> bytes:
-    columns = {
+    columns: dict[str, list[Any]] = {
         "collection": [r.collection for r in ordered],
         "id": [r.id for r in ordered],
         "access": [r.access for r in ordered],
@@ -61,10 +62,7 @@ def records_table(ordered: list[Rendered], positions: list[int]) -> bytes:
         "render_key": [r.key for r in ordered],
         "json": [r.json for r in ordered],
     }
-    sink = io.BytesIO()
-    pq.write_table(pa.Table.from_pydict(columns, schema=RECORD_COLUMNS), sink,
-                   compression="zstd")
-    return sink.getvalue()
+    return _parquet(columns, RECORD_COLUMNS)
 
 
 EVENT_COLUMNS = pa.schema([
@@ -80,9 +78,12 @@ EVENT_COLUMNS = pa.schema([
 
 def events_table(events: list[Event]) -> bytes:
     columns = {name: [getattr(e, name) for e in events] for name in EVENT_COLUMNS.names}
+    return _parquet(columns, EVENT_COLUMNS)
+
+
+def _parquet(columns: dict[str, list[Any]], schema: pa.Schema) -> bytes:
     sink = io.BytesIO()
-    pq.write_table(pa.Table.from_pydict(columns, schema=EVENT_COLUMNS), sink,
-                   compression="zstd")
+    pq.write_table(pa.Table.from_pydict(columns, schema=schema), sink, compression="zstd")
     return sink.getvalue()
 
 

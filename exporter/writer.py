@@ -61,6 +61,8 @@ def write_tree(target: Path, files: Iterable[OutputFile], fingerprints: Path,
     live, stage = str(target), str(staging)
     try:
         for count, item in enumerate(files, start=1):
+            if progress and count % 1000 == 0:
+                progress(count)
             if item.path in recorded:
                 raise ExportError(f"two outputs claim the same path: {item.path}")
             destination = safe_join(stage, item.path)
@@ -79,8 +81,6 @@ def write_tree(target: Path, files: Iterable[OutputFile], fingerprints: Path,
             _write(destination, item.render())
             written += 1
             recorded[item.path] = item.fingerprint
-            if progress and count % 1000 == 0:
-                progress(count)
         fingerprints.parent.mkdir(parents=True, exist_ok=True)
         temporary = fingerprints.with_suffix(".tmp")
         temporary.write_text(json.dumps({"inode": staging.stat().st_ino, "files": recorded},

@@ -272,7 +272,6 @@ async def _keyed(node: Node, index: Index, manifest: dict[str, Any], me: dict[st
         index.db.commit()
         if not page["next"]:
             return
-        since = index.get_state("since") or since
 
 
 async def _fetch(node: Node, index: Index, items: list[dict[str, Any]]

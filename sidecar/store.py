@@ -99,7 +99,6 @@ class Snapshot:
             [*params, limit, offset]).fetchall()
         return Page([bytes(row[0]) for row in rows], int(total_row[0]) if total_row else 0)
 
-
     def changes(self, since: str, groups: Sequence[str], collections: Sequence[str],
                 cursor: int, limit: int) -> list[Change]:
         """What changed for this caller since `since` (inclusive), after `cursor`, compacted
@@ -112,11 +111,13 @@ class Snapshot:
         return [Change(*row) for row in rows]
 
     def snapshot_chunk(self, collection: str, offset: int) -> bytes | None:
+        if offset % SNAPSHOT_CHUNK:
+            return None  # chunks start at multiples of SNAPSHOT_CHUNK only
         rows = self.cursor().execute(
             "SELECT json FROM records WHERE collection = ? AND access = 'public' "
             "ORDER BY position LIMIT ? OFFSET ?",
             [collection, SNAPSHOT_CHUNK, offset]).fetchall()
-        if not rows or offset % SNAPSHOT_CHUNK:
+        if not rows:
             return None
         return snapshot_chunk([bytes(row[0]) for row in rows])
 

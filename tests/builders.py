@@ -7,12 +7,14 @@ import json
 import shutil
 import threading
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from exporter.config import Project
+from sidecar import keys as keyring
 from sidecar.app import SidecarConfig, create_app
 
 REPO = Path(__file__).resolve().parent.parent
@@ -103,6 +105,22 @@ def multiply(content: Path, count: int) -> int:
         target.write_text(head + "\n" + "\n".join(lines), "utf-8")
         written += 1
     return written
+
+
+NODE_ID = "00000000-0000-4000-8000-000000000001"  # the id in NODE_TOML
+
+
+def issue_key(root: Path, name: str, **grants: Any) -> tuple[str, keyring.KeyRecord]:
+    """Issue a key of the test node, as `fednode keys create` does: every scope, every
+    collection, no groups and a generous rate unless `grants` says otherwise."""
+    project = Project(root)
+    secret, _ = keyring.load_secret(project.private, create=True)
+    assert secret is not None
+    registry = keyring.Registry.load(project.private / "keys.json")
+    options: dict[str, Any] = {"scopes": list(keyring.SCOPES), "collections": [], "groups": [],
+                               "rate": 100_000, "expires": None}
+    options.update(grants)
+    return keyring.issue(registry, secret, NODE_ID, name=name, now=datetime.now(UTC), **options)
 
 
 def app_for(root: Path, **options: Any) -> web.Application:

@@ -15,15 +15,13 @@ from typing import Any
 import jwt
 import pytest
 from aiohttp.test_utils import TestClient
-from builders import Node, app_for, species, team
+from builders import NODE_ID, Node, app_for, issue_key, species, team
 from click.testing import CliRunner
 
 from cli.main import main
 from exporter.build import BuildReport
-from exporter.config import Project
 from sidecar import keys as keyring
 
-NODE_ID = "00000000-0000-4000-8000-000000000001"
 SECRET_TEXT = "WOMBAT-SECRET-PHONE-TREE"
 
 
@@ -35,17 +33,6 @@ class KeyedNode:
     plant: dict[str, Any]
     tokens: dict[str, str]
     ids: dict[str, str]
-
-
-def issue(root: Path, name: str, **grants: Any) -> tuple[str, keyring.KeyRecord]:
-    project = Project(root)
-    secret, _ = keyring.load_secret(project.private, create=True)
-    assert secret is not None
-    registry = keyring.Registry.load(project.private / "keys.json")
-    options: dict[str, Any] = {"scopes": list(keyring.SCOPES), "collections": [], "groups": [],
-                               "rate": 1000, "expires": None}
-    options.update(grants)
-    return keyring.issue(registry, secret, NODE_ID, name=name, now=datetime.now(UTC), **options)
 
 
 def b64(data: dict[str, Any]) -> str:
@@ -71,7 +58,7 @@ def keyed(node: Node, export: Callable[..., BuildReport]) -> KeyedNode:
             "%Y-%m-%dT%H:%M:%SZ")},
         "revoked": {"groups": ["partners"]},
     }.items():
-        tokens[state], record = issue(node.root, state, **grants)
+        tokens[state], record = issue_key(node.root, state, rate=1000, **grants)
         ids[state] = record.id
     registry = keyring.Registry.load(node.root / ".fednode" / "keys.json")
     registry.revoke(ids["revoked"], datetime.now(UTC))
@@ -204,7 +191,7 @@ async def test_wrong_header_forms(keyed: KeyedNode, aiohttp_client: Callable[...
 
 async def test_rate_limit_is_exact_under_concurrency(
         keyed: KeyedNode, aiohttp_client: Callable[..., Any]) -> None:
-    token, record = issue(keyed.root, "tight", rate=7)
+    token, record = issue_key(keyed.root, "tight", rate=7)
     client: TestClient = await aiohttp_client(app_for(keyed.root))
     headers = {"X-API-Key": token}
     responses = await asyncio.gather(*(client.get("/api/species", headers=headers)

@@ -13,7 +13,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from builders import Node, ServerThread, app_for, species, team
+from builders import Node, ServerThread, app_for, issue_key, species, team
 from click.testing import CliRunner
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -23,19 +23,6 @@ from exporter.build import build
 from exporter.config import Project
 from hub.sync import SyncError, sync
 from sidecar import keys as keyring
-
-NODE_ID = "00000000-0000-4000-8000-000000000001"
-
-
-def issue(root: Path, name: str, groups: list[str], rate: int = 100_000) -> tuple[str, str]:
-    project = Project(root)
-    secret, _ = keyring.load_secret(project.private, create=True)
-    assert secret is not None
-    registry = keyring.Registry.load(project.private / "keys.json")
-    token, record = keyring.issue(registry, secret, NODE_ID, name=name,
-                                  scopes=["read", "changes"], collections=[], groups=groups,
-                                  rate=rate, expires=None, now=datetime.now(UTC))
-    return token, record.id
 
 
 def node_view(base: str, key: str | None) -> dict[tuple[str, str], bytes]:
@@ -75,8 +62,8 @@ class World:
         self.records: dict[str, tuple[str, dict[str, Any]]] = {}  # slug -> (collection, fields)
         self.hubs = {name: root / f"{name}.duckdb" for name in ("open", "partner", "ungranted")}
         self.export(0)
-        self.partner_key, _ = issue(self.root, "partner", ["partners"])
-        self.ungranted_key, _ = issue(self.root, "ungranted", [])
+        self.partner_key, _ = issue_key(self.root, "partner", groups=["partners"])
+        self.ungranted_key, _ = issue_key(self.root, "ungranted")
 
     def export(self, seconds: int) -> None:
         self.now += timedelta(seconds=seconds)
@@ -161,7 +148,8 @@ def test_interrupted_sync_resumes_and_429_waits_are_honoured(tmp_path: Path) -> 
                                if n % 3 == 0 else species(f"Species {n}"))
         world.write(slug)
     world.export(1)
-    token, key_id = issue(world.root, "slow", ["partners"])
+    token, key = issue_key(world.root, "slow", groups=["partners"])
+    key_id = key.id
     waits: list[float] = []
 
     def set_rate(rate: int) -> None:  # the sidecar re-reads the registry on change
