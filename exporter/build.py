@@ -18,6 +18,15 @@ from . import bundle
 from .cache import Cache
 from .config import NodeConfig, Project, load_node_config
 from .content import SourceRecord, discover, read
+from .contract.feed import (
+    CHANGES_PATH,
+    SNAPSHOT_CHUNK,
+    PublicChanges,
+    public_changes,
+    snapshot_chunk,
+    snapshot_path,
+)
+from .contract.wire import COLLECTIONS, LIST_LIMIT_DEFAULT, format_time, list_page
 from .errors import ContentError, ExportError, Problem
 from .ledger import Current, Ledger
 from .render import (
@@ -29,15 +38,6 @@ from .render import (
     schema_document,
 )
 from .schemas import Collection, collections
-from .sync import (
-    CHANGES_PATH,
-    SNAPSHOT_CHUNK,
-    EventRow,
-    public_changes,
-    snapshot_chunk,
-    snapshot_path,
-)
-from .wire import COLLECTIONS, LIST_LIMIT_DEFAULT, list_page
 from .writer import OutputFile, TreeStats, constant, write_tree
 
 Progress = Callable[[str, int, int], None]
@@ -120,7 +120,7 @@ def build(project: Project, *, now: datetime | None = None, frozen: bool = False
     ledger = Ledger.load(project.ledger)
     events = ledger.reconcile(
         (Current(r.collection, r.id, r.hash, r.access) for r in content.records),
-        now or datetime.now(UTC))
+        now or _next_second(ledger.last_at))
     if frozen and events:
         raise ExportError(
             f"the ledger is behind the content ({len(events)} change(s)); run `fednode export` "
@@ -138,8 +138,10 @@ def build(project: Project, *, now: datetime | None = None, frozen: bool = False
 
     node, known = content.node, content.collections
     public = _by_collection([r for r in rendered if r.public])
-    sync_files, sync_section = _sync_files(node, public, ledger, content.cache)
-    manifest_bytes = manifest(node, known, dict(report.public), ledger.last_at, sync_section)
+    changes = public_changes(ledger.events, node.base_url)
+    sync_files, sync_section = _sync_files(node, public, changes, content.cache)
+    manifest_bytes = manifest(node, known, dict(report.public), changes.updated_at,
+                              sync_section)
     schema_bytes = schema_document(known)
     index_bytes = index_html(node, known, dict(report.public))
 
@@ -151,14 +153,24 @@ def build(project: Project, *, now: datetime | None = None, frozen: bool = False
         progress=(lambda done: progress("write", done, len(rendered))) if progress else None,
     )
     write_tree(project.bundle, bundle.bundle_files(
-        node_id=node.id, base_url=node.base_url, ledger_seq=ledger.last_seq,
-        manifest=manifest_bytes, schema=schema_bytes, index=index_bytes,
+        node_id=node.id, base_url=node.base_url, sidecar_url=node.sidecar_url,
+        manifest=manifest_bytes, schema=schema_bytes, index=index_bytes, changes=changes.body,
         records=bundle.records_table(rendered, _positions(rendered)),
         events=bundle.events_table(ledger.events)),
         project.cache / "bundle.fingerprints.json")
     content.cache.save(keep=content.paths)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _next_second(last_at: str | None) -> datetime:
+    """Now, but in a later second than the ledger's last event: every export's events get a
+    time of their own (waits at most a second, only for exports in quick succession)."""
+    moment = datetime.now(UTC)
+    if last_at is not None and format_time(moment) == last_at:
+        time.sleep(1 - moment.microsecond / 1e6)
+        moment = datetime.now(UTC)
+    return moment
 
 
 def _positions(ordered: list[Rendered]) -> list[int]:
@@ -188,8 +200,8 @@ def _by_collection(public: list[Rendered]) -> dict[str, Public]:
     return grouped
 
 
-def _sync_files(node: NodeConfig, public: dict[str, Public], ledger: Ledger, cache: Cache
-                ) -> tuple[list[OutputFile], dict[str, object]]:
+def _sync_files(node: NodeConfig, public: dict[str, Public], changes: PublicChanges,
+                cache: Cache) -> tuple[list[OutputFile], dict[str, object]]:
     """Snapshot chunks and the public change list, and the manifest's description of them."""
     files: list[OutputFile] = []
     snapshots = []
@@ -207,15 +219,13 @@ def _sync_files(node: NodeConfig, public: dict[str, Public], ledger: Ledger, cac
             snapshots.append({"collection": name, "url": f"{node.base_url}/{path}",
                               "offset": offset, "records": len(chunk), "sha256": digest})
     cache.digests = used
-    changes = public_changes((EventRow(e.seq, e.at, e.op, e.collection, e.id, e.access, e.hash)
-                              for e in ledger.events), node.base_url)
-    changes_digest = hashlib.sha256(changes).hexdigest()
-    files.append(constant(CHANGES_PATH, changes, changes_digest))
+    changes_digest = hashlib.sha256(changes.body).hexdigest()
+    files.append(constant(CHANGES_PATH, changes.body, changes_digest))
     section = {
-        "ledger_seq": ledger.last_seq,
+        "seq": changes.seq,
         "snapshots": snapshots,
-        "changes": {"url": f"{node.base_url}/{CHANGES_PATH}", "items": changes.count(b"\n"),
-                    "sha256": changes_digest},
+        "changes": {"url": f"{node.base_url}/{CHANGES_PATH}",
+                    "items": changes.body.count(b"\n"), "sha256": changes_digest},
     }
     return files, section
 

@@ -1,21 +1,10 @@
-"""The private bundle: everything the sidecar serves, including restricted records.
-
-This format is the one contract between exporter and sidecar. It lives under
-`.fednode/bundle/`, never under `site_out/`:
-
-- `meta.json`     format version, node id, base URL, ledger position
-- `manifest.json` `schema.json` `index.html`: the exact bytes of the static files
-- `records.parquet` one row per live record (public and restricted): collection, id,
-  access, title, created_at, updated_at, content_hash, position (list order within its
-  collection), render_key (what the bytes were rendered from), json (the served bytes)
-- `events.parquet` the ledger: seq, at, op, collection, id, access, hash
-"""
+"""Write the private bundle (its format is `contract.bundle`) and read back the previous
+export's renderings."""
 
 from __future__ import annotations
 
 import hashlib
 import io
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,30 +12,28 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .ledger import Event
+from .contract.bundle import (
+    CHANGES,
+    EVENT_COLUMNS,
+    EVENTS,
+    FORMAT,
+    INDEX,
+    MANIFEST,
+    META,
+    RECORD_COLUMNS,
+    RECORDS,
+    SCHEMA,
+    Meta,
+)
+from .contract.feed import Event
 from .render import Rendered
 from .writer import OutputFile, constant
 
-FORMAT = 1
-META = "meta.json"
-MANIFEST = "manifest.json"
-SCHEMA = "schema.json"
-INDEX = "index.html"
-RECORDS = "records.parquet"
-EVENTS = "events.parquet"
+_TYPES = {"string": pa.string(), "int64": pa.int64(), "binary": pa.binary()}
 
-RECORD_COLUMNS = pa.schema([
-    ("collection", pa.string()),
-    ("id", pa.string()),
-    ("access", pa.string()),
-    ("title", pa.string()),
-    ("created_at", pa.string()),
-    ("updated_at", pa.string()),
-    ("content_hash", pa.string()),
-    ("position", pa.int64()),
-    ("render_key", pa.string()),
-    ("json", pa.binary()),
-])
+
+def _arrow(columns: tuple[tuple[str, str], ...]) -> pa.Schema:
+    return pa.schema([(name, _TYPES[kind]) for name, kind in columns])
 
 
 def records_table(ordered: list[Rendered], positions: list[int]) -> bytes:
@@ -62,23 +49,12 @@ def records_table(ordered: list[Rendered], positions: list[int]) -> bytes:
         "render_key": [r.key for r in ordered],
         "json": [r.json for r in ordered],
     }
-    return _parquet(columns, RECORD_COLUMNS)
-
-
-EVENT_COLUMNS = pa.schema([
-    ("seq", pa.int64()),
-    ("at", pa.string()),
-    ("op", pa.string()),
-    ("collection", pa.string()),
-    ("id", pa.string()),
-    ("access", pa.string()),
-    ("hash", pa.string()),
-])
+    return _parquet(columns, _arrow(RECORD_COLUMNS))
 
 
 def events_table(events: list[Event]) -> bytes:
-    columns = {name: [getattr(e, name) for e in events] for name in EVENT_COLUMNS.names}
-    return _parquet(columns, EVENT_COLUMNS)
+    columns = {name: [getattr(e, name) for e in events] for name, _ in EVENT_COLUMNS}
+    return _parquet(columns, _arrow(EVENT_COLUMNS))
 
 
 def _parquet(columns: dict[str, list[Any]], schema: pa.Schema) -> bytes:
@@ -99,12 +75,15 @@ def read_rendered(folder: Path) -> dict[str, tuple[str, str, bytes]]:
                                                                                   strict=True)}
 
 
-def bundle_files(*, node_id: str, base_url: str, ledger_seq: int, manifest: bytes,
-                 schema: bytes, index: bytes, records: bytes, events: bytes
+def bundle_files(*, node_id: str, base_url: str, sidecar_url: str, manifest: bytes,
+                 schema: bytes, index: bytes, changes: bytes, records: bytes, events: bytes
                  ) -> Iterator[OutputFile]:
-    build = hashlib.sha256(manifest + schema + index + records + events).hexdigest()[:16]
-    meta = json.dumps({"format": FORMAT, "build": build, "node_id": node_id,
-                       "base_url": base_url, "ledger_seq": ledger_seq}, indent=2).encode()
-    for name, data in ((MANIFEST, manifest), (SCHEMA, schema), (INDEX, index),
-                       (RECORDS, records), (EVENTS, events), (META, meta)):
+    files = ((MANIFEST, manifest), (SCHEMA, schema), (INDEX, index), (CHANGES, changes),
+             (RECORDS, records), (EVENTS, events))
+    digest = hashlib.sha256()
+    for _, data in files:
+        digest.update(hashlib.sha256(data).digest())
+    meta = Meta(format=FORMAT, build=digest.hexdigest()[:16], node_id=node_id,
+                base_url=base_url, sidecar_url=sidecar_url).to_json()
+    for name, data in (*files, (META, meta)):
         yield constant(name, data, hashlib.sha256(data).hexdigest())

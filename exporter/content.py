@@ -20,9 +20,9 @@ from typing import Any
 
 import rtoml
 
+from .contract.wire import PUBLIC
 from .errors import Problem
 from .schemas import Collection
-from .wire import PUBLIC
 
 FENCE = "+++"
 _KEY_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*)\s*=")

@@ -10,28 +10,13 @@ import json
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
+from .contract.feed import EVENT_FIELDS, OPS, Event
+from .contract.wire import COLLECTIONS, format_time, parse_time
 from .errors import ExportError
-from .wire import COLLECTIONS, format_time
-
-OPS = ("create", "update", "access", "delete")
-
-
-@dataclass(frozen=True)
-class Event:
-    seq: int
-    at: str
-    op: str
-    collection: str
-    id: str
-    hash: str
-    access: str
-
-    def line(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"), ensure_ascii=False) + "\n"
 
 
 @dataclass(frozen=True)
@@ -99,8 +84,11 @@ class Ledger:
     def reconcile(self, current: Iterable[Current], now: datetime) -> list[Event]:
         """The events that bring the ledger to the content as it is now (not yet applied)."""
         at = format_time(now)
-        if self.last_at and at < self.last_at:
-            at = self.last_at  # the clock went back: time never runs backwards in the ledger
+        if self.last_at and at <= self.last_at:
+            # Each export's events get a time of their own, after every earlier event, so
+            # that `since` = the last time a caller saw is exact. `build` waits for the next
+            # second rather than come here; a clock behind the ledger does.
+            at = format_time(parse_time(self.last_at) + timedelta(seconds=1))
         rank = {name: index for index, name in enumerate(COLLECTIONS)}
         pending: list[tuple[str, str, str, str, str]] = []
         seen: set[str] = set()
@@ -162,7 +150,7 @@ def _parse(line: bytes, path: Path, number: int, previous_seq: int) -> Event:
     where = f"{path.name}:{number}"
     try:
         data = json.loads(line)
-        event = Event(**{key: data[key] for key in Event.__dataclass_fields__})
+        event = Event(**{key: data[key] for key in EVENT_FIELDS})
     except (ValueError, KeyError, TypeError) as exc:
         raise ExportError(f"{where}: not a ledger event ({exc}); restore the file from version "
                           f"control") from None

@@ -13,9 +13,7 @@ import jinja2
 from . import __version__
 from .config import NodeConfig
 from .content import SourceRecord
-from .ledger import Entry
-from .schemas import Collection
-from .wire import (
+from .contract.wire import (
     API_VERSION,
     LIST_LIMIT_DEFAULT,
     LIST_LIMIT_MAX,
@@ -26,6 +24,8 @@ from .wire import (
     encode,
     record_url,
 )
+from .ledger import Entry
+from .schemas import Collection
 
 # Bump when the shape of rendered records changes, so cached renderings are not reused.
 RENDER_VERSION = "1"

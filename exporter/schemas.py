@@ -14,7 +14,7 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 
-from .wire import COLLECTIONS
+from .contract.wire import COLLECTIONS
 
 
 @dataclass(frozen=True, eq=False)

@@ -20,7 +20,7 @@ from urllib.parse import quote
 import aiohttp
 import duckdb
 
-from exporter.wire import encode
+from exporter.contract.wire import encode
 
 EPOCH = "1970-01-01T00:00:00Z"
 SCHEMA = """
@@ -204,10 +204,10 @@ async def _open(node: Node, index: Index, manifest: dict[str, Any], report: Sync
             raise SyncError("the node's snapshot kept changing while it was read; try again")
         index.db.begin()
         index.replace_all(bodies, report)
-        index.set_state("position", str(sync_info["ledger_seq"]))
+        index.set_state("position", str(sync_info["seq"]))
         index.set_state("changes_sha256", None)
         index.db.commit()
-        position = str(sync_info["ledger_seq"])
+        position = str(sync_info["seq"])
     if index.get_state("changes_sha256") == sync_info["changes"]["sha256"]:
         return
     listing = await node.get(sync_info["changes"]["url"])

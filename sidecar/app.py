@@ -10,7 +10,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from exporter.wire import error_body
+from exporter.contract.wire import error_body
 
 from . import handlers
 from .auth import (
@@ -102,7 +102,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     principal = None
     token = extract_token(request)
     if token is not None:
-        node_id = (await request.app[STORE].current()).meta["node_id"]
+        node_id = (await request.app[STORE].current()).meta.node_id
         principal = Principal(request.app[VERIFIER].verify(token, node_id))
         request[ACCESS] = principal.access
         request[PRINCIPAL] = principal

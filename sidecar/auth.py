@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import jwt
 from aiohttp import web
 
-from exporter.wire import COLLECTIONS, parse_time
+from exporter.contract.wire import COLLECTIONS, parse_time
 
 from .errors import ApiKeyRequired, InsufficientScope, InvalidApiKey, RateLimited
 from .keys import ALGORITHM, KeyRecord, Registry, load_secret

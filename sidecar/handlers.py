@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from exporter.wire import (
+from exporter.contract.wire import (
     COLLECTIONS,
     LIST_LIMIT_DEFAULT,
     LIST_LIMIT_MAX,
@@ -135,7 +135,7 @@ async def sync_changes(request: web.Request) -> web.Response:
     params.check_known(request.query, ())
     store = request.app[STORE]
     snapshot = await store.current()
-    body = await store.run(snapshot.public_changes)
+    body = snapshot.public_changes
     return open_response(request, body, NDJSON)
 
 

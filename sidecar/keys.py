@@ -17,7 +17,7 @@ from typing import Any
 
 import jwt
 
-from exporter.wire import COLLECTIONS, format_time, parse_time
+from exporter.contract.wire import COLLECTIONS, format_time, parse_time
 
 ALGORITHM = "HS256"  # pinned: verification accepts nothing else
 SCOPES = ("read", "search", "changes", "mcp", "library")

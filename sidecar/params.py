@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from multidict import MultiMapping
 
-from exporter.wire import format_time, parse_time
+from exporter.contract.wire import format_time, parse_time
 
 from .errors import InvalidParameter
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import os
 import threading
@@ -21,9 +20,9 @@ from typing import Any, NamedTuple, TypeVar
 
 import duckdb
 
-from exporter import bundle
-from exporter.sync import SNAPSHOT_CHUNK, EventRow, public_changes, snapshot_chunk
-from exporter.wire import PUBLIC
+from exporter.contract import bundle
+from exporter.contract.feed import SNAPSHOT_CHUNK, snapshot_chunk
+from exporter.contract.wire import PUBLIC
 
 from .errors import APIError
 
@@ -47,18 +46,16 @@ class Snapshot:
     def __init__(self, path: Path) -> None:
         meta_path = path / bundle.META
         try:
-            self.meta: dict[str, Any] = json.loads(meta_path.read_text("utf-8"))
+            self.meta = bundle.Meta.from_json(meta_path.read_bytes())
             self.stamp = meta_path.stat().st_mtime_ns
             self.manifest = (path / bundle.MANIFEST).read_bytes()
             self.schema = (path / bundle.SCHEMA).read_bytes()
             self.index = (path / bundle.INDEX).read_bytes()
-        except (OSError, ValueError) as exc:
+            self.public_changes = (path / bundle.CHANGES).read_bytes()
+        except (OSError, bundle.BundleError) as exc:
             raise BundleMissing(f"no usable bundle at {path}: {exc}") from None
-        if self.meta.get("format") != bundle.FORMAT:
-            raise BundleMissing(f"bundle at {path} has format {self.meta.get('format')}, this "
-                                f"sidecar reads format {bundle.FORMAT}; export again")
-        self.base_url: str = self.meta["base_url"]
-        self.build: str = self.meta["build"]
+        self.base_url: str = self.meta.base_url
+        self.build: str = self.meta.build
         self._db = duckdb.connect(":memory:")
         records = str(path / bundle.RECORDS)
         self._db.execute(f"CREATE TABLE records AS SELECT * FROM read_parquet('{_quote(records)}')"
@@ -70,8 +67,6 @@ class Snapshot:
         last = self._db.execute('SELECT max("at") FROM events').fetchone()
         self.until: str | None = last[0] if last else None
         self._local = threading.local()
-        self._public_changes: bytes | None = None
-        self._public_lock = threading.Lock()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         cursor = getattr(self._local, "cursor", None)
@@ -120,16 +115,6 @@ class Snapshot:
         if not rows:
             return None
         return snapshot_chunk([bytes(row[0]) for row in rows])
-
-    def public_changes(self) -> bytes:
-        with self._public_lock:
-            if self._public_changes is None:
-                rows = self.cursor().execute(
-                    'SELECT seq, "at", op, collection, id, access, hash FROM events ORDER BY seq'
-                ).fetchall()
-                self._public_changes = public_changes((EventRow(*row) for row in rows),
-                                                      self.base_url)
-            return self._public_changes
 
 
 class Change(NamedTuple):

@@ -30,7 +30,7 @@ def node_view(base: str, key: str | None) -> dict[tuple[str, str], bytes]:
     async def read() -> dict[tuple[str, str], bytes]:
         import aiohttp
 
-        from exporter.wire import COLLECTIONS, encode
+        from exporter.contract.wire import COLLECTIONS, encode
         headers = {"X-API-Key": key} if key else {}
         seen: dict[tuple[str, str], bytes] = {}
         async with aiohttp.ClientSession() as session:

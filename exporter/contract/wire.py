@@ -1,7 +1,8 @@
 """The wire format shared by the static export and the sidecar.
 
 Every byte a client can read comes from these functions, so the CDN's files and the
-sidecar's answers are equal by construction (DESIGN.md invariant 4).
+sidecar's answers are equal by construction (DESIGN.md invariant 4). The names and limits
+every side agrees on (collections, scopes, page sizes) are here too.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ LIST_LIMIT_MAX = 200
 SEARCH_LIMIT_DEFAULT = 10
 SEARCH_LIMIT_MAX = 50
 TOOL_LIMIT_DEFAULT = 20
-PUBLIC = "public"
+CHANGES_LIMIT_DEFAULT = 200
+CHANGES_LIMIT_MAX = 1000
+PUBLIC = "public"  # the access of a record every caller may read
+SCOPES: tuple[str, ...] = ("read", "search", "changes", "mcp", "library")
 
 
 def encode(obj: Any) -> bytes:
@@ -44,7 +48,10 @@ def parse_time(text: str) -> datetime:
         ) from None
     if moment.tzinfo is None:
         raise ValueError("the timestamp needs a time zone: end it with Z for UTC")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the time is outside the years 1 to 9999 once in UTC") from None
 
 
 def record_url(base_url: str, collection: str, record_id: str) -> str:

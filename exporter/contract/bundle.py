@@ -1,0 +1,75 @@
+"""The private bundle: the one contract between the exporter (which writes it) and the
+sidecar (which reads it). It lives under `.fednode/bundle/`, never under `site_out/`, and
+holds restricted records, so its folder is 0700 and its files 0600.
+
+- `meta.json`     `Meta`: format version, build id, node id, base and sidecar URLs
+- `manifest.json` `schema.json` `index.html` `changes.ndjson`: the exact bytes of the static
+  files `api/manifest.json`, `api/schema.json`, `index.html` and `api/sync/changes.ndjson`
+- `records.parquet` one row per live record (public and restricted), `RECORD_COLUMNS`
+- `events.parquet` the ledger, one row per `feed.Event`, `EVENT_COLUMNS`
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from .feed import EVENT_FIELDS
+
+FORMAT = 2
+META = "meta.json"
+MANIFEST = "manifest.json"
+SCHEMA = "schema.json"
+INDEX = "index.html"
+CHANGES = "changes.ndjson"
+RECORDS = "records.parquet"
+EVENTS = "events.parquet"
+
+# (column, type): "string", "int64" or "binary"
+RECORD_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("collection", "string"),
+    ("id", "string"),
+    ("access", "string"),
+    ("title", "string"),
+    ("created_at", "string"),
+    ("updated_at", "string"),
+    ("content_hash", "string"),
+    ("position", "int64"),  # list order within its collection
+    ("render_key", "string"),  # what `json` was rendered from
+    ("json", "binary"),  # the served bytes
+)
+_EVENT_TYPES = {"seq": "int64"}
+EVENT_COLUMNS: tuple[tuple[str, str], ...] = tuple(
+    (name, _EVENT_TYPES.get(name, "string")) for name in EVENT_FIELDS)
+
+
+class BundleError(Exception):
+    """meta.json is missing, unreadable or of another format."""
+
+
+@dataclass(frozen=True)
+class Meta:
+    format: int
+    build: str  # changes exactly when any file of the bundle changes
+    node_id: str
+    base_url: str
+    sidecar_url: str
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), indent=2).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Meta:
+        try:
+            raw = json.loads(data)
+            found = raw.get("format") if isinstance(raw, dict) else None
+        except ValueError as exc:
+            raise BundleError(f"{META} is not JSON ({exc})") from None
+        if found != FORMAT:
+            raise BundleError(f"the bundle has format {found}, this fednode reads format "
+                              f"{FORMAT}; run `fednode export` again")
+        try:
+            meta = cls(**raw)
+        except TypeError as exc:
+            raise BundleError(f"{META} is damaged ({exc}); run `fednode export` again") from None
+        return meta
