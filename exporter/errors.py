@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .contract.errors import FednodeError
+
 
 @dataclass(frozen=True, order=True)
 class Problem:
@@ -20,7 +22,7 @@ class Problem:
         return f"{where}:{field} {self.message}"
 
 
-class ExportError(Exception):
+class ExportError(FednodeError):
     """An export could not complete; the previous output is untouched."""
 
 

@@ -20,6 +20,7 @@ from urllib.parse import quote
 import aiohttp
 import duckdb
 
+from exporter.contract.errors import FednodeError
 from exporter.contract.wire import encode
 
 EPOCH = "1970-01-01T00:00:00Z"
@@ -31,7 +32,7 @@ CREATE TABLE IF NOT EXISTS state (name TEXT PRIMARY KEY, value TEXT);
 """
 
 
-class SyncError(Exception):
+class SyncError(FednodeError):
     """The sync could not go on; the message says why. The index keeps its last state."""
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import jwt
 
+from exporter.contract.errors import FednodeError
 from exporter.contract.wire import COLLECTIONS, format_time, parse_time
 
 ALGORITHM = "HS256"  # pinned: verification accepts nothing else
@@ -25,7 +26,7 @@ SECRET_ENV = "FEDNODE_SECRET"
 REGISTRY_FORMAT = 1
 
 
-class KeyError_(Exception):
+class KeyError_(FednodeError):
     """A key management request that cannot be carried out; the message says why."""
 
 
