@@ -4,24 +4,22 @@ Errors become one clear message and an exit code here, nowhere else."""
 
 from __future__ import annotations
 
-import functools
+import asyncio
 import json
 import logging
 import sys
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from exporter.build import build, load
 from exporter.config import Project, load_node_config
-from exporter.errors import ContentError, ExportError
+from exporter.contract.errors import FednodeError
+from exporter.errors import ContentError
 from exporter.scaffold import new_record
 from sidecar import keys as keyring
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class ContentProblems(click.ClickException):
@@ -37,19 +35,17 @@ class ContentProblems(click.ClickException):
         click.echo(f"Error: {self.error}", err=True)
 
 
-def reports_errors(command: F) -> F:
-    """Turn the exporter's and sidecar's exceptions into click's error output."""
+class Fednode(click.Group):
+    """The command group; the one place where errors a user can cause become one line
+    `Error: ...` and exit code 1. Anything else is a bug and shows its traceback."""
 
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def invoke(self, ctx: click.Context) -> Any:
         try:
-            return command(*args, **kwargs)
+            return super().invoke(ctx)
         except ContentError as exc:
             raise ContentProblems(exc) from None
-        except (ExportError, keyring.KeyError_) as exc:
+        except FednodeError as exc:
             raise click.ClickException(str(exc)) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 project_option = click.option(
@@ -58,7 +54,7 @@ project_option = click.option(
     help="The node's folder: it holds content/, ledger.jsonl and .fednode/.")
 
 
-@click.group()
+@click.group(cls=Fednode)
 @click.version_option(package_name="fednode")
 def main() -> None:
     """Run one node of a federated network of conservation records."""
@@ -68,7 +64,6 @@ def main() -> None:
 @click.argument("collection")
 @click.argument("title")
 @project_option
-@reports_errors
 def new(collection: str, title: str, project_dir: Path) -> None:
     """Scaffold a record file with a fresh UUID, e.g. fednode new species "Giant hogweed"."""
     path = new_record(Project(project_dir).content, collection, title)
@@ -77,7 +72,6 @@ def new(collection: str, title: str, project_dir: Path) -> None:
 
 @main.command()
 @project_option
-@reports_errors
 def check(project_dir: Path) -> None:
     """Validate content/ against the collection schemas; list every problem."""
     content = load(Project(project_dir))
@@ -107,7 +101,6 @@ class _Progress:
               help="Fail instead of adding ledger events (for CDN builds: the ledger must be "
                    "committed up to date).")
 @click.option("--base-url", help="Override node.base_url from content/node.toml.")
-@reports_errors
 def export(project_dir: Path, frozen: bool, base_url: str | None) -> None:
     """Write site_out/ (public) and the private bundle in .fednode/."""
     progress = _Progress()
@@ -125,25 +118,16 @@ def export(project_dir: Path, frozen: bool, base_url: str | None) -> None:
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--anonymous-rate", default=600, show_default=True, type=click.IntRange(min=0),
               help="Requests a minute allowed per client address without a key (0: no limit).")
-@reports_errors
 def serve(project_dir: Path, host: str, port: int, anonymous_rate: int) -> None:
     """Start the sidecar on the last export's bundle."""
-    from aiohttp import web
+    from sidecar.serve import serve as run_server
 
-    from sidecar.app import SidecarConfig, create_app
-    from sidecar.store import BundleMissing, Snapshot
-
-    project = Project(project_dir)
-    try:
-        Snapshot(project.bundle)
-    except BundleMissing as exc:
-        raise click.ClickException(f"{exc}\nRun `fednode export` first.") from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
                         stream=sys.stderr)
-    app = create_app(SidecarConfig(bundle=project.bundle, private=project.private,
-                                   anonymous_rate=anonymous_rate))
-    click.echo(f"fednode sidecar on http://{host}:{port}/api/manifest", err=True)
-    web.run_app(app, host=host, port=port, access_log=None, print=None)
+    project = Project(project_dir)
+    asyncio.run(run_server(project.bundle, project.private, host=host, port=port,
+                           anonymous_rate=anonymous_rate, say=lambda line: click.echo(
+                               line, err=True)))
 
 
 def _registry(project_dir: Path) -> keyring.Registry:
@@ -171,7 +155,6 @@ def keys() -> None:
 @click.option("--rate", default=120, show_default=True, type=int,
               help="Requests per minute.")
 @click.option("--expires", help="Last valid day (2027-06-30) or an RFC 3339 time.")
-@reports_errors
 def keys_create(project_dir: Path, name: str, scopes: str, collections: str, groups: str,
                 rate: int, expires: str | None) -> None:
     """Issue a key. The key alone goes to standard output, once; details to standard error."""
@@ -199,7 +182,6 @@ def _key_line(key: keyring.KeyRecord) -> str:
 
 @keys.command("list")
 @project_option
-@reports_errors
 def keys_list(project_dir: Path) -> None:
     """Every issued key: id, name, scopes, collections, groups, rate, expiry, state."""
     registry = _registry(project_dir)
@@ -212,7 +194,6 @@ def keys_list(project_dir: Path) -> None:
 @keys.command("show")
 @click.argument("key_id")
 @project_option
-@reports_errors
 def keys_show(key_id: str, project_dir: Path) -> None:
     """One key's details, as JSON (never the key itself)."""
     registry = _registry(project_dir)
@@ -222,7 +203,6 @@ def keys_show(key_id: str, project_dir: Path) -> None:
 @keys.command("revoke")
 @click.argument("key_id")
 @project_option
-@reports_errors
 def keys_revoke(key_id: str, project_dir: Path) -> None:
     """Revoke a key; a running sidecar refuses it from its next request."""
     registry = _registry(project_dir)

@@ -13,11 +13,13 @@ import jinja2
 from . import __version__
 from .config import NodeConfig
 from .content import SourceRecord
+from .contract.endpoints import access_lists, capabilities, manifest_endpoints
 from .contract.wire import (
     API_VERSION,
     LIST_LIMIT_DEFAULT,
     LIST_LIMIT_MAX,
     PUBLIC,
+    SCOPES,
     SEARCH_LIMIT_DEFAULT,
     SEARCH_LIMIT_MAX,
     TOOL_LIMIT_DEFAULT,
@@ -91,13 +93,10 @@ def render_record(record: SourceRecord, entry: Entry, collection: Collection,
                     entry.updated_at, record.hash, encode(out), key)
 
 
-# Capabilities this build of fednode actually serves; the manifest claims nothing more.
-CAPABILITIES = ("manifest", "schema", "lists", "records", "changes", "sync", "keys")
-
-
 def manifest(node: NodeConfig, collections: dict[str, Collection], counts: dict[str, int],
              updated_at: str | None, sync: dict[str, Any]) -> bytes:
     base = node.base_url
+    open_names, keyed_names = access_lists()
     return encode({
         "fednode": {"api_version": API_VERSION, "software": f"fednode {__version__}"},
         "node": {
@@ -116,19 +115,8 @@ def manifest(node: NodeConfig, collections: dict[str, Collection], counts: dict[
             }
             for c in collections.values()
         ],
-        "capabilities": list(CAPABILITIES),
-        "endpoints": {
-            "manifest": {"method": "GET", "path": "/api/manifest", "access": "open"},
-            "schema": {"method": "GET", "path": "/api/schema", "access": "open"},
-            "list": {"method": "GET", "path": "/api/{collection}", "access": "open",
-                     "parameters": ["limit", "offset", "updated_since"]},
-            "record": {"method": "GET", "path": "/api/{collection}/{id}", "access": "open"},
-            "changes": {"method": "GET", "path": "/api/changes", "access": "key",
-                        "scope": "changes", "parameters": ["since", "limit", "cursor"],
-                        "url": f"{node.sidecar_url}/api/changes"},
-            "key": {"method": "GET", "path": "/api/keys/me", "access": "key",
-                    "url": f"{node.sidecar_url}/api/keys/me"},
-        },
+        "capabilities": capabilities(),
+        "endpoints": manifest_endpoints(base, node.sidecar_url),
         "sync": sync,
         "authentication": {
             "schemes": [
@@ -136,9 +124,9 @@ def manifest(node: NodeConfig, collections: dict[str, Collection], counts: dict[
                  "format": "Bearer <API_KEY>"},
                 {"type": "apiKey", "in": "header", "name": "X-API-Key"},
             ],
-            "open": ["manifest", "schema", "list", "record", "sync"],
-            "keyed": ["changes", "key"],
-            "scopes": ["read", "search", "changes", "mcp", "library"],
+            "open": open_names,
+            "keyed": keyed_names,
+            "scopes": list(SCOPES),
             "restricted_records": "Records restricted to an access group are returned only "
                                   "to keys granted that group, and are otherwise absent.",
             "request_key": node.key_request,

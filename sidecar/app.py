@@ -1,4 +1,11 @@
-"""Application wiring: `create_app(config) -> web.Application`."""
+"""Application wiring: `create_app(config) -> web.Application`, and `NodeRunner` to serve it.
+
+A request passes, in order: the error boundary (`errors_middleware`, the one place that
+turns exceptions into the contract's error bodies), CORS preflights, then `auth_middleware`
+(who is calling, their per-minute rate, the endpoint's key and scope policy from the
+endpoint table), then the endpoint's handler. Headers every response carries are stamped
+in one `on_response_prepare` hook; requests too malformed to reach the application are
+answered by `ContractRequestHandler`, in the same form."""
 
 from __future__ import annotations
 
@@ -8,29 +15,33 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiohttp import web
+from aiohttp import abc, http_exceptions, web, web_protocol, web_server
 
+from exporter.contract.endpoints import BY_NAME
 from exporter.contract.wire import error_body
 
 from . import handlers
 from .auth import (
-    Policy,
-    Principal,
+    Decision,
     SlidingWindowLimiter,
     Verifier,
     check_policy,
     extract_token,
     rate_limited,
 )
-from .errors import APIError, MethodNotAllowed, NotFound
-from .state import ACCESS, ANONYMOUS_RATE, LIMITER, PRINCIPAL, RATE, STORE, VERIFIER
+from .errors import APIError, InvalidApiKey, MethodNotAllowed, NotFound, for_status
+from .params import BODY_LIMIT
+from .service import ANONYMOUS, Caller
+from .state import ANONYMOUS_RATE, CALLER, LIMITER, RATE, STORE, VERIFIER
 from .store import Store
 
 log = logging.getLogger("fednode.sidecar")
-access_log = logging.getLogger("fednode.access")
+access_logger = logging.getLogger("fednode.access")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 KEY_HEADERS = "Authorization, X-API-Key"
+EXPOSED = ("X-Node-Access, ETag, Retry-After, RateLimit-Limit, RateLimit-Remaining, "
+           "RateLimit-Reset")
 
 
 @dataclass(frozen=True)
@@ -41,9 +52,10 @@ class SidecarConfig:
     query_timeout: float = 10.0
     threads: int = 4
     reload_interval: float = 1.0  # seconds between checks for a newer bundle
+    clock: Callable[[], float] = time.time  # the time keys expire by
 
 
-def _error_response(error: APIError) -> web.Response:
+def error_response(error: APIError) -> web.Response:
     response = web.Response(body=error_body(error.code, error.message), status=error.status,
                             content_type="application/json", charset="utf-8")
     response.headers.update(error.headers)
@@ -52,79 +64,121 @@ def _error_response(error: APIError) -> web.Response:
 
 @web.middleware
 async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The one place that turns exceptions into what clients see. Every response, errors
-    and preflights included, carries X-Node-Access; keyed ones are private and carry the
-    key's rate-limit state."""
-    started = time.perf_counter()
-    response: web.StreamResponse
+    """The one place that turns exceptions into what clients see."""
     try:
-        if request.method == "OPTIONS":
-            response = handlers.preflight()
-        else:
-            response = await handler(request)
+        return await handler(request)
     except APIError as error:
-        response = _error_response(error)
+        return error_response(error)
     except web.HTTPMethodNotAllowed as exc:
         allowed = ", ".join(sorted(exc.allowed_methods))
-        response = _error_response(MethodNotAllowed(
-            f"{request.method} is not allowed on {request.path}; use {allowed}",
+        return error_response(MethodNotAllowed(
+            f"{request.method} is not allowed on this path; use {allowed}",
             headers={"Allow": allowed}))
     except web.HTTPNotFound:
-        response = _error_response(NotFound(
-            f"no endpoint at {request.path}; see /api/manifest for the endpoints"))
+        return error_response(NotFound("no endpoint at this path; see /api/manifest for the "
+                                       "endpoints"))
     except web.HTTPException as exc:
-        response = _error_response(APIError(exc.reason))
-        response.set_status(exc.status)
+        return error_response(for_status(exc.status, exc.reason))
     except Exception:
-        log.exception("unhandled error on %s %s", request.method, request.path)
-        response = _error_response(APIError(
-            "the node failed to answer; the error is logged, try again later"))
-    response.headers["X-Node-Access"] = request.get(ACCESS, "open")
-    response.headers.setdefault("Vary", KEY_HEADERS)
-    decision = request.get(RATE)
-    if decision is not None:
-        response.headers.update(decision.headers())
-    if PRINCIPAL in request:
-        response.headers["Cache-Control"] = "private, max-age=0"
-    response.headers["Access-Control-Allow-Origin"] = "*"
-    response.headers["Access-Control-Expose-Headers"] = (
-        "X-Node-Access, ETag, Retry-After, RateLimit-Limit, RateLimit-Remaining, "
-        "RateLimit-Reset")
-    access_log.info('%s %s %s %s %.1fms', request.method, request.path, response.status,
-                    request.get(ACCESS, "open"), (time.perf_counter() - started) * 1000)
-    return response
+        log.exception("unhandled error on %s %s", request.method, _printable(request.raw_path))
+        return error_response(APIError("the node failed to answer; the error is logged, try "
+                                       "again later"))
+
+
+@web.middleware
+async def preflight_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every CORS preflight (OPTIONS), whatever the path, gets the same answer."""
+    if request.method != "OPTIONS":
+        return await handler(request)
+    return web.Response(status=204, headers={
+        "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+        "Access-Control-Allow-Headers": "Authorization, X-API-Key, Content-Type, "
+                                        "MCP-Protocol-Version, Mcp-Session-Id, Mcp-Method, "
+                                        "Mcp-Name, If-None-Match",
+        "Access-Control-Max-Age": "86400",
+    })
 
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Identify the caller, count the request against its per-minute rate, and check the
-    endpoint's policy before the handler runs."""
-    principal = None
-    token = extract_token(request)
-    if token is not None:
-        node_id = (await request.app[STORE].current()).meta.node_id
-        principal = Principal(request.app[VERIFIER].verify(token, node_id))
-        request[ACCESS] = principal.access
-        request[PRINCIPAL] = principal
-        decision = request.app[LIMITER].hit(principal.access, principal.key.rate)
-    elif request.app[ANONYMOUS_RATE]:
-        decision = request.app[LIMITER].hit(f"addr:{request.remote}",
-                                            request.app[ANONYMOUS_RATE])
-    else:
-        decision = None
+    policy the endpoint table gives the matched route before the handler runs. A request
+    with a bad key counts against its address, like one without a key."""
+    app = request.app
+    address = f"addr:{request.remote}"
+    caller = ANONYMOUS
+    try:
+        token = extract_token(request)
+        if token is not None:
+            node_id = (await app[STORE].current()).meta.node_id
+            caller = Caller(app[VERIFIER].verify(token, node_id))
+    except InvalidApiKey:
+        if app[ANONYMOUS_RATE]:
+            refused = app[LIMITER].hit(address, app[ANONYMOUS_RATE])
+            if not refused.allowed:
+                request[RATE] = refused
+                raise rate_limited(refused) from None
+        raise
+    request[CALLER] = caller
+    decision: Decision | None = None
+    if caller.key is not None:
+        decision = app[LIMITER].hit(caller.access, caller.key.rate)
+    elif app[ANONYMOUS_RATE]:
+        decision = app[LIMITER].hit(address, app[ANONYMOUS_RATE])
     if decision is not None:
         request[RATE] = decision
         if not decision.allowed:
             raise rate_limited(decision)
-    found: Policy | None = getattr(request.match_info.handler, "__fednode_policy__", None)
-    check_policy(found, principal)
+    endpoint = BY_NAME.get(request.match_info.route.name or "")
+    if endpoint is not None:
+        check_policy(endpoint, caller.key)
     return await handler(request)
 
 
+def stamp(headers: web.StreamResponse, caller: Caller | None) -> None:
+    """The headers every response carries: who it was served under, CORS, caching."""
+    out = headers.headers
+    out["X-Node-Access"] = caller.access if caller else "open"
+    out.setdefault("Vary", KEY_HEADERS)
+    if caller is not None and caller.key is not None:
+        out["Cache-Control"] = "private, max-age=0"
+    out["Access-Control-Allow-Origin"] = "*"
+    out["Access-Control-Expose-Headers"] = EXPOSED
+
+
+async def on_response_prepare(request: web.Request, response: web.StreamResponse) -> None:
+    stamp(response, request.get(CALLER))
+    decision = request.get(RATE)
+    if decision is not None:
+        response.headers.update(decision.headers())
+
+
+def _printable(text: str) -> str:
+    """A path as it may go into a log line: control and non-ASCII characters escaped, so a
+    request cannot forge or break log lines."""
+    return text.encode("ascii", "backslashreplace").decode("ascii").translate(_CONTROL)
+
+
+_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7f)}
+
+
+class AccessLogger(abc.AbstractAccessLogger):
+    """One line a request: method, raw path (escaped), status, caller, time taken."""
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse,
+            time: float) -> None:
+        caller = request.get(CALLER)
+        self.logger.info("%s %s %s %s %.1fms", _printable(request.method),
+                         _printable(request.raw_path), response.status,
+                         caller.access if caller else "open", time * 1000)
+
+
 def create_app(config: SidecarConfig) -> web.Application:
-    app = web.Application(middlewares=[errors_middleware, auth_middleware],
-                          client_max_size=64 * 1024)
-    app[VERIFIER] = Verifier(config.private)
+    app = web.Application(
+        middlewares=[errors_middleware, preflight_middleware, auth_middleware],
+        client_max_size=BODY_LIMIT,
+        handler_args={"access_log_class": AccessLogger, "access_log": access_logger})
+    app[VERIFIER] = Verifier(config.private, clock=config.clock)
     app[LIMITER] = SlidingWindowLimiter()
     app[ANONYMOUS_RATE] = config.anonymous_rate
 
@@ -136,5 +190,46 @@ def create_app(config: SidecarConfig) -> web.Application:
         store.close()
 
     app.cleanup_ctx.append(store_ctx)
+    app.on_response_prepare.append(on_response_prepare)
     handlers.add_routes(app)
     return app
+
+
+class ContractRequestHandler(web_protocol.RequestHandler):
+    """Answers requests that aiohttp's parser refuses (over-long lines or headers, unknown
+    or lower-case methods, broken framing) with the contract's JSON error and headers,
+    instead of a plain-text 400."""
+
+    def handle_error(self, request: web.BaseRequest, status: int = 500,
+                     exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        if status >= 500:
+            self.log_exception("error handling a request", exc_info=exc)
+            error = APIError("the node failed to answer; the error is logged, try again later")
+        elif isinstance(exc, http_exceptions.BadHttpMethod):
+            error = MethodNotAllowed("unknown method; use GET, POST or OPTIONS (in capitals)",
+                                     headers={"Allow": "GET, POST, OPTIONS"})
+        elif isinstance(exc, http_exceptions.LineTooLong):
+            error = for_status(400, "the request line or a header is too long (8190 bytes at "
+                                    "most); send a shorter URL or header")
+        else:
+            error = for_status(400, "the request is not valid HTTP/1.1; check the request "
+                                    "line, headers and body framing")
+        response = error_response(error)
+        stamp(response, None)
+        response.force_close()
+        return response
+
+
+class _ContractServer(web_server.Server):
+    def __call__(self) -> web_protocol.RequestHandler:
+        return ContractRequestHandler(self, loop=self._loop, **self._kwargs)
+
+
+class NodeRunner(web.AppRunner):
+    """An AppRunner whose connections answer even unparseable requests by the contract."""
+
+    async def _make_server(self) -> web_server.Server:
+        server = await super()._make_server()
+        server.__class__ = _ContractServer
+        return server

@@ -7,62 +7,52 @@ error codes here and nowhere else."""
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import os
+import re
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import jwt
 from aiohttp import web
 
-from exporter.contract.wire import COLLECTIONS, parse_time
+from exporter.contract.endpoints import Endpoint
+from exporter.contract.wire import parse_time
 
-from .errors import ApiKeyRequired, InsufficientScope, InvalidApiKey, RateLimited
-from .keys import ALGORITHM, KeyRecord, Registry, load_secret
+from .errors import ApiKeyRequired, InsufficientScope, InvalidApiKey, RateLimited, Unavailable
+from .keys import ALGORITHM, SECRET_ENV, KeyError_, KeyRecord, Registry, load_secret
+
+log = logging.getLogger("fednode.sidecar")
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_mtime_ns, found.st_ino, found.st_size
+
 
 WINDOW = 60.0  # seconds: rates are per minute
-H = TypeVar("H", bound=Callable[..., Awaitable[web.StreamResponse]])
 
 
-@dataclass(frozen=True)
-class Principal:
-    key: KeyRecord
-
-    @property
-    def access(self) -> str:
-        return f"key:{self.key.id}"
-
-    @property
-    def groups(self) -> tuple[str, ...]:
-        return self.key.groups
-
-    def may_read(self, collection: str) -> bool:
-        return not self.key.collections or collection in self.key.collections
-
-
-@dataclass(frozen=True)
-class Policy:
-    scope: str | None  # the scope a key needs here; None: any valid key
-    key_required: bool
-
-
-def policy(scope: str | None, *, key_required: bool) -> Callable[[H], H]:
-    """Mark a handler with what it needs: checked by the middleware before it runs."""
-    def mark(handler: H) -> H:
-        handler.__fednode_policy__ = Policy(scope, key_required)  # type: ignore[attr-defined]
-        return handler
-    return mark
+def _one(request: web.Request, name: str) -> str | None:
+    values = set(request.headers.getall(name, []))
+    if len(values) > 1:
+        raise InvalidApiKey(f"{len(values)} different {name} headers were sent; send one key "
+                            f"in one header")
+    return values.pop() if values else None
 
 
 def extract_token(request: web.Request) -> str | None:
     """The key from `Authorization: Bearer …` or `X-API-Key`; 401 if it is sent wrongly."""
-    header = request.headers.get("Authorization")
-    api_key = request.headers.get("X-API-Key")
+    header = _one(request, "Authorization")
+    api_key = _one(request, "X-API-Key")
     bearer = None
     if header is not None:
         scheme, _, value = header.partition(" ")
@@ -73,38 +63,52 @@ def extract_token(request: web.Request) -> str | None:
     if bearer is not None and api_key is not None and bearer != api_key.strip():
         raise InvalidApiKey("two different keys were sent; send one key in one header")
     token = bearer if bearer is not None else api_key
-    if token is not None and not token.strip():
+    if token is None:
+        return None
+    token = token.strip()
+    if not token:
         raise InvalidApiKey("the X-API-Key header is empty; put the key in it")
-    return token.strip() if token is not None else None
+    if not _TOKEN.fullmatch(token):
+        raise InvalidApiKey("not a key of this node: a key is printable ASCII (three base64url "
+                            "parts separated by dots); check what you sent")
+    return token
+
+
+_TOKEN = re.compile(r"[\x21-\x7e]{1,8000}")
 
 
 class Verifier:
     """Checks tokens against the node's secret and the key registry (re-read on change)."""
 
-    def __init__(self, private: Path) -> None:
+    def __init__(self, private: Path, clock: Callable[[], float] = time.time) -> None:
         self.private = private
+        self._clock = clock
         self._registry_path = private / "keys.json"
         self._registry = Registry(self._registry_path)
-        self._stamp: int | None = None
+        self._stamp: tuple[object, ...] | None = None
         self._secret: bytes | None = None
         self._expiries: dict[str, float] = {}
 
     def _refresh(self) -> Registry:
-        try:
-            stamp = os.stat(self._registry_path).st_mtime_ns
-        except OSError:
-            stamp = None
+        """Re-read the registry and the secret when either changed: a revocation or a new
+        secret takes effect at the next request."""
+        stamp = (_stamp(self._registry_path), _stamp(self.private / "secret"),
+                 os.environ.get(SECRET_ENV))
         if stamp != self._stamp:
-            self._registry = (Registry.load(self._registry_path) if stamp is not None
-                              else Registry(self._registry_path))
-            self._expiries = {
-                key.id: parse_time(key.expires_at).timestamp() if key.expires_at else math.inf
-                for key in self._registry.keys.values()}
-            self._secret, _ = load_secret(self.private)
+            try:
+                registry = Registry.load(self._registry_path)
+                secret, _ = load_secret(self.private)
+                expiries = {key.id: parse_time(key.expires_at).timestamp()
+                            if key.expires_at else math.inf for key in registry.keys.values()}
+            except (KeyError_, ValueError, TypeError, OSError) as exc:
+                log.error("refusing every key until this is fixed: %s", exc)
+                raise Unavailable("the node cannot read its key registry; the operator has "
+                                  "been told in the log, try again later") from None
+            self._registry, self._secret, self._expiries = registry, secret, expiries
             self._stamp = stamp
         return self._registry
 
-    def verify(self, token: str, node_id: str, now: datetime | None = None) -> KeyRecord:
+    def verify(self, token: str, node_id: str) -> KeyRecord:
         registry = self._refresh()
         if self._secret is None:
             raise InvalidApiKey("this node has issued no keys; ask the node for one")
@@ -115,7 +119,7 @@ class Verifier:
         if key.revoked_at is not None:
             raise InvalidApiKey(f"the key was revoked on {key.revoked_at}; ask the node for "
                                 f"a new one")
-        moment = now.timestamp() if now else time.time()
+        moment = self._clock()
         if self._expiries[key.id] <= moment or claims.get("exp", math.inf) <= moment:
             raise InvalidApiKey("the key has expired; ask the node for a new one")
         return key
@@ -191,21 +195,15 @@ def rate_limited(decision: Decision) -> RateLimited:
                        headers={"Retry-After": str(decision.retry_after)})
 
 
-def check_collection(principal: Principal | None, collection: str) -> None:
-    if principal is not None and not principal.may_read(collection):
-        allowed = ", ".join(principal.key.collections or COLLECTIONS)
-        raise InsufficientScope(f"this key may read {allowed}, not {collection}")
-
-
-def check_policy(found: Policy | None, principal: Principal | None) -> None:
-    if found is None:
-        return
-    if principal is None:
-        if found.key_required:
+def check_policy(endpoint: Endpoint, key: KeyRecord | None) -> None:
+    """What the endpoint table asks of the caller: a key where it is keyed, and the scope
+    it names whenever a key is used."""
+    if key is None:
+        if endpoint.access == "keyed":
             raise ApiKeyRequired("this endpoint needs a key: send 'Authorization: Bearer "
                                  "<key>' or 'X-API-Key: <key>'; see authentication in "
                                  "/api/manifest for how to request one")
         return
-    if found.scope is not None and found.scope not in principal.key.scopes:
-        raise InsufficientScope(f"this key lacks the {found.scope!r} scope; it has "
-                                f"{', '.join(principal.key.scopes)}")
+    if endpoint.scope is not None and endpoint.scope not in key.scopes:
+        raise InsufficientScope(f"this key lacks the {endpoint.scope!r} scope; it has "
+                                f"{', '.join(key.scopes)}")

@@ -52,3 +52,13 @@ class RateLimited(APIError):
 
 class Unavailable(APIError):
     status, code = 503, "unavailable"
+
+
+_BY_STATUS: dict[int, type[APIError]] = {
+    error.status: error for error in (InvalidParameter, NotFound, MethodNotAllowed,
+                                      PayloadTooLarge, UnsupportedMediaType)}
+
+
+def for_status(status: int, message: str) -> APIError:
+    """The contract's error for an HTTP status that aiohttp raised or answered itself."""
+    return _BY_STATUS.get(status, APIError)(message)

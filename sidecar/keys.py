@@ -18,10 +18,10 @@ from typing import Any
 import jwt
 
 from exporter.contract.errors import FednodeError
-from exporter.contract.wire import COLLECTIONS, format_time, parse_time
+from exporter.contract.wire import COLLECTIONS, SCOPES, format_time, parse_time
 
 ALGORITHM = "HS256"  # pinned: verification accepts nothing else
-SCOPES = ("read", "search", "changes", "mcp", "library")
+
 SECRET_ENV = "FEDNODE_SECRET"
 REGISTRY_FORMAT = 1
 
@@ -50,9 +50,6 @@ class KeyRecord:
         data["scopes"], data["groups"] = list(self.scopes), list(self.groups)
         return data
 
-    def expired(self, now: datetime) -> bool:
-        return self.expires_at is not None and parse_time(self.expires_at) <= now
-
 
 @dataclass
 class Registry:
@@ -61,14 +58,29 @@ class Registry:
 
     @classmethod
     def load(cls, path: Path) -> Registry:
-        if not path.exists():
+        """The registry at `path` (empty if there is none); a damaged one is an error that
+        says so, never a registry with keys missing."""
+        try:
+            text = path.read_text("utf-8")
+        except FileNotFoundError:
             return cls(path)
-        data = json.loads(path.read_text("utf-8"))
-        keys = {}
-        for item in data.get("keys", []):
-            for name in ("scopes", "collections", "groups"):
-                item[name] = tuple(item[name])
-            keys[item["id"]] = KeyRecord(**item)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise KeyError_(f"{path}: cannot be read ({exc}); restore it from a backup") from None
+        try:
+            data = json.loads(text)
+            keys = {}
+            for item in data["keys"]:
+                for name in ("scopes", "collections", "groups"):
+                    if not isinstance(item[name], list):
+                        raise TypeError(f"{name} is not a list")
+                    item[name] = tuple(item[name])
+                record = KeyRecord(**item)
+                if not isinstance(record.id, str) or not isinstance(record.rate, int):
+                    raise TypeError("id or rate of the wrong type")
+                keys[record.id] = record
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise KeyError_(f"{path}: damaged ({type(exc).__name__}: {exc}); restore it from a "
+                            f"backup, or move it away and issue the keys again") from None
         return cls(path, keys)
 
     def save(self) -> None:
@@ -121,9 +133,9 @@ def parse_expiry(text: str) -> str:
             day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
             return format_time(day + timedelta(days=1))
         return format_time(parse_time(text))
-    except ValueError:
-        raise KeyError_(f"--expires {text!r}: give a date like 2027-06-30 or an RFC 3339 "
-                        f"time") from None
+    except (ValueError, OverflowError):
+        raise KeyError_(f"--expires {text!r}: give a date like 2027-06-30 (9999-12-30 at the "
+                        f"latest) or an RFC 3339 time") from None
 
 
 def issue(registry: Registry, secret: bytes, node_id: str, *, name: str, scopes: list[str],

@@ -1,50 +1,103 @@
-"""Query-parameter parsing: every bad value is a 400 invalid_parameter saying how to fix it."""
+"""Request input, read as the endpoint table describes it: every bad value is a 400
+`invalid_parameter` (or 413, 415 for bodies) with a message saying how to fix it."""
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import timedelta
+from typing import Any
 
+from aiohttp import web
 from multidict import MultiMapping
 
+from exporter.contract.endpoints import INTEGER_MAX, Endpoint, Param
 from exporter.contract.wire import format_time, parse_time
 
-from .errors import InvalidParameter
+from .errors import InvalidParameter, PayloadTooLarge, UnsupportedMediaType
+
+BODY_LIMIT = 64 * 1024  # bytes of a POST body
+# ASCII digits only: no `+`, spaces, `_`, or digits of other scripts, which int() takes.
+_DIGITS = re.compile(r"[0-9]{1,19}")
+_INTEGER = re.compile(r"-?[0-9]{1,40}")
 
 
-def check_known(query: MultiMapping[str], allowed: tuple[str, ...]) -> None:
+def parse_query(endpoint: Endpoint, query: MultiMapping[str]) -> dict[str, Any]:
+    """The endpoint's parameters, typed and checked; unknown or repeated ones refused."""
+    allowed = [p.name for p in endpoint.params]
     for name in query:
         if name not in allowed:
             expected = ", ".join(allowed) if allowed else "none"
             raise InvalidParameter(f"unknown parameter {name!r}; this endpoint takes: {expected}")
         if len(query.getall(name)) > 1:
             raise InvalidParameter(f"parameter {name!r} is given more than once; give it once")
+    values: dict[str, Any] = {}
+    for param in endpoint.params:
+        raw = query.get(param.name)
+        if raw is None:
+            if param.required:
+                raise InvalidParameter(f"{param.name} is required: {param.description}")
+            values[param.name] = param.default
+        elif param.kind == "integer":
+            values[param.name] = integer(param, raw)
+        elif param.kind == "timestamp":
+            values[param.name] = timestamp(param, raw)
+        else:
+            values[param.name] = raw
+    return values
 
 
-def integer(query: MultiMapping[str], name: str, *, default: int, low: int,
-            high: int | None = None) -> int:
-    raw = query.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw, 10)
-    except ValueError:
-        raise InvalidParameter(f"{name} must be a whole number, got {raw!r}") from None
-    if value < low or (high is not None and value > high):
-        span = f"from {low} to {high}" if high is not None else f"at least {low}"
-        raise InvalidParameter(f"{name} must be {span}, got {value}")
+def integer(param: Param, raw: str) -> int:
+    if _INTEGER.fullmatch(raw) is None:
+        raise InvalidParameter(f"{param.name} must be a whole number, got {raw[:40]!r}; write "
+                               f"it with the digits 0-9 only")
+    value = int(raw)
+    if not param.low <= value <= param.high:
+        span = (f"at least {param.low}" if param.high == INTEGER_MAX
+                else f"from {param.low} to {param.high}")
+        raise InvalidParameter(f"{param.name} must be {span}, got {raw[:40]}")
     return value
 
 
-def timestamp(query: MultiMapping[str], name: str) -> str | None:
+def integer_segment(name: str, raw: str) -> int | None:
+    """A whole number in a path segment, or None (the path then names nothing)."""
+    return int(raw) if _DIGITS.fullmatch(raw) and int(raw) < 2**63 else None
+
+
+def timestamp(param: Param, raw: str) -> str:
     """An RFC 3339 time, normalised to the ledger's whole-second UTC form. A fraction of a
-    second rounds up, so `>=` against whole-second times stays exact."""
-    raw = query.get(name)
-    if raw is None:
-        return None
+    second rounds up for an inclusive bound and down for an exclusive one, so comparing
+    with whole-second times stays exact."""
     try:
         moment = parse_time(raw)
-    except ValueError as exc:
-        raise InvalidParameter(f"{name}: {exc}, got {raw!r}") from None
-    if moment.microsecond:
-        moment = moment.replace(microsecond=0) + timedelta(seconds=1)
+        if moment.microsecond:
+            moment = moment.replace(microsecond=0)
+            if not param.exclusive:
+                moment += timedelta(seconds=1)
+    except (ValueError, OverflowError) as exc:
+        reason = str(exc) if isinstance(exc, ValueError) else "the time is out of range"
+        raise InvalidParameter(f"{param.name}: {reason}, got {raw[:60]!r}") from None
     return format_time(moment)
+
+
+async def read_json_body(request: web.Request) -> dict[str, Any]:
+    """The JSON object a POST endpoint takes."""
+    if request.content_type != "application/json":
+        raise UnsupportedMediaType(f"send the body as JSON with 'Content-Type: "
+                                   f"application/json', not {request.content_type!r}")
+    if request.content_length is not None and request.content_length > BODY_LIMIT:
+        raise PayloadTooLarge(f"the body is {request.content_length} bytes; the limit is "
+                              f"{BODY_LIMIT}")
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise PayloadTooLarge(f"the body is over the limit of {BODY_LIMIT} bytes") from None
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidParameter(f"the body is not valid JSON ({str(exc)[:100]}); send one JSON "
+                               f"object") from None
+    if not isinstance(body, dict):
+        raise InvalidParameter(f"the body must be a JSON object, not {type(body).__name__}; "
+                               f"for example {{\"method\": \"tools/list\"}}")
+    return body

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .auth import Decision, Principal, SlidingWindowLimiter, Verifier
+from .auth import Decision, SlidingWindowLimiter, Verifier
+from .service import Caller
 from .store import Store
 
 STORE = web.AppKey("store", Store)
 VERIFIER = web.AppKey("verifier", Verifier)
 LIMITER = web.AppKey("limiter", SlidingWindowLimiter)
 ANONYMOUS_RATE = web.AppKey("anonymous_rate", int)
-# Request state: the X-Node-Access value ("open" or "key:<id>"), the caller's Principal and
-# the rate-limit decision taken for the request, when there are any.
-ACCESS = web.RequestKey("access", str)
-PRINCIPAL = web.RequestKey("principal", Principal)
+# Request state: who is calling (set once the key, if any, is verified) and the rate-limit
+# decision taken for the request, when there is one.
+CALLER = web.RequestKey("caller", Caller)
 RATE = web.RequestKey("rate", Decision)

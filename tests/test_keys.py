@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -20,6 +22,7 @@ from click.testing import CliRunner
 
 from cli.main import main
 from exporter.build import BuildReport
+from exporter.contract.endpoints import ENDPOINTS, Endpoint
 from sidecar import keys as keyring
 
 SECRET_TEXT = "WOMBAT-SECRET-PHONE-TREE"
@@ -75,80 +78,80 @@ def keyed(node: Node, export: Callable[..., BuildReport]) -> KeyedNode:
     return KeyedNode(node.root, hidden, public, plant, tokens, ids)
 
 
-ENDPOINTS = {
-    "manifest": ("GET", "/api/manifest"),
-    "schema": ("GET", "/api/schema"),
-    "list": ("GET", "/api/team"),
-    "record": ("GET", "/api/team/{hidden}"),
-    "list_species": ("GET", "/api/species"),
-    "keys_me": ("GET", "/api/keys/me"),
-    "search": ("GET", "/api/search?q=knotweed"),
-    "changes": ("GET", "/api/changes?since=2020-01-01T00:00:00Z"),
-    "sync": ("GET", "/api/sync/changes.ndjson"),
-    "mcp": ("POST", "/api/mcp"),
-    "library": ("POST", "/api/library/ask"),
-}
 INVALID = ("malformed", "forged", "alg_none", "other_node", "unknown", "expired", "revoked")
+# What each valid caller state holds (see the `keyed` fixture).
+SCOPES_OF = {"granted": keyring.SCOPES, "ungranted": keyring.SCOPES,
+             "scope_limited": ("search",), "collection_limited": keyring.SCOPES}
+COLLECTIONS_OF = {"collection_limited": ("species",)}
 
 
-def expected(endpoint: str, state: str) -> tuple[int, str | None]:
-    """The status and error code each endpoint owes each kind of caller."""
+def requests_for(endpoint: Endpoint, hidden_id: str) -> list[tuple[str, str]]:
+    """Concrete requests for a row of the endpoint table: (collection it names, URL)."""
+    if endpoint.path == "/api/{collection}":
+        return [("team", "/api/team"), ("species", "/api/species")]
+    url = endpoint.path.format(collection="team", id=hidden_id, offset="0")
+    extra = {"search": "?q=knotweed", "changes": "?since=2020-01-01T00:00:00Z"}
+    return [("team" if "{collection}" in endpoint.path else "", url + extra.get(endpoint.name,
+                                                                                ""))]
+
+
+def expected(endpoint: Endpoint, collection: str, state: str) -> tuple[int, str | None]:
+    """The status and error code each endpoint owes each kind of caller, from its row."""
     if state in INVALID:
         return 401, "invalid_api_key"
-    keyed_only = endpoint in ("keys_me", "mcp", "library", "changes")
-    not_built = endpoint in ("search", "mcp", "library")
     if state == "none":
-        if keyed_only:
+        if endpoint.access == "keyed":
             return 401, "api_key_required"
-        if endpoint == "record":
-            return 404, "not_found"
-        return (404, "not_found") if not_built else (200, None)
-    if state == "scope_limited" and endpoint in ("list", "record", "list_species", "mcp",
-                                                 "library", "changes"):
-        return 403, "insufficient_scope"
-    if state == "collection_limited" and endpoint in ("list", "record"):
-        return 403, "insufficient_scope"
-    if state == "ungranted" and endpoint == "record":
+    else:
+        if endpoint.scope is not None and endpoint.scope not in SCOPES_OF[state]:
+            return 403, "insufficient_scope"
+        limits = COLLECTIONS_OF.get(state)
+        if limits and ((endpoint.collections == "path" and collection not in limits)
+                       or endpoint.collections == "all"):
+            return 403, "insufficient_scope"
+    if not endpoint.offered:
         return 404, "not_found"
-    return (404, "not_found") if not_built else (200, None)
+    if endpoint.name == "record" and state != "granted":
+        return 404, "not_found"  # the hidden record: absent, exactly as an unknown id
+    return 200, None
 
 
 STATES = ("none", *INVALID, "granted", "ungranted", "scope_limited", "collection_limited")
 
 
 async def test_matrix(keyed: KeyedNode, aiohttp_client: Callable[..., Any]) -> None:
-    await asyncio.sleep(2.1)  # let the "expired" key expire
-    client: TestClient = await aiohttp_client(app_for(keyed.root))
-    for endpoint, (method, path) in ENDPOINTS.items():
-        url = path.format(hidden=keyed.hidden["id"])
-        for state in STATES:
-            for header in ("Authorization", "X-API-Key"):
-                headers = {}
-                if state != "none":
-                    token = keyed.tokens[state]
-                    headers[header] = f"Bearer {token}" if header == "Authorization" else token
-                kwargs: dict[str, Any] = {"headers": headers}
-                if method == "POST":
-                    kwargs["json"] = {}
-                response = await client.request(method, url, **kwargs)
-                body = await response.text()
-                status, code = expected(endpoint, state)
-                where = f"{method} {url} as {state} via {header}"
-                assert response.status == status, (where, body)
-                if code:
-                    assert json.loads(body)["error"]["code"] == code, where
-                valid = state not in INVALID and state != "none"
-                assert response.headers["X-Node-Access"] == (
-                    f"key:{keyed.ids[state]}" if valid else "open"), where
-                if state != "granted":
-                    assert keyed.hidden["id"] not in body, where
-                    assert SECRET_TEXT not in body, where
-                if valid:
-                    assert response.headers["Cache-Control"].startswith("private"), where
-                    assert "X-API-Key" in response.headers["Vary"], where
-                    assert int(response.headers["RateLimit-Remaining"]) >= 0, where
-                if state == "none":
-                    break
+    # The node's clock runs ten seconds ahead: the key that expires in two has expired.
+    client: TestClient = await aiohttp_client(app_for(keyed.root, clock=lambda: time.time() + 10))
+    cases = [(endpoint, collection, url) for endpoint in ENDPOINTS
+             for collection, url in requests_for(endpoint, keyed.hidden["id"])]
+    for (endpoint, collection, url), state, header in itertools.product(
+            cases, STATES, ("Authorization", "X-API-Key")):
+        if state == "none" and header == "X-API-Key":
+            continue  # no key: one request is enough
+        headers = {}
+        if state != "none":
+            token = keyed.tokens[state]
+            headers[header] = f"Bearer {token}" if header == "Authorization" else token
+        kwargs: dict[str, Any] = {"headers": headers}
+        if endpoint.method == "POST":
+            kwargs["json"] = {}
+        response = await client.request(endpoint.method, url, **kwargs)
+        body = await response.text()
+        status, code = expected(endpoint, collection, state)
+        where = f"{endpoint.method} {url} as {state} via {header}"
+        assert response.status == status, (where, body)
+        if code:
+            assert json.loads(body)["error"]["code"] == code, where
+        valid = state not in INVALID and state != "none"
+        assert response.headers["X-Node-Access"] == (
+            f"key:{keyed.ids[state]}" if valid else "open"), where
+        if state != "granted":
+            assert keyed.hidden["id"] not in body, where
+            assert SECRET_TEXT not in body, where
+        if valid:
+            assert response.headers["Cache-Control"].startswith("private"), where
+            assert "X-API-Key" in response.headers["Vary"], where
+            assert int(response.headers["RateLimit-Remaining"]) >= 0, where
 
 
 async def test_granted_key_sees_restricted_records_with_their_group(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import tempfile
 import uuid
 from dataclasses import replace
@@ -234,8 +233,12 @@ def test_changes_feed_pages_and_errors(tmp_path: Path) -> None:
         assert status == 401 and body["error"]["code"] == "api_key_required"
         status, body = asyncio.run(get(f"/api/changes?since={page['until']}",
                                        world.partner_key))
-        assert {item["id"] for item in body["items"]} == set(seen)  # inclusive: same instant
-        json.dumps(body)
+        # `since` is exclusive: polling with the last `until` when nothing changed returns
+        # nothing, and the same `until` again.
+        assert (status, body) == (200, {"items": [], "next": None, "until": page["until"]})
+        status, body = asyncio.run(get("/api/changes?since=2000-01-01T00:00:00Z&cursor=12",
+                                       world.partner_key))
+        assert status == 400 and "cursor is not one this node gave" in body["error"]["message"]
 
 
 def test_updated_since_agrees_with_the_feed(tmp_path: Path) -> None:
@@ -259,8 +262,10 @@ def test_updated_since_agrees_with_the_feed(tmp_path: Path) -> None:
                     server.url + url, headers={"X-API-Key": world.partner_key}) as response:
                 return await response.json()
         for moment in (since, later):
+            # updated_since is inclusive, the feed's since exclusive: a second apart, they agree
+            before = (datetime.strptime(moment, "%Y-%m-%dT%H:%M:%SZ") - timedelta(seconds=1))
             listed = asyncio.run(read(f"/api/species?updated_since={moment}&limit=200"))
-            feed = asyncio.run(read(f"/api/changes?since={moment}"))
+            feed = asyncio.run(read(f"/api/changes?since={before:%Y-%m-%dT%H:%M:%SZ}"))
             assert {i["id"] for i in listed["items"]} == {
                 i["id"] for i in feed["items"] if i["op"] == "upsert"}
         assert len(listed["items"]) == 2

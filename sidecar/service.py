@@ -1,0 +1,240 @@
+"""What a caller may read: the service layer between HTTP (or, later, MCP) and the store.
+
+Every function takes the `Caller` and returns data. The visibility rule — "public, or a
+group this caller holds, within its collections" — is written once, in `_RULE`, and every
+query of records or events goes through it. REST handlers are thin adapters over these
+functions; so will the MCP tools be."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import duckdb
+
+from exporter.contract.feed import SNAPSHOT_CHUNK, snapshot_chunk
+from exporter.contract.wire import (
+    CHANGES_LIMIT_DEFAULT,
+    COLLECTIONS,
+    PUBLIC,
+    list_page,
+    record_url,
+)
+
+from .errors import InsufficientScope, InvalidParameter, NotFound
+from .keys import KeyRecord
+from .store import Snapshot, Store
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking: anonymous, or a key with its groups and collection limits."""
+
+    key: KeyRecord | None = None
+
+    @property
+    def access(self) -> str:
+        """The X-Node-Access value: `open` or `key:<key id>`."""
+        return f"key:{self.key.id}" if self.key else "open"
+
+    @property
+    def groups(self) -> list[str]:
+        """The access values this caller reads: public, and the groups its key holds."""
+        return [PUBLIC, *(self.key.groups if self.key else ())]
+
+    @property
+    def collections(self) -> list[str]:
+        return list(self.key.collections) if self.key and self.key.collections \
+            else list(COLLECTIONS)
+
+    def require_collection(self, name: str) -> None:
+        """A named collection that does not exist is 404; one outside the key's limits 403."""
+        if name not in COLLECTIONS:
+            raise NotFound(f"no collection {name!r}; the collections are "
+                           f"{', '.join(COLLECTIONS)}")
+        if name not in self.collections:
+            raise InsufficientScope(f"this key may read {', '.join(self.collections)}, "
+                                    f"not {name}")
+
+    def require_all_collections(self, what: str) -> None:
+        if len(self.collections) < len(COLLECTIONS):
+            raise InsufficientScope(f"{what} covers every collection and this key may read "
+                                    f"only {', '.join(self.collections)}; use /api/changes")
+
+    def params(self) -> dict[str, Any]:
+        return {"groups": self.groups, "collections": self.collections}
+
+
+ANONYMOUS = Caller()
+
+# The visibility rule, once: a record (or a record's state around an event) is visible when
+# its access is public or a group the caller holds, in a collection the caller may read.
+_RULE = "(list_contains($groups, {access}) AND list_contains($collections, {collection}))"
+RECORD_VISIBLE = _RULE.format(access="access", collection="collection")
+EVENT_VISIBLE_AFTER = "(op <> 'delete' AND " + RECORD_VISIBLE + ")"
+EVENT_VISIBLE_BEFORE = "(prev_live AND " + _RULE.format(access="prev_access",
+                                                         collection="prev_collection") + ")"
+
+
+async def list_records(store: Store, caller: Caller, collection: str, *, limit: int,
+                       offset: int, updated_since: str | None) -> bytes:
+    caller.require_collection(collection)
+    where = f"collection = $collection AND {RECORD_VISIBLE}"
+    args: dict[str, Any] = {**caller.params(), "collection": collection}
+    if updated_since is not None:
+        where += " AND updated_at >= $since"
+        args["since"] = updated_since
+
+    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> bytes:
+        total = db.execute(f"SELECT count(*) FROM records WHERE {where}", args).fetchone()
+        rows = db.execute(f"SELECT json FROM records WHERE {where} ORDER BY position "
+                          "LIMIT $limit OFFSET $offset",
+                          {**args, "limit": limit, "offset": offset}).fetchall()
+        return list_page(snapshot.base_url, collection, [bytes(row[0]) for row in rows],
+                         total=int(total[0]) if total else 0, limit=limit, offset=offset,
+                         updated_since=updated_since)
+
+    return await store.query(run)
+
+
+async def read_record(store: Store, caller: Caller, collection: str, record_id: str) -> bytes:
+    caller.require_collection(collection)
+    args = {**caller.params(), "collection": collection, "id": record_id.lower()}
+
+    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> bytes | None:
+        row = db.execute("SELECT json FROM records WHERE id = $id AND collection = $collection "
+                         f"AND {RECORD_VISIBLE}", args).fetchone()
+        return bytes(row[0]) if row else None
+
+    body = await store.query(run)
+    if body is None:
+        # Identical for an id that never existed and one the caller may not see.
+        raise NotFound(f"no record with that id in {collection}; list the collection at "
+                       f"/api/{collection} to find ids")
+    return body
+
+
+async def snapshot_file(store: Store, caller: Caller, collection: str, offset: int) -> bytes:
+    """A chunk of a collection's public snapshot (public records only, whoever asks)."""
+    caller.require_collection(collection)
+
+    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> bytes | None:
+        rows = db.execute("SELECT json FROM records WHERE collection = ? AND access = ? "
+                          "ORDER BY position LIMIT ? OFFSET ?",
+                          [collection, PUBLIC, SNAPSHOT_CHUNK, offset]).fetchall()
+        return snapshot_chunk([bytes(row[0]) for row in rows]) if rows else None
+
+    body = None
+    if offset % SNAPSHOT_CHUNK == 0:  # chunks start at multiples of SNAPSHOT_CHUNK only
+        body = await store.query(run)
+    if body is None:
+        raise NotFound("no such snapshot file; /api/manifest lists them under sync.snapshots")
+    return body
+
+
+async def public_changes(store: Store, caller: Caller) -> bytes:
+    caller.require_all_collections("the public change list")
+    return (await store.current()).public_changes
+
+
+# The changes feed: for each record, its latest event since `since` among the events this
+# caller may learn of (the record was visible to it just before, or is just after); `upsert`
+# if the caller sees the record after it, `delete` if not. Ordered by (at, collection, id),
+# which a cursor names, so pages never skip or repeat and reveal nothing hidden.
+_CHANGES_SQL = f"""
+WITH seen AS (
+    SELECT seq, "at", collection, id, hash, {EVENT_VISIBLE_AFTER} AS visible
+    FROM events
+    WHERE "at" > $since AND ({EVENT_VISIBLE_AFTER} OR {EVENT_VISIBLE_BEFORE})
+), latest AS (
+    SELECT collection, id, max("at") AS "at", arg_max(visible, seq) AS visible,
+           arg_max(hash, seq) AS hash
+    FROM seen GROUP BY collection, id
+)
+SELECT collection, id, "at", visible, hash, (SELECT max("at") FROM seen) AS until
+FROM latest
+WHERE "at" > $after_at OR ("at" = $after_at AND (collection > $after_collection
+      OR (collection = $after_collection AND id > $after_id)))
+ORDER BY "at", collection, id
+LIMIT $limit
+"""
+_CURSOR = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\|([a-z]{1,20})\|([0-9a-z-]{1,64})")
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a page of the feed starts: after this item. Opaque to clients."""
+
+    at: str
+    collection: str
+    id: str
+
+    def encode(self) -> str:
+        text = f"{self.at}|{self.collection}|{self.id}"
+        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, token: str) -> Position:
+        try:
+            text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("ascii")
+        except (binascii.Error, ValueError):
+            text = ""
+        found = _CURSOR.fullmatch(text)
+        if found is None:
+            raise InvalidParameter("cursor is not one this node gave; follow the `next` link "
+                                   "as it is, or start again from `since`")
+        return cls(*found.groups())
+
+
+START = Position("", "", "")
+
+
+async def changes(store: Store, caller: Caller, *, since: str, limit: int,
+                  cursor: Position | None) -> dict[str, Any]:
+    after = cursor or START
+    args = {**caller.params(), "since": since, "limit": limit + 1, "after_at": after.at,
+            "after_collection": after.collection, "after_id": after.id}
+
+    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> tuple[str, list[Any]]:
+        return snapshot.base_url, db.execute(_CHANGES_SQL, args).fetchall()
+
+    base, rows = await store.query(run)
+    more, rows = len(rows) > limit, rows[:limit]
+    next_url = None
+    if more:
+        last = rows[-1]
+        limit_part = f"&limit={limit}" if limit != CHANGES_LIMIT_DEFAULT else ""
+        next_url = (f"{base}/api/changes?since={quote(since, safe=':')}{limit_part}"
+                    f"&cursor={Position(last[2], last[0], last[1]).encode()}")
+    until = rows[0][5] if rows else None
+    if until is None:  # nothing on this page: ask for the end of the feed alone
+        until = await store.query(lambda _, db: _until(db, args))
+    return {
+        "items": [{"collection": collection, "id": record_id,
+                   "op": "upsert" if visible else "delete", "updated_at": at,
+                   "url": record_url(base, collection, record_id),
+                   "content_hash": digest if visible else None}
+                  for collection, record_id, at, visible, digest, _ in rows],
+        "next": next_url,
+        "until": max(until or since, since),
+    }
+
+
+def _until(db: duckdb.DuckDBPyConnection, args: dict[str, Any]) -> str | None:
+    sql = (f'SELECT max("at") FROM events WHERE "at" > $since AND ({EVENT_VISIBLE_AFTER} OR '
+           f"{EVENT_VISIBLE_BEFORE})")
+    keep = {k: args[k] for k in ("groups", "collections", "since")}
+    row = db.execute(sql, keep).fetchone()
+    return row[0] if row else None
+
+
+def key_info(caller: Caller, remaining: int) -> dict[str, Any]:
+    """What the calling key holds: grants, rate, remaining budget, expiry."""
+    assert caller.key is not None
+    body = {**caller.key.describe(), "remaining": remaining}
+    del body["revoked_at"]
+    return body
