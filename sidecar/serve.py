@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -32,8 +33,9 @@ async def serve(bundle: Path, private: Path, *, host: str, port: int, anonymous_
         try:
             await site.start()
         except OSError as exc:
-            raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; stop "
-                             f"what uses that port or choose another with --port") from None
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise ServeError(f"cannot listen on {host}:{port}: {reason}; stop what uses that "
+                             f"port or choose another with --port") from None
         here = f"http://{host}:{port}"
         say(f"fednode sidecar on {here}/api/manifest")
         meta = app[STORE].snapshot.meta

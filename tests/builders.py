@@ -13,9 +13,9 @@ from typing import Any
 
 from aiohttp import web
 
-from exporter.config import Project
+from exporter.config import Project, load_node_config
 from sidecar import keys as keyring
-from sidecar.app import SidecarConfig, create_app
+from sidecar.app import NodeRunner, SidecarConfig, create_app
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -120,7 +120,8 @@ def issue_key(root: Path, name: str, **grants: Any) -> tuple[str, keyring.KeyRec
     options: dict[str, Any] = {"scopes": list(keyring.SCOPES), "collections": [], "groups": [],
                                "rate": 100_000, "expires": None}
     options.update(grants)
-    return keyring.issue(registry, secret, NODE_ID, name=name, now=datetime.now(UTC), **options)
+    node_id = load_node_config(project).id
+    return keyring.issue(registry, secret, node_id, name=name, now=datetime.now(UTC), **options)
 
 
 def app_for(root: Path, **options: Any) -> web.Application:
@@ -130,14 +131,14 @@ def app_for(root: Path, **options: Any) -> web.Application:
 
 
 class ServerThread:
-    """The real sidecar on 127.0.0.1, on its own event loop in a thread, for tests whose
-    client code runs its own event loop (the hub)."""
+    """The real sidecar on 127.0.0.1 (as `fednode serve` runs it), on its own event loop in a
+    thread, for tests whose client code runs its own event loop or speaks raw HTTP."""
 
     def __init__(self, app: web.Application) -> None:
         self.app = app
         self.url = ""
         self._loop = asyncio.new_event_loop()
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = NodeRunner(app)
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 
     def __enter__(self) -> ServerThread:

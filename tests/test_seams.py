@@ -1,0 +1,162 @@
+"""The seams: one endpoint table, a light contract, one error boundary per side."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+from builders import REPO, app_for, copy_sample, issue_key
+from test_cli_serve import ENV, FEDNODE, free_port
+
+from exporter.config import Project
+from exporter.contract.endpoints import ENDPOINTS, capabilities
+from sidecar.app import SidecarConfig, create_app
+
+
+@pytest.fixture
+def sample_copy(sample_root: Path, tmp_path: Path) -> Path:
+    """The exported sample, copied so that a test may issue keys in it."""
+    shutil.copytree(sample_root, tmp_path / "sample", symlinks=True)
+    return tmp_path / "sample"
+
+
+def test_routes_are_exactly_the_endpoint_table(sample_root: Path) -> None:
+    project = Project(sample_root)
+    app = create_app(SidecarConfig(bundle=project.bundle, private=project.private))
+    routes = {(route.method, route.resource.canonical, route.name)
+              for route in app.router.routes() if route.resource is not None}
+    described = {(e.method, e.path, e.name) for e in ENDPOINTS}
+    described |= {("HEAD", e.path, e.name) for e in ENDPOINTS if e.method == "GET"}
+    assert routes == described
+
+
+def test_manifest_claims_exactly_what_the_table_offers(sample_root: Path) -> None:
+    manifest = json.loads((sample_root / "site_out" / "api" / "manifest.json").read_bytes())
+    offered = [e for e in ENDPOINTS if e.offered and e.name != "index"]
+    assert manifest["capabilities"] == capabilities()
+    assert list(manifest["endpoints"]) == [e.name for e in offered]
+    for e in offered:
+        entry = manifest["endpoints"][e.name]
+        assert (entry["method"], entry["path"], entry["access"]) == (e.method, e.path, e.access)
+        assert entry.get("scope") == e.scope
+    not_offered = {e.capability for e in ENDPOINTS if not e.offered}
+    assert not not_offered & set(manifest["capabilities"])
+    auth = manifest["authentication"]
+    assert auth["keyed"] == [e.name for e in offered if e.access == "keyed"]
+
+
+def test_netlify_sends_every_dynamic_endpoint_to_the_sidecar() -> None:
+    """Every endpoint the CDN cannot answer from site_out/ has a forced rule to the sidecar,
+    ahead of the first static rule for collections."""
+    rules = tomllib.loads((REPO / "netlify.toml").read_text())["redirects"]
+    first_static = next(i for i, rule in enumerate(rules) if rule["from"] == "/api/:collection")
+    for endpoint in ENDPOINTS:
+        if endpoint.public:
+            continue
+        path = endpoint.path.replace("/me", "/*")
+        index = next(i for i, rule in enumerate(rules)
+                     if rule["from"] in (endpoint.path, path, path.rsplit("/", 1)[0] + "/*"))
+        assert index < first_static, endpoint.name
+        assert rules[index]["to"].startswith("https://SIDECAR/") and rules[index]["force"]
+
+
+def test_the_sidecar_imports_no_exporter_machinery() -> None:
+    heavy = ["jinja2", "jsonschema", "fastjsonschema", "pyarrow", "exporter.render",
+             "exporter.build", "exporter.bundle", "exporter.content", "rtoml"]
+    code = ("import sys, sidecar.app, sidecar.serve, hub.sync; "
+            f"print([m for m in {heavy!r} if m in sys.modules])")
+    found = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True,
+                           text=True, check=True).stdout.strip()
+    assert found == "[]"
+
+
+@pytest.mark.parametrize("headers, data, status, code, says", [
+    ({"Content-Type": "text/plain"}, b"{}", 415, "unsupported_media_type", "application/json"),
+    ({"Content-Type": "application/json"}, b"{", 400, "invalid_parameter", "not valid JSON"),
+    ({"Content-Type": "application/json"}, b"[1, 2]", 400, "invalid_parameter",
+     "must be a JSON object"),
+    ({"Content-Type": "application/json"}, b'{"a": "' + b"x" * 70_000 + b'"}', 413,
+     "payload_too_large", "limit"),
+])
+async def test_post_bodies_are_checked_before_anything_else(
+        sample_copy: Path, aiohttp_client: Callable[..., Any], headers: dict[str, str],
+        data: bytes, status: int, code: str, says: str) -> None:
+    token, _ = issue_key(sample_copy, "poster", scopes=["mcp", "library"])
+    client: TestClient = await aiohttp_client(app_for(sample_copy))
+    for path in ("/api/mcp", "/api/library/ask"):
+        response = await client.post(path, data=data, headers={**headers, "X-API-Key": token})
+        body = await response.json()
+        assert (response.status, body["error"]["code"]) == (status, code), path
+        assert says in body["error"]["message"]
+        assert response.headers["X-Node-Access"].startswith("key:")
+
+
+async def test_a_chunked_body_over_the_limit_is_413(
+        sample_copy: Path, aiohttp_client: Callable[..., Any]) -> None:
+    token, _ = issue_key(sample_copy, "chunky", scopes=["mcp"])
+    client: TestClient = await aiohttp_client(app_for(sample_copy))
+
+    async def chunks() -> Any:
+        for _ in range(20):
+            yield b" " * 8192
+
+    response = await client.post("/api/mcp", data=chunks(), headers={
+        "Content-Type": "application/json", "X-API-Key": token})
+    assert response.status == 413
+    assert (await response.json())["error"]["code"] == "payload_too_large"
+
+
+async def test_every_response_carries_the_contract_headers(sample_client: TestClient) -> None:
+    for method, path in (("GET", "/api/manifest"), ("GET", "/nowhere"), ("DELETE", "/api/team"),
+                         ("OPTIONS", "/api/changes"), ("HEAD", "/api/species"),
+                         ("GET", "/api/species?limit=0")):
+        response = await sample_client.request(method, path)
+        assert response.headers["X-Node-Access"] == "open", path
+        assert response.headers["Access-Control-Allow-Origin"] == "*", path
+        if response.status >= 400 and method != "HEAD":
+            body = await response.json()
+            assert set(body["error"]) == {"code", "message"}
+
+
+def test_serve_on_a_taken_port_says_so_in_one_line(tmp_path: Path) -> None:
+    root = copy_sample(tmp_path)
+    subprocess.run([*FEDNODE, "export", "--project", str(root)], env=ENV, check=True,
+                   capture_output=True, timeout=120)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([*FEDNODE, "serve", "--project", str(root), "--port",
+                                 str(port)], env=ENV, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert errors == [f"Error: cannot listen on 127.0.0.1:{port}: Address already in use; "
+                      f"stop what uses that port or choose another with --port"]
+
+
+def test_serve_warns_when_links_point_elsewhere(tmp_path: Path) -> None:
+    root = copy_sample(tmp_path)
+    subprocess.run([*FEDNODE, "export", "--project", str(root)], env=ENV, check=True,
+                   capture_output=True, timeout=120)
+    port = free_port()
+    server = subprocess.Popen([*FEDNODE, "serve", "--project", str(root), "--port", str(port)],
+                              env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        assert server.stderr is not None
+        lines = [server.stderr.readline() for _ in range(2)]
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+    assert lines[1].startswith("warning: links in responses point to http://127.0.0.1:8000")
+    assert f"fednode export --base-url http://127.0.0.1:{port}" in lines[1]
