@@ -184,7 +184,7 @@ class Position:
         except (binascii.Error, ValueError):
             text = ""
         found = _CURSOR.fullmatch(text)
-        if found is None:
+        if found is None or found.group(2) not in COLLECTIONS:
             raise InvalidParameter("cursor is not one this node gave; follow the `next` link "
                                    "as it is, or start again from `since`")
         return cls(*found.groups())

@@ -158,3 +158,17 @@ class ServerThread:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(30)
         self._loop.close()
+
+
+def http_get(url: str, headers: dict[str, str] | None = None
+             ) -> tuple[int, dict[str, str], bytes]:
+    """A plain blocking GET, for tests that compare whole answers."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()

@@ -1,0 +1,293 @@
+"""The sidecar against hostile and careless clients: never a 5xx, a traceback or a hang;
+always the contract's JSON error with X-Node-Access; never a restricted record."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import os
+import shutil
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from aiohttp.test_utils import TestClient
+from builders import ServerThread, app_for, issue_key
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+CODES = {400: "invalid_parameter", 401: {"api_key_required", "invalid_api_key"},
+         403: "insufficient_scope", 404: "not_found", 405: "method_not_allowed",
+         413: "payload_too_large", 415: "unsupported_media_type", 429: "rate_limited"}
+
+
+@pytest.fixture(scope="module")
+def hostile_root(tmp_path_factory: pytest.TempPathFactory, sample_root: Path) -> Path:
+    root = tmp_path_factory.mktemp("hostile") / "node"
+    shutil.copytree(sample_root, root, symlinks=True)
+    return root
+
+
+@pytest.fixture(scope="module")
+def restricted(hostile_root: Path) -> list[str]:
+    """The ids of the sample's restricted records (their titles may be named by public
+    records: a public germination trial of a restricted species names the species)."""
+    rows = duckdb.sql(f"SELECT id FROM read_parquet("
+                      f"'{hostile_root}/.fednode/bundle/records.parquet') "
+                      "WHERE access <> 'public'").fetchall()
+    assert len(rows) == 9
+    return [row[0] for row in rows]
+
+
+@pytest.fixture(scope="module")
+def server(hostile_root: Path) -> Iterator[ServerThread]:
+    with ServerThread(app_for(hostile_root, anonymous_rate=0)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def ungranted(hostile_root: Path) -> str:
+    token, _ = issue_key(hostile_root, "ungranted")
+    return token
+
+
+def request(server: ServerThread, method: str, target: str, headers: dict[str, str],
+            body: bytes | None = None) -> tuple[int, http.client.HTTPMessage, bytes]:
+    port = int(server.url.rsplit(":", 1)[1])
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.putrequest(method, target, skip_accept_encoding=True)
+        for name, value in headers.items():
+            connection.putheader(name, value.encode("latin-1"))
+        if body is not None:
+            connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body)
+        response = connection.getresponse()
+        return response.status, response.headers, response.read()
+    finally:
+        connection.close()
+
+
+def raw(server: ServerThread, data: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send bytes as they are, reading the answer while sending (the server answers and
+    closes before it reads a huge request to the end); parse the answer by hand."""
+    port = int(server.url.rsplit(":", 1)[1])
+    received = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sender = threading.Thread(target=_send, args=(sock, data), daemon=True)
+        sender.start()
+        try:
+            while chunk := sock.recv(65536):
+                received += chunk
+        except ConnectionResetError:
+            pass  # the server closed with the rest of a huge request unread
+        sender.join(30)
+    head, _, body = received.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers, body[:int(headers["Content-Length"])]
+
+
+def _send(sock: socket.socket, data: bytes) -> None:
+    try:
+        sock.sendall(data)
+    except OSError:
+        pass
+
+
+def follows_contract(status: int, headers: Any, body: bytes, where: str) -> None:
+    assert status < 500, (where, body[:300])
+    assert headers.get("X-Node-Access") is not None, where
+    if status >= 400 and not where.startswith("HEAD"):
+        error = json.loads(body)["error"]
+        expected = CODES[status]
+        assert error["code"] in (expected if isinstance(expected, set) else {expected}), where
+        assert error["message"], where
+
+
+PATHS = ["/api/manifest", "/api/schema", "/api/species", "/api/team", "/api/germination",
+         "/api/species/{id}", "/api/changes", "/api/keys/me", "/api/search",
+         "/api/sync/changes.ndjson", "/api/sync/species/{n}.ndjson", "/api/{word}",
+         "/api/{word}/{word}", "/", "/api/mcp", "/api/library/ask"]
+PARAMS = ["limit", "offset", "updated_since", "since", "cursor", "q", "limt"]
+odd_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
+numbers = st.one_of(st.integers(-2**70, 2**70).map(str),
+                    st.sampled_from(["1_0", "+5", " 5", "５", "٥", "1e3", "0x10", "", "¹"]))
+times = st.sampled_from(["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00",
+                         "9999-12-31T23:59:59.5Z", "2026-02-30T00:00:00Z", "2026-01-01",
+                         "1970-01-01T00:00:00Z", "2026-01-01T00:00:00.999999999Z"])
+values = st.one_of(numbers, times, odd_text)
+
+
+@st.composite
+def targets(draw: st.DrawFn) -> str:
+    path = draw(st.sampled_from(PATHS)).format(
+        id=draw(st.sampled_from(["x", "00000000-0000-4000-8000-000000000000", "%C2%B2"])),
+        n=draw(st.sampled_from(["0", "10000", "%C2%B2", str(2**64), "-1", "00"])),
+        word=draw(st.sampled_from(["species", "Species", "%2e%2e", "%00", "..", "a%0Ab"])))
+    pairs = draw(st.lists(st.tuples(st.sampled_from(PARAMS), values), max_size=4))
+    from urllib.parse import quote
+    query = "&".join(f"{name}={quote(value, safe='')}" for name, value in pairs)
+    return path + ("?" + query if query else "")
+
+
+header_values = st.text(st.characters(min_codepoint=0x20, max_codepoint=0xff,
+                                      blacklist_characters="\x7f"), max_size=40)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(method=st.sampled_from(["GET", "GET", "POST", "HEAD", "OPTIONS", "PUT"]),
+       target=targets(),
+       key=st.sampled_from(["none", "ungranted", "garbage", "twice"]),
+       extra=st.dictionaries(st.sampled_from(["Authorization", "X-API-Key", "Content-Type",
+                                               "If-None-Match", "Accept", "Mcp-Method"]),
+                             header_values, max_size=2),
+       body=st.one_of(st.none(), st.binary(max_size=64),
+                      st.recursive(st.none() | st.booleans() | st.integers() | odd_text,
+                                   lambda inner: st.lists(inner) | st.dictionaries(odd_text,
+                                                                                   inner),
+                                   max_leaves=10).map(lambda v: json.dumps(v).encode())))
+def test_fuzz_never_5xx_always_the_contract_never_restricted(
+        server: ServerThread, ungranted: str, restricted: list[str], method: str, target: str,
+        key: str, extra: dict[str, str], body: bytes | None) -> None:
+    headers = dict(extra)
+    if key == "ungranted":
+        headers["X-API-Key"] = ungranted
+    elif key == "garbage":
+        headers["Authorization"] = "Bearer tok\xe9n"
+    status, answer_headers, answer = request(server, method, target, headers,
+                                             body if method == "POST" else None)
+    where = f"{method} {target} {headers}"
+    follows_contract(status, answer_headers, answer, where)
+    text = answer.decode("utf-8", "replace")
+    for needle in restricted:
+        assert needle not in text, where
+
+
+@pytest.mark.parametrize("target, status", [
+    ("/api/species?offset=18446744073709551616", 400),
+    ("/api/species?offset=9223372036854775807", 200),
+    ("/api/species?limit=99999999999999999999999", 400),
+    ("/api/species?updated_since=0001-01-01T00:00:00%2B01:00", 400),
+    ("/api/species?updated_since=9999-12-31T23:59:59-01:00", 400),
+    ("/api/species?updated_since=9999-12-31T23:59:59.5Z", 400),
+    ("/api/sync/species/%C2%B2.ndjson", 404),
+    ("/api/sync/species/18446744073709551616.ndjson", 404),
+    ("/api/sync/species/90000000000000000000.ndjson", 404),
+    ("/api/species?limit=1_0", 400), ("/api/species?limit=%2B5", 400),
+    ("/api/species?limit=%205", 400), ("/api/species?limit=%EF%BC%95", 400),
+    ("/api/species?limit=%D9%A5", 400),
+])
+def test_numbers_and_times_at_the_edges(server: ServerThread, target: str, status: int) -> None:
+    got, headers, body = request(server, "GET", target, {})
+    assert got == status, body
+    follows_contract(got, headers, body, target)
+
+
+@pytest.mark.parametrize("since", ["0001-01-01T00:00:00%2B01:00", "9999-12-31T23:59:59-01:00",
+                                   "10000-01-01T00:00:00Z"])
+def test_changes_since_at_the_edges(server: ServerThread, ungranted: str, since: str) -> None:
+    got, headers, body = request(server, "GET", f"/api/changes?since={since}",
+                                 {"X-API-Key": ungranted})
+    assert got == 400 and json.loads(body)["error"]["code"] == "invalid_parameter"
+    for cursor in ("18446744073709551616", "%E2%80%8B", "MjAyNi0wMS0wMVQwMDowMDowMFp8c3B8eA"):
+        got, headers, body = request(
+            server, "GET", f"/api/changes?since=2020-01-01T00:00:00Z&cursor={cursor}",
+            {"X-API-Key": ungranted})
+        assert got == 400, body
+
+
+def test_a_key_that_is_not_ascii_is_invalid(server: ServerThread) -> None:
+    got, headers, body = request(server, "GET", "/api/manifest", {"X-API-Key": "tok\xe9n"})
+    assert got == 401 and json.loads(body)["error"]["code"] == "invalid_api_key"
+
+
+def test_two_different_keys_in_one_header_name_are_refused(server: ServerThread,
+                                                           ungranted: str) -> None:
+    port = int(server.url.rsplit(":", 1)[1])
+    for name in ("Authorization", "X-API-Key"):
+        prefix = "Bearer " if name == "Authorization" else ""
+        data = (f"GET /api/species HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                f"{name}: {prefix}{ungranted}\r\n{name}: {prefix}other.key.here\r\n"
+                f"Connection: close\r\n\r\n").encode()
+        status, headers, body = raw(server, data)
+        assert status == 401
+        assert "different" in json.loads(body)["error"]["message"]
+
+
+@pytest.mark.parametrize("data, status", [
+    (b"GET /api/species?" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    (b"GET /api/species HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n", 400),
+    (b"GET /api/species HTTP/1.1\r\nHost: x\r\nX-API-Key: " + b"k" * 1_000_000 + b"\r\n\r\n",
+     400),
+    (b"get /api/species HTTP/1.1\r\nHost: x\r\n\r\n", 405),
+    (b"BREW /api/species HTTP/1.1\r\nHost: x\r\n\r\n", 405),
+    (b"G\x01T / HTTP/1.1\r\nHost: x\r\n\r\n", None),
+    (b"GET /api/species HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n", 400),
+    (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", None),
+])
+def test_unparseable_requests_get_the_contract(server: ServerThread, data: bytes,
+                                               status: int | None) -> None:
+    got, headers, body = raw(server, data)
+    assert got in ((400, 405) if status is None else (status,)), body
+    assert headers["X-Node-Access"] == "open"
+    assert headers["Content-Type"].startswith("application/json")
+    assert json.loads(body)["error"]["code"] in ("invalid_parameter", "method_not_allowed")
+
+
+async def test_bad_keys_count_against_the_address(hostile_root: Path,
+                                                  aiohttp_client: Callable[..., Any]) -> None:
+    client: TestClient = await aiohttp_client(app_for(hostile_root, anonymous_rate=3))
+    statuses = [(await client.get("/api/species", headers={"X-API-Key": f"bad.key.{n}"})).status
+                for n in range(5)]
+    assert statuses == [401, 401, 401, 429, 429]
+    limited = await client.get("/api/species", headers={"X-API-Key": "bad.key.x"})
+    assert (await limited.json())["error"]["code"] == "rate_limited"
+    assert 1 <= int(limited.headers["Retry-After"]) <= 60
+
+
+async def test_rotating_the_secret_revokes_every_key_at_the_next_request(
+        tmp_path: Path, hostile_root: Path, aiohttp_client: Callable[..., Any]) -> None:
+    root = tmp_path / "node"
+    shutil.copytree(hostile_root, root, symlinks=True)
+    token, _ = issue_key(root, "soon-gone")
+    client: TestClient = await aiohttp_client(app_for(root))
+    assert (await client.get("/api/keys/me", headers={"X-API-Key": token})).status == 200
+    secret = root / ".fednode" / "secret"
+    replacement = root / ".fednode" / "secret.new"
+    replacement.write_text(os.urandom(32).hex() + "\n")
+    os.replace(replacement, secret)  # the operator's rotation: a new secret file
+    response = await client.get("/api/keys/me", headers={"X-API-Key": token})
+    assert response.status == 401
+    assert (await response.json())["error"]["code"] == "invalid_api_key"
+
+
+async def test_a_damaged_key_registry_refuses_keys_and_says_so(
+        tmp_path: Path, hostile_root: Path, aiohttp_client: Callable[..., Any],
+        caplog: pytest.LogCaptureFixture) -> None:
+    root = tmp_path / "node"
+    shutil.copytree(hostile_root, root, symlinks=True)
+    token, _ = issue_key(root, "registry")
+    client: TestClient = await aiohttp_client(app_for(root))
+    (root / ".fednode" / "keys.json").write_text('{"keys": [{"id": 3}]}')
+    response = await client.get("/api/species", headers={"X-API-Key": token})
+    assert response.status == 503
+    assert "key registry" in (await response.json())["error"]["message"]
+    assert "keys.json: damaged" in caplog.text
+    assert (await client.get("/api/species")).status == 200  # open reads go on
+
+
+async def test_the_access_log_writes_the_raw_path_escaped(
+        hostile_root: Path, aiohttp_client: Callable[..., Any],
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="fednode.access")
+    client: TestClient = await aiohttp_client(app_for(hostile_root))
+    await client.get("/api/species%0A127.0.0.1%20GET%20/forged%20200")
+    lines = [r.getMessage() for r in caplog.records if r.name == "fednode.access"]
+    assert len(lines) == 1 and "\n" not in lines[0]
+    assert lines[0].startswith("GET /api/species%0A127.0.0.1%20GET%20/forged%20200 404 open")

@@ -1,0 +1,125 @@
+"""Restricted means absent: creating, editing, re-grouping or deleting only restricted
+records changes no byte that a caller without their group can read — not in site_out/, and
+not in any answer to an anonymous or ungranted caller (counters, times, cursors, ETags)."""
+
+from __future__ import annotations
+
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from builders import Node, ServerThread, app_for, http_get, issue_key, species, team
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from exporter.build import build
+from exporter.config import Project
+
+EPOCH = "1970-01-01T00:00:00Z"
+
+
+class World:
+    def __init__(self, root: Path) -> None:
+        self.node = Node(root)
+        self.root = root
+        self.now = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+        self.hidden: dict[str, tuple[str, dict[str, Any]]] = {}
+        for n in range(3):
+            self.node.write("species", f"pub{n}", species(f"Public species {n}"))
+            self.node.write("team", f"pubteam{n}", team(f"Public person {n}"))
+        once_public = species("Once public species")
+        self.node.write("species", "once", once_public)
+        self.export()
+        self.hidden["once"] = ("species", dict(once_public, access="partners"))
+        for n in range(2):
+            self.hidden[f"h{n}"] = ("team", team(f"Hidden person {n}", access="partners"))
+        for slug in self.hidden:
+            self.write(slug)
+        self.export()
+        self.key, _ = issue_key(root, "ungranted")
+
+    def write(self, slug: str) -> None:
+        collection, fields = self.hidden[slug]
+        self.node.write(collection, slug, fields, f"Notes on {slug}.")
+
+    def export(self) -> None:
+        self.now += timedelta(minutes=7)
+        build(Project(self.root), now=self.now)
+
+    def public_view(self, base: str) -> dict[str, Any]:
+        """Every byte an anonymous or ungranted caller can read, with status and ETag."""
+        seen: dict[str, Any] = {}
+        site = self.root / "site_out"
+        for path in sorted(site.rglob("*")):
+            if path.is_file():
+                seen[f"file:{path.relative_to(site)}"] = path.read_bytes()
+        urls = ["/", "/api/manifest", "/api/schema", "/api/sync/changes.ndjson",
+                "/api/sync/species/0.ndjson", "/api/sync/team/0.ndjson", "/api/search?q=x"]
+        for collection in ("species", "team", "resources"):
+            urls += [f"/api/{collection}", f"/api/{collection}?limit=1",
+                     f"/api/{collection}?limit=2&offset=1",
+                     f"/api/{collection}?updated_since=2026-03-01T08:07:00Z",
+                     f"/api/{collection}?updated_since=2026-03-01T08:30:00Z"]
+        for who, headers in (("anonymous", {}), ("ungranted", {"X-API-Key": self.key})):
+            pages = list(urls)
+            if who == "ungranted":
+                pages += [f"/api/changes?since={since}&limit={limit}"
+                          for since in (EPOCH, "2026-03-01T08:07:00Z", "2026-03-01T08:14:00Z")
+                          for limit in (1, 200)]
+            while pages:
+                url = pages.pop(0)
+                status, answer_headers, body = http_get(base + url, headers)
+                seen[f"{who}:{url}"] = (status, answer_headers.get("ETag"), body)
+                if url.startswith("/api/changes") and status == 200:
+                    import json
+                    following = json.loads(body)["next"]
+                    if following:
+                        pages.append(following.replace("https://node.example.org", ""))
+        return seen
+
+
+operation = st.one_of(
+    st.tuples(st.just("create"), st.sampled_from(["species", "team"]),
+              st.sampled_from(["partners", "sensitive"])),
+    st.tuples(st.just("edit"), st.integers(0, 20)),
+    st.tuples(st.just("regroup"), st.integers(0, 20)),
+    st.tuples(st.just("delete"), st.integers(0, 20)),
+    st.tuples(st.just("export")),
+)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(operation, min_size=1, max_size=8))
+def test_restricted_only_edits_change_nothing_public(operations: list[tuple[Any, ...]]) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        world = World(Path(folder) / "node")
+        with ServerThread(app_for(world.root, reload_interval=0, anonymous_rate=0)) as server:
+            before = world.public_view(server.url)
+            for op in operations:
+                slugs = sorted(world.hidden)
+                if op[0] == "create":
+                    slug = f"new{len(world.hidden)}"
+                    maker = species if op[1] == "species" else team
+                    world.hidden[slug] = (op[1], maker(f"Hidden {slug}", access=op[2]))
+                    world.write(slug)
+                elif op[0] == "export":
+                    world.export()
+                elif slugs:
+                    slug = slugs[op[1] % len(slugs)]
+                    collection, fields = world.hidden[slug]
+                    if op[0] == "delete":
+                        world.node.remove(collection, slug)
+                        del world.hidden[slug]
+                        continue
+                    if op[0] == "edit":
+                        fields["tags"] = [*fields.get("tags", []), f"t{len(fields)}"]
+                    else:
+                        fields["access"] = ("sensitive" if fields["access"] == "partners"
+                                            else "partners")
+                    world.write(slug)
+            world.export()
+            after = world.public_view(server.url)
+        assert after.keys() == before.keys()
+        for name in before:
+            assert after[name] == before[name], name
