@@ -67,15 +67,18 @@ class Index:
         if value is not None:
             self.db.execute("INSERT INTO state VALUES (?, ?)", [name, value])
 
-    def hash_of(self, collection: str, record_id: str) -> str | None:
-        row = self.db.execute("SELECT content_hash FROM records WHERE collection = ? AND id = ?",
-                              [collection, record_id]).fetchone()
-        return row[0] if row else None
+    def version_of(self, collection: str, record_id: str) -> tuple[str, str] | None:
+        """The held copy's (content_hash, updated_at): equal pairs mean equal bytes (the
+        hash alone does not: a record restricted and made public again keeps its hash)."""
+        row = self.db.execute("SELECT content_hash, updated_at FROM records "
+                              "WHERE collection = ? AND id = ?", [collection, record_id]
+                              ).fetchone()
+        return (row[0], row[1]) if row else None
 
     def upsert(self, body: bytes, report: SyncReport) -> None:
         record = json.loads(body)
-        known = self.hash_of(record["collection"], record["id"])
-        if known == record["content_hash"]:
+        known = self.version_of(record["collection"], record["id"])
+        if known == (record["content_hash"], record["updated_at"]):
             return
         self.db.execute("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?)",
                         [record["collection"], record["id"], record["content_hash"],
@@ -86,7 +89,7 @@ class Index:
             report.updated += 1
 
     def remove(self, collection: str, record_id: str, report: SyncReport) -> None:
-        if self.hash_of(collection, record_id) is not None:
+        if self.version_of(collection, record_id) is not None:
             self.db.execute("DELETE FROM records WHERE collection = ? AND id = ?",
                             [collection, record_id])
             report.removed += 1
@@ -279,7 +282,8 @@ async def _fetch(node: Node, index: Index, items: list[dict[str, Any]]
                  ) -> dict[str, bytes | None]:
     """The bodies of the upserts the index does not already hold."""
     wanted = [item["url"] for item in items if item["op"] == "upsert"
-              and index.hash_of(item["collection"], item["id"]) != item["content_hash"]]
+              and index.version_of(item["collection"], item["id"])
+              != (item["content_hash"], item["updated_at"])]
     bodies = await asyncio.gather(*(node.get(url, missing_ok=True) for url in wanted))
     return dict(zip(wanted, bodies, strict=True))
 
