@@ -6,8 +6,10 @@ property tests look at what actually lands in site_out/."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
+import json
 import marshal
 import tempfile
 import uuid
@@ -15,14 +17,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from builders import Node, species
+from builders import REPO, Node, species, team
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 
 from exporter import __version__
 from exporter.build import build, load
 from exporter.cache import FILE as CACHE_FILE
 from exporter.config import Project
+from exporter.content import SourceRecord, validate
 from exporter.errors import ContentError
 from exporter.schemas import collections
 from exporter.tomltext import toml_string
@@ -269,10 +273,38 @@ def test_ids_and_access_values_load_only_when_exact(record_id: str, access: str)
             != access_ok
 
 
-def test_the_served_schema_keeps_its_ecma_patterns() -> None:
+@pytest.mark.parametrize(("collection", "fields"), [
+    ("species", {"family": "Apiaceae\n"}),
+    ("team", {"orcid": "0000-0002-1825-009\u0665"}),  # an Arabic-Indic digit
+    ("team", {"orcid": "0000-0002-1825-0097\n"}),
+])
+def test_every_pattern_matches_the_whole_value_in_ascii(node: Node, collection: str,
+                                                        fields: dict[str, str]) -> None:
+    base = species("Fallopia japonica") if collection == "species" else team("Ann")
+    node.write(collection, "a", dict(base, **fields))
+    [name] = fields
+    assert [p.split(": ")[1] for p in problems(node.root)] == [name]
+
+
+def test_the_served_schema_is_unchanged_and_valid_2020_12() -> None:
     """Validation reads `$` as the end of the text; /api/schema still says `^...$`."""
-    spec = collections()["species"].schema["properties"]["id"]
-    assert spec["pattern"].startswith("^") and spec["pattern"].endswith("$")
+    for collection in collections().values():
+        Draft202012Validator.check_schema(collection.schema)
+        text = (REPO / "exporter" / "schemas" / f"{collection.name}.schema.json").read_text()
+        assert collection.schema == json.loads(text)
+
+
+def test_a_record_the_two_validators_disagree_on_is_refused() -> None:
+    """Should the reference validator ever accept what the compiled one refuses, the record
+    is refused with the compiled validator's reason, never published."""
+    collection = collections()["species"]
+    lenient = dataclasses.replace(collection, validator=Draft202012Validator({}))
+    fields = dict(species("Fallopia japonica"), access="Public")
+    record = SourceRecord.parsed("species", "content/species/a.md", 1, fields, {"access": 7})
+    found = [str(p) for p in validate(record, lenient)]
+    assert found == ["content/species/a.md:7: access: 'Public' is neither public nor a group "
+                     "name: write public, or a group in lowercase letters, digits, - and _ "
+                     "(e.g. partners)"]
 
 
 # --- a cache of records read under older rules ----------------------------------------------
