@@ -18,7 +18,9 @@ from exporter.build import build, load
 from exporter.config import Project, load_node_config
 from exporter.contract.errors import FednodeError
 from exporter.errors import ContentError
+from exporter.names import SPECIES, duplicates, species_records
 from exporter.scaffold import new_record
+from exporter.tomltext import toml_string
 from sidecar import keys as keyring
 
 
@@ -65,16 +67,29 @@ def main() -> None:
 @click.argument("title")
 @project_option
 def new(collection: str, title: str, project_dir: Path) -> None:
-    """Scaffold a record file with a fresh UUID, e.g. fednode new species "Giant hogweed"."""
-    path = new_record(Project(project_dir).content, collection, title)
-    click.echo(path)
+    """Scaffold a record file with a fresh UUID, e.g. fednode new species "Giant hogweed".
+
+    For species, a Latin name ("Impatiens glandulifera") fills scientificName and a common
+    name ("Himalayan balsam") vernacularName; the field it filled is shown."""
+    made = new_record(Project(project_dir).content, collection, title)
+    for warning in made.warnings:
+        click.echo(warning, err=True)
+    if collection == SPECIES:
+        click.echo("filled " + ", ".join(f"{name} = {toml_string(value)}" for name, value in
+                                         made.filled.items()), err=True)
+    click.echo(made.path)
 
 
 @main.command()
 @project_option
 def check(project_dir: Path) -> None:
-    """Validate content/ against the collection schemas; list every problem."""
-    content = load(Project(project_dir))
+    """Validate content/ against the collection schemas; list every problem.
+
+    Warnings (a scientificName used by two species) are listed too; they do not fail."""
+    project = Project(project_dir)
+    for warning in duplicates(species_records(project.content)):
+        click.echo(str(warning), err=True)
+    content = load(project)
     click.echo(f"ok: {len(content.records)} records valid", err=True)
 
 

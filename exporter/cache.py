@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
-from .content import SourceFile, SourceRecord, reload
+from .content import RULES, SourceFile, SourceRecord, reload
 from .schemas import Collection, collections
 
 FILE = "sources.marshal"
@@ -30,7 +30,7 @@ SourceEntry = tuple[int, int, list[tuple[str, str, int, str, str, int, str]]]
 
 def _version() -> str:
     schemas = "".join(repr(c.schema) for c in collections().values())
-    return __version__ + ":" + hashlib.sha256(schemas.encode()).hexdigest()[:16]
+    return f"{__version__}:{RULES}:" + hashlib.sha256(schemas.encode()).hexdigest()[:16]
 
 
 @dataclass

@@ -12,6 +12,8 @@ from .errors import ContentError, Problem
 NODE_FILE = "node.toml"
 REQUIRED = ("id", "name", "description", "publisher", "contact", "licence", "base_url",
             "key_request")
+# Optional settings that are text when given, with an example of each.
+OPTIONAL = {"sidecar_url": "https://api.example.org", "language": "en"}
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,10 @@ def load_node_config(project: Project, base_url: str | None = None) -> NodeConfi
     for key in REQUIRED:
         if not isinstance(node.get(key), str) or not node[key].strip():
             problems.append(Problem(rel, _line_of(path, key), f"node.{key}", "required text"))
+    for key, example in OPTIONAL.items():
+        if key in node and not isinstance(node[key], str):
+            problems.append(Problem(rel, _line_of(path, key), f"node.{key}",
+                                    f"must be text in quotes, e.g. {key} = \"{example}\""))
     url = base_url or node.get("base_url", "")
     if isinstance(url, str) and url and urlsplit(url).scheme not in ("http", "https"):
         problems.append(Problem(rel, _line_of(path, "base_url"), "node.base_url",

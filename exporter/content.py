@@ -23,8 +23,12 @@ import rtoml
 from .contract.wire import PUBLIC
 from .errors import Problem
 from .schemas import Collection
+from .tomltext import toml_string
 
 FENCE = "+++"
+# The version of the rules of reading and validating content: a change of them drops
+# caches of records read under older rules (exporter.cache), since they may now be invalid.
+RULES = 2
 _KEY_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*)\s*=")
 _TOML_LINE = re.compile(r"line (\d+)")
 
@@ -188,6 +192,9 @@ def _parse_csv(text: str, source: SourceFile, collection: Collection
         return [], [Problem(source.rel, 1, "", "empty table: the first line names the columns")]
     except csv.Error as exc:
         return [], [Problem(source.rel, 1, "", f"not valid CSV: {exc}")]
+    wrong = _header_problems(header, source.rel, collection)
+    if wrong:  # rows under a header we cannot read are not read at all
+        return [], wrong
     line = reader.line_num
     while True:
         start = line + 1
@@ -207,7 +214,9 @@ def _parse_csv(text: str, source: SourceFile, collection: Collection
             continue
         fields: dict[str, Any] = {}
         for name, cell in zip(header, row, strict=True):
-            cell = cell.strip()
+            # `access` is taken exactly as written, as in front matter: ` public` or
+            # `PUBLIC` is refused, never read as public. An empty cell means public.
+            cell = cell if name == "access" else cell.strip()
             if cell == "":
                 continue
             value, error = _coerce(cell, collection.property(name))
@@ -222,19 +231,49 @@ def _parse_csv(text: str, source: SourceFile, collection: Collection
     return records, problems
 
 
+def _header_problems(header: list[str], rel: str, collection: Collection) -> list[Problem]:
+    """A CSV header names each content field of the collection at most once."""
+    problems = []
+    allowed = collection.content_fields
+    seen: dict[str, int] = {}
+    for number, name in enumerate(header, start=1):
+        shown = name if name.isprintable() else ascii(name)
+        if name == "":
+            problems.append(Problem(rel, 1, "", f"column {number} has no name: name it after "
+                                                f"a field or remove the column"))
+        elif name in seen:
+            problems.append(Problem(rel, 1, shown, f"named twice (columns {seen[name]} and "
+                                                   f"{number}): keep one of them"))
+        elif collection.served_by_node(name):
+            problems.append(Problem(rel, 1, shown, "set by the node, not by content: remove "
+                                                   "the column"))
+        elif name not in allowed:
+            guess = difflib.get_close_matches(name.lower(), allowed, n=1, cutoff=0.6) or \
+                difflib.get_close_matches(name, allowed, n=1)
+            hint = f"did you mean {guess[0]}? " if guess else ""
+            problems.append(Problem(rel, 1, shown, f"unknown column; {hint}rename it to one "
+                                                   f"of the fields of {collection.name} "
+                                                   f"or remove it"))
+        seen.setdefault(name, number)
+    return problems
+
+
+_WHOLE = re.compile(r"-?[0-9]+", re.ASCII)
+_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?", re.ASCII)
+
+
 def _coerce(cell: str, spec: dict[str, Any] | None) -> tuple[Any, str]:
-    """Turn a CSV cell into the type its schema asks for."""
+    """Turn a CSV cell into the type its schema asks for. Numbers are ASCII digits only:
+    `+5`, `1_0`, `٣` or `nan` are refused, not guessed at."""
     kind = (spec or {}).get("type")
     if kind == "integer":
-        try:
+        if _WHOLE.fullmatch(cell):
             return int(cell), ""
-        except ValueError:
-            return None, f"expected a whole number, found {cell!r}"
+        return None, f"expected a whole number, found {cell!r}"
     if kind == "number":
-        try:
+        if _NUMBER.fullmatch(cell):
             return float(cell), ""
-        except ValueError:
-            return None, f"expected a number, found {cell!r}"
+        return None, f"expected a number, found {cell!r}"
     if kind == "boolean":
         lowered = cell.lower()
         if lowered in ("true", "yes", "1"):
@@ -289,17 +328,60 @@ def _describe(error: Any, record: SourceRecord, collection: Collection) -> Itera
         return
     name = str(error.absolute_path[0]) if error.absolute_path else ""
     where = ".".join(str(part) for part in error.absolute_path)
+    spec = collection.property(name) or {}
     message = error.message
     if error.instance == "" or error.instance == []:
-        message = "empty: fill it in or remove the line"
+        if where != name:
+            message = "empty: fill it in or remove it from the list"
+        elif name in collection.schema["required"]:
+            message = "empty: fill it in"
+        else:
+            message = "empty: fill it in or remove the line"
+    elif error.validator == "type" and where == name:
+        message = _expected_form(name, spec, error.instance, record.path.endswith(".csv"))
+    elif error.validator == "type" and error.validator_value == "string":
+        message = f"expected text in quotes: {toml_string(_scalar_text(error.instance))}"
     elif error.validator == "enum":
         message = f"{error.instance!r} is not one of {', '.join(map(str, error.validator_value))}"
     elif error.validator == "format":
         message = f"{error.instance!r} is not a valid {error.validator_value}"
-    elif error.validator == "pattern" and name != "id":
-        hint = error.schema.get("description") or f"pattern {error.validator_value}"
-        message = f"{error.instance!r} does not have the expected form: {hint}"
     elif error.validator == "pattern" and name == "id":
         message = (f"{error.instance!r} is not a lowercase UUID; `fednode new` writes one, "
                    f"or use python3 -c 'import uuid; print(uuid.uuid4())'")
+    elif error.validator == "pattern" and name == "access":
+        message = (f"{error.instance!r} is neither public nor a group name: write public, or "
+                   f"a group in lowercase letters, digits, - and _ (e.g. partners)")
+    elif error.validator == "pattern":
+        hint = spec.get("description") or f"pattern {spec.get('pattern')}"
+        message = f"{error.instance!r} does not have the expected form: {hint}"
     yield Problem(record.path, record.line_of(name), where or name, message)
+
+
+def _expected_form(name: str, spec: dict[str, Any], value: Any, in_csv: bool) -> str:
+    """What a value of the wrong type should look like, written the way the file needs it."""
+    kind = spec.get("type")
+    items = value if isinstance(value, list) else [value]
+    if kind == "array":
+        if in_csv:
+            return "expected a list: separate the items with ;"
+        parts = [part.strip() for item in items for part in re.split(r"[,;]", str(item))]
+        example = [part for part in parts if part] or ["..."]
+        return f"expected a list: {name} = [{', '.join(toml_string(p) for p in example)}]"
+    if kind == "string":
+        shown = _scalar_text(items[0]) if len(items) == 1 else "..."
+        return f"expected text in quotes: {name} = {toml_string(shown)}"
+    if kind == "integer":
+        digits = str(value).strip() if isinstance(value, str) else ""
+        shown = digits if _WHOLE.fullmatch(digits) else "100"
+        return f"expected a whole number without quotes: {name} = {shown}"
+    if kind == "boolean":
+        shown = "false" if str(value).strip().lower() in ("false", "no", "0") else "true"
+        return f"expected true or false without quotes: {name} = {shown}"
+    return f"expected {kind}, found {type(value).__name__}"
+
+
+def _scalar_text(value: Any) -> str:
+    """A TOML value as the text it would be in quotes ("..." for tables and lists)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "..." if isinstance(value, (dict, list)) else str(value)

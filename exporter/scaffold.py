@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from . import names
 from .errors import ExportError
-from .schemas import collections
+from .schemas import Collection, collections
+from .tomltext import toml_string
+
+
+@dataclass
+class Scaffolded:
+    """The file written, which field took the title, and what the author should know."""
+
+    path: Path
+    filled: dict[str, str]
+    warnings: list[str] = field(default_factory=list)
 
 
 def slugify(title: str) -> str:
@@ -18,30 +30,74 @@ def slugify(title: str) -> str:
     return slug[:80] or "record"
 
 
-def new_record(content: Path, collection_name: str, title: str) -> Path:
-    """Write content/<collection>/<slug>.md and return its path. Never overwrites."""
+def new_record(content: Path, collection_name: str, title: str) -> Scaffolded:
+    """Write content/<collection>/<slug>.md and say what was done. Never overwrites."""
     known = collections()
     if collection_name not in known:
         raise ExportError(f"unknown collection {collection_name!r}; choose one of "
                           f"{', '.join(known)}")
-    if not title.strip():
-        raise ExportError("give the record a title, e.g. fednode new species \"Giant hogweed\"")
     collection = known[collection_name]
+    title = _checked_title(title)
+    filled = _title_fields(collection, title)
     folder = content / collection_name
     folder.mkdir(parents=True, exist_ok=True)
+    warnings = []
+    if names.FIELD in filled:
+        warnings += [f"warning: scientificName {filled[names.FIELD]!r} is also used by "
+                     f"{r.path}:{r.line_of(names.FIELD)}"
+                     for r in names.users_of(filled[names.FIELD], content)]
     slug = slugify(title)
     path = folder / f"{slug}.md"
     counter = 2
     while path.exists():
         path = folder / f"{slug}-{counter}.md"
         counter += 1
+    if counter > 2:
+        warnings.append(f"warning: {folder / slug}.md exists; wrote {path.name} beside it "
+                        f"(delete it if you meant to edit the existing record)")
+    path.write_text(_front_matter(collection, title, filled), "utf-8")
+    return Scaffolded(path, filled, warnings)
+
+
+def _checked_title(title: str) -> str:
+    title = title.strip()
+    if not title:
+        raise ExportError("give the record a title, e.g. fednode new species \"Giant hogweed\"")
+    for char in title:
+        if unicodedata.category(char) in ("Cc", "Cs"):
+            raise ExportError(f"the title holds {ascii(char)}, which is not a printable "
+                              f"character: give a title on one line of plain text")
+    return title
+
+
+def _title_fields(collection: Collection, title: str) -> dict[str, str]:
+    """Which fields the title fills. For species, a Latin name goes to scientificName
+    (its authorship, if given, to scientificNameAuthorship) and a common name to
+    vernacularName; any other collection puts the title in its title field."""
+    if collection.name != names.SPECIES:
+        filled = {collection.title_field: title}
+    elif (latin := names.latin_name(title)) is not None:
+        filled = {names.FIELD: latin.name}
+        if latin.authorship:
+            filled["scientificNameAuthorship"] = latin.authorship
+    else:
+        filled = {"vernacularName": title}
+    for name, value in filled.items():
+        spec: dict[str, Any] = collection.property(name) or {}
+        low, high = spec.get("minLength", 0), spec.get("maxLength", len(value))
+        if not low <= len(value) <= high:
+            raise ExportError(f"the title gives {name} {len(value)} characters; it takes "
+                              f"{low} to {high}: give a title of that length")
+    return filled
+
+
+def _front_matter(collection: Collection, title: str, filled: dict[str, str]) -> str:
     props = collection.schema["properties"]
     required = [name for name in collection.schema["required"] if name != "id"]
-    # A title given for species is usually the common name; it fills vernacularName.
-    filled = "vernacularName" if collection_name == "species" else collection.title_field
-    lines = ["+++", f'id = "{uuid.uuid4()}"', f"{filled} = {json.dumps(title.strip())}"]
+    lines = ["+++", f"id = {toml_string(str(uuid.uuid4()))}",
+             *(f"{name} = {toml_string(value)}" for name, value in filled.items())]
     for name in required:
-        if name == filled:
+        if name in filled:
             continue
         spec = props[name]
         if "enum" in spec:
@@ -49,18 +105,11 @@ def new_record(content: Path, collection_name: str, title: str) -> Path:
         lines.append(f"{name} = {_placeholder(spec)}")
     lines.append("# optional: " + ", ".join(
         name for name in collection.content_fields
-        if name not in required and name not in ("id", "body", filled)))
-    lines += ["+++", "", f"Describe {title.strip()} here, in Markdown.", ""]
-    path.write_text("\n".join(lines), "utf-8")
-    return path
+        if name not in required and name not in ("id", "body", *filled)))
+    lines += ["+++", "", f"Describe {title} here, in Markdown.", ""]
+    return "\n".join(lines)
 
 
 def _placeholder(spec: dict[str, object]) -> str:
-    kind = spec.get("type")
-    if kind == "array":
-        return "[]"
-    if kind == "integer":
-        return "0"
-    if kind == "boolean":
-        return "false"
-    return '""'
+    """An empty value, which `fednode check` reports as "empty: fill it in"."""
+    return "[]" if spec.get("type") == "array" else '""'

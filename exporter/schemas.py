@@ -5,6 +5,7 @@ The same documents validate content and are served at /api/schema."""
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -35,8 +36,9 @@ class Collection:
         try:
             self.fast(fields)
             return []
-        except fastjsonschema.JsonSchemaException:
-            return list(self.validator.iter_errors(fields))
+        except fastjsonschema.JsonSchemaValueException as exc:
+            # Should the two ever disagree, the record is refused: fast's reason stands.
+            return list(self.validator.iter_errors(fields)) or [_from_fast(exc)]
 
     @property
     def content_fields(self) -> list[str]:
@@ -53,14 +55,54 @@ class Collection:
         return props.get(name)
 
 
+def ecma_pattern(pattern: str) -> str:
+    """A schema `pattern` rewritten so that Python's `re.search` reads it as JSON Schema does
+    (ECMA-262): `$` is the end of the text only, never before a final newline, and `\\d`,
+    `\\w` are ASCII only. The served schema keeps the original."""
+    out: list[str] = []
+    escaped = in_class = False
+    for char in pattern:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "$":
+            out.append(r"\Z")
+            continue
+        out.append(char)
+    return "(?a)" + "".join(out)
+
+
+def _matching_ecma(node: Any) -> Any:
+    """A copy of a schema with every `pattern` keyword rewritten by `ecma_pattern`."""
+    if isinstance(node, dict):
+        return {key: ecma_pattern(value) if key == "pattern" and isinstance(value, str)
+                else _matching_ecma(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_matching_ecma(item) for item in node]
+    return node
+
+
+def _from_fast(exc: fastjsonschema.JsonSchemaValueException) -> jsonschema.ValidationError:
+    definition = exc.definition if isinstance(exc.definition, dict) else {}
+    return jsonschema.ValidationError(
+        exc.message, validator=exc.rule or "", path=deque((exc.path or [])[1:]),
+        instance=exc.value, schema=definition,
+        validator_value=definition.get(exc.rule or "") if exc.rule else None)
+
+
 def _load(name: str) -> Collection:
     text = resources.files("exporter").joinpath(f"schemas/{name}.schema.json").read_text("utf-8")
     schema = json.loads(text)
     meta = schema["x-fednode"]
     # Validation is against the content form: served (readOnly) fields are not allowed there.
-    content_schema = dict(schema)
+    content_schema = _matching_ecma(schema)
     content_schema["properties"] = {
-        key: value for key, value in schema["properties"].items()
+        key: value for key, value in content_schema["properties"].items()
         if not value.get("readOnly")
     }
     validator_cls = jsonschema.Draft202012Validator

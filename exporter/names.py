@@ -1,0 +1,97 @@
+"""Scientific names of species: telling a Latin name from a common one, and finding a
+scientificName used by more than one species record.
+
+A title has the form of a scientific name when it is a capitalised genus and a lowercase
+epithet (optionally a hybrid sign, an infraspecific part and an authorship), and its words
+end as Latin names do: "Impatiens glandulifera Royle", "Platanus × hispanica",
+"Fallopia japonica (Houtt.) Ronse Decr.". "Giant hogweed" has the shape but not the endings
+(English genus-like words end in t, d, k, y...; English epithet-like words in weed, wort,
+rose...), so it is a common name. The rule is a guess: `fednode new` says which field it
+filled, so a wrong guess is seen and moved at once."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .content import SourceRecord, discover, read
+from .errors import Problem
+from .schemas import collections
+
+SPECIES = "species"
+FIELD = "scientificName"
+
+_NAME = re.compile(
+    r"(?P<genus>[A-Z][a-z]+)"
+    r"\s+(?:(?:×|x)\s*)?(?P<epithet>[a-z]+(?:-[a-z]+)?)"
+    r"(?:\s+(?P<rank>subsp\.|ssp\.|var\.|subvar\.|f\.|forma)?\s*(?P<infra>[a-z]+(?:-[a-z]+)?))?"
+    r"(?:\s+(?P<author>[(A-Z\u00c0-\u00de].*))?", re.ASCII)
+# Last letters of Latin genus names (Acer, Carex, Heracleum, Senecio, Impatiens, ...).
+_GENUS_END = re.compile(r"[aeimnorsux]$")
+# Endings of Latin epithets: glandulifera, japonica, robur, repens, helix, arvense, ...
+_EPITHET_END = re.compile(
+    r"(?:a|ae|i|us|um|is|es|ens|ans|ex|ix|yx|or|ur|ense|ale|ile|are|ere|enne|tre|cre|oides)$")
+# Letter groups of English words that Latin epithets do not have (knotweed, oak, ash, ...).
+_ENGLISH = re.compile(r"w|k|ee|oo|ck|sh|gh")
+
+
+@dataclass(frozen=True)
+class LatinName:
+    name: str  # genus, epithet and any infraspecific part: dwc:scientificName
+    authorship: str  # dwc:scientificNameAuthorship, or ""
+
+
+def latin_name(title: str) -> LatinName | None:
+    """The scientific name in a title, or None when the title reads as a common name."""
+    text = " ".join(title.split())
+    found = _NAME.fullmatch(text)
+    if found is None or not _GENUS_END.search(found["genus"]):
+        return None
+    words = [found["epithet"]] + ([found["infra"]] if found["infra"] and not found["rank"] else [])
+    if not all(_EPITHET_END.search(w) and not _ENGLISH.search(w) for w in words):
+        return None
+    author = found["author"] or ""
+    name = text[:found.start("author")].strip() if author else text
+    return LatinName(name, author)
+
+
+def duplicates(records: Iterable[SourceRecord]) -> list[Problem]:
+    """A warning on every species record whose scientificName another one uses too
+    (compared without regard to case or spacing): the first of them names the second, every
+    other one names the first."""
+    users: dict[str, list[SourceRecord]] = {}
+    for record in records:
+        value = record.fields.get(FIELD)
+        if record.collection == SPECIES and isinstance(value, str) and value.strip():
+            users.setdefault(_key(value), []).append(record)
+    warnings = []
+    for group in users.values():
+        for index, record in enumerate(group if len(group) > 1 else []):
+            other = group[1] if index == 0 else group[0]
+            warnings.append(Problem(record.path, record.line_of(FIELD), FIELD,
+                                    f"warning: also used by {other.path}:{other.line_of(FIELD)}"))
+    return sorted(warnings)
+
+
+def species_records(content: Path) -> list[SourceRecord]:
+    """Every species record that can be read, valid or not, in file order."""
+    known = collections()
+    files, _ = discover(content, known)
+    records: list[SourceRecord] = []
+    for source in files:
+        if source.collection == SPECIES:
+            records.extend(read(source, known[SPECIES])[0])
+    return records
+
+
+def users_of(name: str, content: Path) -> list[SourceRecord]:
+    """The species records whose scientificName is `name`."""
+    return [record for record in species_records(content)
+            if isinstance(record.fields.get(FIELD), str)
+            and _key(record.fields[FIELD]) == _key(name)]
+
+
+def _key(name: str) -> str:
+    return " ".join(name.split()).casefold()
