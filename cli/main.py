@@ -17,7 +17,9 @@ import click
 from exporter.build import build, load
 from exporter.config import Project, load_node_config
 from exporter.contract.errors import FednodeError
+from exporter.contract.wire import PUBLIC
 from exporter.errors import ContentError
+from exporter.ledger import Ledger
 from exporter.names import SPECIES, duplicates, species_records
 from exporter.scaffold import new_record
 from exporter.tomltext import toml_string
@@ -182,17 +184,30 @@ def keys_create(project_dir: Path, name: str, scopes: str, collections: str, gro
         registry, secret, node.id, name=name, scopes=_split(scopes),
         collections=_split(collections), groups=_split(groups), rate=rate, expires=expires,
         now=datetime.now(UTC))
+    in_use = _groups_in_use(project)
+    for group in record.groups:
+        if group not in in_use:
+            click.echo(f"warning: no record is in the group {group!r}; the groups in use are "
+                       f"{', '.join(in_use) or 'none'} (names are case-sensitive)", err=True)
     click.echo(f"issued {record.id} ({record.name}): scopes {', '.join(record.scopes)}; "
                f"signed with the secret in {where}. The key is shown once:", err=True)
     click.echo(token)
 
 
-def _key_line(key: keyring.KeyRecord) -> str:
+def _groups_in_use(project: Project) -> list[str]:
+    """The access groups of the records the ledger knows as live."""
+    entries = Ledger.load(project.ledger).entries.values()
+    return sorted({e.access for e in entries if not e.deleted and e.access != PUBLIC})
+
+
+KEY_COLUMNS = ("ID", "NAME", "SCOPES", "COLLECTIONS", "GROUPS", "RATE", "EXPIRES", "STATE")
+
+
+def _key_row(key: keyring.KeyRecord) -> tuple[str, ...]:
     data = key.describe()
-    return "  ".join([key.id, key.name, ",".join(data["scopes"]), ",".join(data["collections"]),
-                      ",".join(data["groups"]) or "-", f"{key.rate}/min",
-                      key.expires_at or "never", f"revoked {key.revoked_at}"
-                      if key.revoked_at else "active"])
+    return (key.id, key.name, ",".join(data["scopes"]), ",".join(data["collections"]),
+            ",".join(data["groups"]) or "-", f"{key.rate}/min", key.expires_at or "never",
+            f"revoked {key.revoked_at}" if key.revoked_at else "active")
 
 
 @keys.command("list")
@@ -202,8 +217,12 @@ def keys_list(project_dir: Path) -> None:
     registry = _registry(project_dir)
     if not registry.keys:
         click.echo("no keys issued yet; `fednode keys create --name NAME` issues one", err=True)
-    for key in registry.keys.values():
-        click.echo(_key_line(key))
+        return
+    rows = [KEY_COLUMNS, *(_key_row(key) for key in registry.keys.values())]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(KEY_COLUMNS))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths,
+                                                                      strict=True)).rstrip())
 
 
 @keys.command("show")

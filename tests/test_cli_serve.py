@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -12,6 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
 from builders import REPO, copy_sample
 
 FEDNODE = [sys.executable, "-m", "cli.main"]
@@ -70,3 +72,34 @@ def test_netlify_sends_keyed_paths_to_the_sidecar_before_any_static_rule() -> No
     targets = {rule["to"] for rule in rules}
     assert {"/api/manifest.json", "/api/schema.json", "/api/:collection/index.json",
             "/api/:collection/offset/:offset.json", "/api/:collection/:id.json"} <= targets
+
+
+@pytest.mark.slow
+def test_scripts_run_on_another_port_gives_working_links() -> None:
+    """The README's first command, on a port of one's own: every link answers."""
+    port = free_port()
+    server = subprocess.Popen([str(REPO / "scripts" / "run"), "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 240
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/api/manifest") as answer:
+                    manifest = json.loads(answer.read())
+                break
+            except urllib.error.URLError:
+                assert server.poll() is None, "scripts/run stopped"
+                assert time.monotonic() < deadline, "the sidecar did not start"
+                time.sleep(0.5)
+        assert manifest["node"]["base_url"] == manifest["node"]["sidecar_url"] == base
+        with urllib.request.urlopen(f"{base}/api/species?limit=5") as answer:
+            page = json.loads(answer.read())
+        for url in (page["next"], page["items"][0]["url"], manifest["endpoints"]["list"]["url"]
+                    .replace("{collection}", "team")):
+            with urllib.request.urlopen(url) as answer:
+                assert answer.status == 200, url
+    finally:
+        server.terminate()
+        _, errors = server.communicate(timeout=30)
+    assert "warning" not in errors

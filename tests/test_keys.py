@@ -281,3 +281,43 @@ async def test_secrets_never_reach_the_logs(keyed: KeyedNode, aiohttp_client: Ca
         signature = token.rsplit(".", 1)[-1]
         assert len(signature) < 20 or signature not in text
     assert secret not in text and SECRET_TEXT not in text
+
+
+def test_cli_keys_list_has_a_header_and_create_warns_of_unknown_groups(
+        keyed: KeyedNode) -> None:
+    runner = CliRunner()
+    listed = runner.invoke(main, ["keys", "list", "--project", str(keyed.root)])
+    lines = listed.stdout.splitlines()
+    assert lines[0].split() == ["ID", "NAME", "SCOPES", "COLLECTIONS", "GROUPS", "RATE",
+                                "EXPIRES", "STATE"]
+    assert len(lines) == 1 + len(keyed.ids)
+    assert lines[1].index(keyed.ids["granted"]) == 0
+    assert lines[0].index("NAME") == lines[1].index("granted")  # columns line up
+    made = runner.invoke(main, ["keys", "create", "--project", str(keyed.root), "--name", "typo",
+                                "--groups", "Partners,partners"])
+    assert made.exit_code == 0
+    assert ("warning: no record is in the group 'Partners'; the groups in use are partners "
+            "(names are case-sensitive)") in made.stderr
+    assert "'partners'" not in made.stderr
+
+
+@pytest.mark.parametrize("registry, says", [
+    ("{not json", "keys.json: damaged (JSONDecodeError"),
+    ('{"keys": [{"id": "k_1"}]}', "keys.json: damaged (KeyError"),
+    ('{"keys": "none"}', "keys.json: damaged"),
+])
+def test_cli_damaged_registry_is_one_line(keyed: KeyedNode, registry: str, says: str) -> None:
+    (keyed.root / ".fednode" / "keys.json").write_text(registry)
+    for command in (["keys", "list"], ["keys", "revoke", "k_1"], ["keys", "create", "--name", "x"]):
+        result = CliRunner().invoke(main, [*command, "--project", str(keyed.root)])
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), command
+        errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1 and says in errors[0] and "restore it" in errors[0], command
+
+
+def test_cli_expiry_at_the_end_of_the_calendar(keyed: KeyedNode) -> None:
+    result = CliRunner().invoke(main, ["keys", "create", "--project", str(keyed.root),
+                                       "--name", "forever", "--expires", "9999-12-31"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert result.stderr.strip() == ("Error: --expires '9999-12-31': give a date like "
+                                     "2027-06-30 (9999-12-30 at the latest) or an RFC 3339 time")
