@@ -172,3 +172,52 @@ def http_get(url: str, headers: dict[str, str] | None = None
             return response.status, dict(response.headers), response.read()
     except urllib.error.HTTPError as error:
         return error.code, dict(error.headers), error.read()
+
+
+class Records:
+    """A node's records as a test edits them at random: each operation names a record by a
+    number taken modulo how many there are, as hypothesis draws them."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.held: dict[str, tuple[str, dict[str, Any]]] = {}  # slug -> (collection, fields)
+
+    def write(self, slug: str) -> None:
+        collection, fields = self.held[slug]
+        self.node.write(collection, slug, fields, f"Notes on {slug}.")
+
+    def create(self, slug: str, collection: str, access: str = "public") -> None:
+        fields = (species if collection == "species" else team)(f"Record {slug}")
+        if access != "public":
+            fields["access"] = access
+        self.held[slug] = (collection, fields)
+        self.write(slug)
+
+    def pick(self, number: int) -> str | None:
+        slugs = sorted(self.held)
+        return slugs[number % len(slugs)] if slugs else None
+
+    def delete(self, number: int) -> None:
+        slug = self.pick(number)
+        if slug is not None:
+            self.node.remove(self.held.pop(slug)[0], slug)
+
+    def edit(self, number: int) -> None:
+        """Add a tag: the content changes, the access does not."""
+        slug = self.pick(number)
+        if slug is not None:
+            fields = self.held[slug][1]
+            tags = fields.get("tags", [])
+            fields["tags"] = [*tags, f"t{len(tags)}"]
+            self.write(slug)
+
+    def set_access(self, number: int, access: str | None) -> None:
+        """Move a record into a group, or (None) make it public."""
+        slug = self.pick(number)
+        if slug is not None:
+            fields = self.held[slug][1]
+            if access is None:
+                fields.pop("access", None)
+            else:
+                fields["access"] = access
+            self.write(slug)

@@ -12,9 +12,10 @@ import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
-from builders import REPO, copy_sample
+from builders import REPO, copy_sample, http_get
 
 FEDNODE = [sys.executable, "-m", "cli.main"]
 ENV = dict(os.environ, PYTHONPATH=str(REPO))
@@ -24,6 +25,19 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def wait_for(url: str, process: subprocess.Popen[Any], seconds: float
+             ) -> tuple[int, dict[str, str], bytes]:
+    """GET url once the server started by `process` answers it."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return http_get(url)
+        except urllib.error.URLError:
+            assert process.poll() is None, "the server stopped"
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.2)
 
 
 def test_export_then_serve_answers_with_the_static_bytes(tmp_path: Path) -> None:
@@ -40,16 +54,8 @@ def test_export_then_serve_answers_with_the_static_bytes(tmp_path: Path) -> None
                               env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/api/manifest") as answer:
-                    body = answer.read()
-                    assert answer.headers["X-Node-Access"] == "open"
-                break
-            except urllib.error.URLError:
-                assert time.monotonic() < deadline, "the sidecar did not start"
-                time.sleep(0.1)
+        status, headers, body = wait_for(f"{base}/api/manifest", server, 30)
+        assert headers["X-Node-Access"] == "open"
         assert body == (root / "site_out" / "api" / "manifest.json").read_bytes()
         with urllib.request.urlopen(f"{base}/api/team") as answer:
             assert answer.read() == (root / "site_out" / "api" / "team" / "index.json").read_bytes()
@@ -82,16 +88,7 @@ def test_scripts_run_on_another_port_gives_working_links() -> None:
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 240
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/api/manifest") as answer:
-                    manifest = json.loads(answer.read())
-                break
-            except urllib.error.URLError:
-                assert server.poll() is None, "scripts/run stopped"
-                assert time.monotonic() < deadline, "the sidecar did not start"
-                time.sleep(0.5)
+        manifest = json.loads(wait_for(f"{base}/api/manifest", server, 240)[2])
         assert manifest["node"]["base_url"] == manifest["node"]["sidecar_url"] == base
         with urllib.request.urlopen(f"{base}/api/species?limit=5") as answer:
             page = json.loads(answer.read())

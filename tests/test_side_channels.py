@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from builders import Node, ServerThread, app_for, http_get, issue_key, species, team
+from builders import Node, Records, ServerThread, app_for, http_get, issue_key, species, team
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,24 +24,17 @@ class World:
         self.node = Node(root)
         self.root = root
         self.now = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
-        self.hidden: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.hidden = Records(self.node)  # only restricted records, from here on
         for n in range(3):
             self.node.write("species", f"pub{n}", species(f"Public species {n}"))
             self.node.write("team", f"pubteam{n}", team(f"Public person {n}"))
-        once_public = species("Once public species")
-        self.node.write("species", "once", once_public)
+        self.hidden.create("once", "species")  # public first, restricted ever after
         self.export()
-        self.hidden["once"] = ("species", dict(once_public, access="partners"))
+        self.hidden.set_access(0, "partners")
         for n in range(2):
-            self.hidden[f"h{n}"] = ("team", team(f"Hidden person {n}", access="partners"))
-        for slug in self.hidden:
-            self.write(slug)
+            self.hidden.create(f"h{n}", "team", "partners")
         self.export()
         self.key, _ = issue_key(root, "ungranted")
-
-    def write(self, slug: str) -> None:
-        collection, fields = self.hidden[slug]
-        self.node.write(collection, slug, fields, f"Notes on {slug}.")
 
     def export(self) -> None:
         self.now += timedelta(minutes=7)
@@ -97,27 +90,19 @@ def test_restricted_only_edits_change_nothing_public(operations: list[tuple[Any,
         with ServerThread(app_for(world.root, reload_interval=0, anonymous_rate=0)) as server:
             before = world.public_view(server.url)
             for op in operations:
-                slugs = sorted(world.hidden)
                 if op[0] == "create":
-                    slug = f"new{len(world.hidden)}"
-                    maker = species if op[1] == "species" else team
-                    world.hidden[slug] = (op[1], maker(f"Hidden {slug}", access=op[2]))
-                    world.write(slug)
+                    world.hidden.create(f"new{len(world.hidden.held)}", op[1], op[2])
                 elif op[0] == "export":
                     world.export()
-                elif slugs:
-                    slug = slugs[op[1] % len(slugs)]
-                    collection, fields = world.hidden[slug]
-                    if op[0] == "delete":
-                        world.node.remove(collection, slug)
-                        del world.hidden[slug]
-                        continue
-                    if op[0] == "edit":
-                        fields["tags"] = [*fields.get("tags", []), f"t{len(fields)}"]
-                    else:
-                        fields["access"] = ("sensitive" if fields["access"] == "partners"
+                elif op[0] == "edit":
+                    world.hidden.edit(op[1])
+                elif op[0] == "delete":
+                    world.hidden.delete(op[1])
+                else:
+                    slug = world.hidden.pick(op[1])
+                    group = slug and world.hidden.held[slug][1]["access"]
+                    world.hidden.set_access(op[1], "sensitive" if group == "partners"
                                             else "partners")
-                    world.write(slug)
             world.export()
             after = world.public_view(server.url)
         assert after.keys() == before.keys()

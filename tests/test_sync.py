@@ -13,7 +13,16 @@ from typing import Any
 
 import duckdb
 import pytest
-from builders import Node, ServerThread, app_for, http_get, issue_key, species, team
+from builders import (
+    Node,
+    Records,
+    ServerThread,
+    app_for,
+    http_get,
+    issue_key,
+    species,
+    team,
+)
 from click.testing import CliRunner
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -137,31 +146,17 @@ def test_hubs_hold_exactly_what_their_caller_sees(operations: list[tuple[Any, ..
         world.export(1)
         with ServerThread(app_for(world.root, reload_interval=0, anonymous_rate=0)) as server:
             world.sync_and_compare(server.url)
+            records = Records(world.node)
+            records.held = world.records
             for op in [*operations, ("export", 0), ("sync",)]:
-                slugs = sorted(world.records)
                 if op[0] == "create":
-                    slug = f"r{len(world.records)}-{uuid.uuid4().hex[:6]}"
-                    maker = species if op[1] == "species" else team
-                    fields = maker(f"Record {slug}")
-                    if op[2] != "public":
-                        fields["access"] = op[2]
-                    world.records[slug] = (op[1], fields)
-                    world.write(slug)
-                elif op[0] in ("edit", "delete", "restrict", "unrestrict") and slugs:
-                    slug = slugs[op[1] % len(slugs)]
-                    collection, fields = world.records[slug]
-                    if op[0] == "delete":
-                        world.node.remove(collection, slug)
-                        del world.records[slug]
-                        continue
-                    if op[0] == "edit":
-                        tags = fields.get("tags", [])
-                        fields["tags"] = [*tags, f"t{len(tags)}"]
-                    elif op[0] == "restrict":
-                        fields["access"] = op[2]
-                    else:
-                        fields.pop("access", None)
-                    world.write(slug)
+                    records.create(f"r{len(world.records)}-{uuid.uuid4().hex[:6]}", op[1], op[2])
+                elif op[0] == "edit":
+                    records.edit(op[1])
+                elif op[0] == "delete":
+                    records.delete(op[1])
+                elif op[0] in ("restrict", "unrestrict"):
+                    records.set_access(op[1], op[2] if op[0] == "restrict" else None)
                 elif op[0] == "export":
                     world.export(op[1])
                 elif op[0] == "sync":
