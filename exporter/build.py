@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from . import bundle
 from .cache import Cache
@@ -26,7 +26,7 @@ from .contract.feed import (
     snapshot_chunk,
     snapshot_path,
 )
-from .contract.wire import COLLECTIONS, LIST_LIMIT_DEFAULT, format_time, list_page
+from .contract.wire import COLLECTIONS, LIST_LIMIT_DEFAULT, list_page
 from .errors import ContentError, ExportError, Problem
 from .ledger import Current, Ledger
 from .render import (
@@ -118,9 +118,10 @@ def build(project: Project, *, now: datetime | None = None, frozen: bool = False
     started = time.perf_counter()
     content = load(project, base_url=base_url, progress=progress)
     ledger = Ledger.load(project.ledger)
+    stamp = _second_after(datetime.now(UTC))
     events = ledger.reconcile(
         (Current(r.collection, r.id, r.hash, r.access) for r in content.records),
-        now or _next_second(ledger.last_at))
+        now or stamp)
     if frozen and events:
         raise ExportError(
             f"the ledger is behind the content ({len(events)} change(s)); run `fednode export` "
@@ -145,6 +146,8 @@ def build(project: Project, *, now: datetime | None = None, frozen: bool = False
     schema_bytes = schema_document(known)
     index_bytes = index_html(node, known, dict(report.public))
 
+    if now is None and events:
+        _wait_for(stamp)  # publish no time that has not come yet
     report.site = write_tree(
         project.site_out,
         itertools.chain(_static_files(node, public, manifest_bytes, schema_bytes, index_bytes),
@@ -163,14 +166,19 @@ def build(project: Project, *, now: datetime | None = None, frozen: bool = False
     return report
 
 
-def _next_second(last_at: str | None) -> datetime:
-    """Now, but in a later second than the ledger's last event: every export's events get a
-    time of their own (waits at most a second, only for exports in quick succession)."""
-    moment = datetime.now(UTC)
-    if last_at is not None and format_time(moment) == last_at:
-        time.sleep(1 - moment.microsecond / 1e6)
-        moment = datetime.now(UTC)
-    return moment
+def _second_after(moment: datetime) -> datetime:
+    """The time an export stamps its events with: the whole second after it began. The
+    export publishes nothing before that second has come (`_wait_for`), so the next export
+    begins in it or later and stamps a later second: each export's events get a time of
+    their own, however quickly exports follow one another, and it depends on nothing but the
+    clock (not on earlier, perhaps restricted, events)."""
+    return moment.replace(microsecond=0) + timedelta(seconds=1)
+
+
+def _wait_for(moment: datetime) -> None:
+    delay = (moment - datetime.now(UTC)).total_seconds()
+    if delay > 0:
+        time.sleep(delay)
 
 
 def _positions(ordered: list[Rendered]) -> list[int]:

@@ -108,7 +108,9 @@ class Ledger:
         for record_id, entry in self.entries.items():
             if record_id not in seen and not entry.deleted:
                 pending.append(("delete", entry.collection, record_id, entry.hash, entry.access))
-        pending.sort(key=lambda p: (rank[p[1]], p[2], p[0] != "delete"))
+        # Deletes first: a record moved to another collection leaves the old one before it
+        # enters the new one, whatever the collections' order.
+        pending.sort(key=lambda p: (p[0] != "delete", rank[p[1]], p[2]))
         seq = self.last_seq
         events = []
         for op, collection, record_id, digest, access in pending:

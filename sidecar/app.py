@@ -18,11 +18,10 @@ from pathlib import Path
 from aiohttp import abc, http_exceptions, web, web_protocol, web_server
 
 from exporter.contract.endpoints import BY_NAME
-from exporter.contract.wire import error_body
+from exporter.contract.wire import BODY_LIMIT, error_body
 
 from . import handlers
 from .auth import (
-    Decision,
     SlidingWindowLimiter,
     Verifier,
     check_policy,
@@ -30,8 +29,7 @@ from .auth import (
     rate_limited,
 )
 from .errors import APIError, InvalidApiKey, MethodNotAllowed, NotFound, for_status
-from .params import BODY_LIMIT
-from .service import ANONYMOUS, Caller
+from .service import Caller
 from .state import ANONYMOUS_RATE, CALLER, LIMITER, RATE, STORE, VERIFIER
 from .store import Store
 
@@ -103,41 +101,40 @@ async def preflight_middleware(request: web.Request, handler: Handler) -> web.St
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Identify the caller, count the request against its per-minute rate, and check the
     policy the endpoint table gives the matched route before the handler runs. A request
-    with a bad key counts against its address, like one without a key."""
+    without a key, or with a bad one, counts against the client address."""
     app = request.app
     address = f"addr:{request.remote}"
-    caller = ANONYMOUS
     try:
         token = extract_token(request)
+        key = None
         if token is not None:
-            node_id = (await app[STORE].current()).meta.node_id
-            caller = Caller(app[VERIFIER].verify(token, node_id))
+            key = app[VERIFIER].verify(token, (await app[STORE].current()).meta.node_id)
     except InvalidApiKey:
-        if app[ANONYMOUS_RATE]:
-            refused = app[LIMITER].hit(address, app[ANONYMOUS_RATE])
-            if not refused.allowed:
-                request[RATE] = refused
-                raise rate_limited(refused) from None
+        _count(request, address, app[ANONYMOUS_RATE])  # guessing keys is rate-limited
         raise
-    request[CALLER] = caller
-    decision: Decision | None = None
-    if caller.key is not None:
-        decision = app[LIMITER].hit(caller.access, caller.key.rate)
-    elif app[ANONYMOUS_RATE]:
-        decision = app[LIMITER].hit(address, app[ANONYMOUS_RATE])
-    if decision is not None:
-        request[RATE] = decision
-        if not decision.allowed:
-            raise rate_limited(decision)
+    caller = request[CALLER] = Caller(key)
+    if key is not None:
+        _count(request, caller.access, key.rate)
+    else:
+        _count(request, address, app[ANONYMOUS_RATE])
     endpoint = BY_NAME.get(request.match_info.route.name or "")
     if endpoint is not None:
-        check_policy(endpoint, caller.key)
+        check_policy(endpoint, key)
     return await handler(request)
 
 
-def stamp(headers: web.StreamResponse, caller: Caller | None) -> None:
+def _count(request: web.Request, bucket: str, limit: int) -> None:
+    """One request against `bucket`'s per-minute limit (0: no limit); 429 when over it."""
+    if not limit:
+        return
+    decision = request[RATE] = request.app[LIMITER].hit(bucket, limit)
+    if not decision.allowed:
+        raise rate_limited(decision)
+
+
+def contract_headers(response: web.StreamResponse, caller: Caller | None) -> None:
     """The headers every response carries: who it was served under, CORS, caching."""
-    out = headers.headers
+    out = response.headers
     out["X-Node-Access"] = caller.access if caller else "open"
     out.setdefault("Vary", KEY_HEADERS)
     if caller is not None and caller.key is not None:
@@ -147,7 +144,7 @@ def stamp(headers: web.StreamResponse, caller: Caller | None) -> None:
 
 
 async def on_response_prepare(request: web.Request, response: web.StreamResponse) -> None:
-    stamp(response, request.get(CALLER))
+    contract_headers(response, request.get(CALLER))
     decision = request.get(RATE)
     if decision is not None:
         response.headers.update(decision.headers())
@@ -203,6 +200,8 @@ class ContractRequestHandler(web_protocol.RequestHandler):
     def handle_error(self, request: web.BaseRequest, status: int = 500,
                      exc: BaseException | None = None,
                      message: str | None = None) -> web.StreamResponse:
+        if request.writer.output_size > 0:  # as aiohttp does: never a second response
+            raise ConnectionError("a response was partly sent; closing the connection")
         if status >= 500:
             self.log_exception("error handling a request", exc_info=exc)
             error = APIError("the node failed to answer; the error is logged, try again later")
@@ -216,12 +215,14 @@ class ContractRequestHandler(web_protocol.RequestHandler):
             error = for_status(400, "the request is not valid HTTP/1.1; check the request "
                                     "line, headers and body framing")
         response = error_response(error)
-        stamp(response, None)
+        contract_headers(response, None)
         response.force_close()
         return response
 
 
 class _ContractServer(web_server.Server):
+    # Checked against aiohttp 3.14: Server.__call__ builds one RequestHandler a connection
+    # from `_loop` and `_kwargs`; this builds ours from the same.
     def __call__(self) -> web_protocol.RequestHandler:
         return ContractRequestHandler(self, loop=self._loop, **self._kwargs)
 

@@ -28,17 +28,17 @@ from .errors import ApiKeyRequired, InsufficientScope, InvalidApiKey, RateLimite
 from .keys import ALGORITHM, SECRET_ENV, KeyError_, KeyRecord, Registry, load_secret
 
 log = logging.getLogger("fednode.sidecar")
+WINDOW = 60.0  # seconds: rates are per minute
+_TOKEN = re.compile(r"[\x21-\x7e]{1,8000}")  # printable ASCII, as JWTs are
 
 
-def _stamp(path: Path) -> tuple[int, int, int] | None:
+def _file_identity(path: Path) -> tuple[int, int, int] | None:
     try:
         found = os.stat(path)
     except OSError:
         return None
     return found.st_mtime_ns, found.st_ino, found.st_size
 
-
-WINDOW = 60.0  # seconds: rates are per minute
 
 
 def _one(request: web.Request, name: str) -> str | None:
@@ -74,8 +74,6 @@ def extract_token(request: web.Request) -> str | None:
     return token
 
 
-_TOKEN = re.compile(r"[\x21-\x7e]{1,8000}")
-
 
 class Verifier:
     """Checks tokens against the node's secret and the key registry (re-read on change)."""
@@ -92,7 +90,7 @@ class Verifier:
     def _refresh(self) -> Registry:
         """Re-read the registry and the secret when either changed: a revocation or a new
         secret takes effect at the next request."""
-        stamp = (_stamp(self._registry_path), _stamp(self.private / "secret"),
+        stamp = (_file_identity(self._registry_path), _file_identity(self.private / "secret"),
                  os.environ.get(SECRET_ENV))
         if stamp != self._stamp:
             try:
@@ -123,7 +121,6 @@ class Verifier:
         if self._expiries[key.id] <= moment or claims.get("exp", math.inf) <= moment:
             raise InvalidApiKey("the key has expired; ask the node for a new one")
         return key
-
 
     @staticmethod
     @functools.lru_cache(maxsize=4096)

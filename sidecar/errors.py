@@ -60,5 +60,8 @@ _BY_STATUS: dict[int, type[APIError]] = {
 
 
 def for_status(status: int, message: str) -> APIError:
-    """The contract's error for an HTTP status that aiohttp raised or answered itself."""
-    return _BY_STATUS.get(status, APIError)(message)
+    """The contract's error for an HTTP status that aiohttp raised or answered itself: its
+    own code where the contract has one, else 400 `invalid_parameter` for a client's error
+    and 500 `internal_error` for the node's."""
+    fallback = InvalidParameter if status < 500 else APIError
+    return _BY_STATUS.get(status, fallback)(message)

@@ -18,8 +18,6 @@ from .errors import NotFound
 from .params import integer_segment, parse_query, read_json_body
 from .state import CALLER, LIMITER, STORE
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
 
 def etag(body: bytes) -> str:
     return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
@@ -39,96 +37,93 @@ def json_response(data: object) -> web.Response:
     return web.Response(body=encode(data), content_type=JSON, charset="utf-8")
 
 
-def _query(request: web.Request, name: str) -> dict[str, Any]:
-    return parse_query(BY_NAME[name], request.query)
+# A handler gets the request and its query, parsed as the endpoint's row describes.
+Adapter = Callable[[web.Request, dict[str, Any]], Awaitable[web.StreamResponse]]
 
 
-async def index(request: web.Request) -> web.Response:
-    _query(request, "index")
-    return open_response(request, (await request.app[STORE].current()).index, "text/html")
+async def index(request: web.Request, query: dict[str, Any]) -> web.Response:
+    body = await service.document(request.app[STORE], "index")
+    return open_response(request, body, "text/html")
 
 
-async def manifest(request: web.Request) -> web.Response:
-    _query(request, "manifest")
-    return open_response(request, (await request.app[STORE].current()).manifest)
+async def manifest(request: web.Request, query: dict[str, Any]) -> web.Response:
+    return open_response(request, await service.document(request.app[STORE], "manifest"))
 
 
-async def schema(request: web.Request) -> web.Response:
-    _query(request, "schema")
-    return open_response(request, (await request.app[STORE].current()).schema)
+async def schema(request: web.Request, query: dict[str, Any]) -> web.Response:
+    return open_response(request, await service.document(request.app[STORE], "schema"))
 
 
-async def list_records(request: web.Request) -> web.Response:
-    q = _query(request, "list")
+async def list_records(request: web.Request, query: dict[str, Any]) -> web.Response:
     body = await service.list_records(
         request.app[STORE], request[CALLER], request.match_info["collection"],
-        limit=q["limit"], offset=q["offset"], updated_since=q["updated_since"])
+        limit=query["limit"], offset=query["offset"], updated_since=query["updated_since"])
     return open_response(request, body)
 
 
-async def read_record(request: web.Request) -> web.Response:
-    _query(request, "record")
+async def read_record(request: web.Request, query: dict[str, Any]) -> web.Response:
     body = await service.read_record(request.app[STORE], request[CALLER],
                                      request.match_info["collection"], request.match_info["id"])
     return open_response(request, body)
 
 
-async def changes(request: web.Request) -> web.Response:
-    q = _query(request, "changes")
-    cursor = service.Position.decode(q["cursor"]) if q["cursor"] is not None else None
+async def changes(request: web.Request, query: dict[str, Any]) -> web.Response:
+    cursor = query["cursor"] and service.Position.decode(query["cursor"])
     return json_response(await service.changes(
-        request.app[STORE], request[CALLER], since=q["since"], limit=q["limit"], cursor=cursor))
+        request.app[STORE], request[CALLER], since=query["since"], limit=query["limit"],
+        cursor=cursor))
 
 
-async def sync_changes(request: web.Request) -> web.Response:
-    _query(request, "sync_changes")
+async def sync_changes(request: web.Request, query: dict[str, Any]) -> web.Response:
     body = await service.public_changes(request.app[STORE], request[CALLER])
     return open_response(request, body, NDJSON)
 
 
-async def sync_snapshot(request: web.Request) -> web.Response:
-    _query(request, "sync_snapshot")
-    offset = integer_segment("offset", request.match_info["offset"])
+async def sync_snapshot(request: web.Request, query: dict[str, Any]) -> web.Response:
+    offset = integer_segment(request.match_info["offset"])
     if offset is None:
-        raise NotFound("no such snapshot file; /api/manifest lists them under "
-                               "sync.snapshots")
+        raise NotFound("no such snapshot file; /api/manifest lists them under sync.snapshots")
     body = await service.snapshot_file(request.app[STORE], request[CALLER],
                                        request.match_info["collection"], offset)
     return open_response(request, body, NDJSON)
 
 
-async def key(request: web.Request) -> web.Response:
-    _query(request, "key")
+async def key(request: web.Request, query: dict[str, Any]) -> web.Response:
     caller: service.Caller = request[CALLER]
     assert caller.key is not None  # the table makes this endpoint keyed
     remaining = request.app[LIMITER].remaining(caller.access, caller.key.rate)
     return json_response(service.key_info(caller, remaining))
 
 
-def not_offered(endpoint: Endpoint) -> Handler:
-    """An endpoint of the seed that this node does not offer yet: keys, scopes and the body
-    are checked as for the real thing, then 404 says so (the manifest lists capabilities)."""
-
-    async def handler(request: web.Request) -> web.Response:
-        if endpoint.body == "json":
-            await read_json_body(request)
-        raise NotFound(f"this node does not offer {endpoint.summary.lower()} yet; "
-                               f"/api/manifest lists its capabilities")
-
-    return handler
+async def not_offered(request: web.Request, query: dict[str, Any]) -> web.Response:
+    """An endpoint of the seed that this node does not offer yet: keys, scopes, parameters
+    and the body are checked as for the real thing, then 404 says so."""
+    endpoint = BY_NAME[request.match_info.route.name or ""]
+    if endpoint.body == "json":
+        await read_json_body(request)
+    raise NotFound(f"this node does not offer {endpoint.summary.lower()} yet; /api/manifest "
+                   f"lists its capabilities")
 
 
-HANDLERS: dict[str, Handler] = {
+HANDLERS: dict[str, Adapter] = {
     "index": index, "manifest": manifest, "schema": schema, "key": key, "changes": changes,
     "sync_changes": sync_changes, "sync_snapshot": sync_snapshot, "list": list_records,
     "record": read_record,
 }
 
 
+def _route(endpoint: Endpoint, adapter: Adapter) -> Callable[[web.Request],
+                                                               Awaitable[web.StreamResponse]]:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await adapter(request, parse_query(endpoint, request.query))
+    return handler
+
+
 def add_routes(app: web.Application) -> None:
-    """One route a row of the endpoint table, in its order, named as the row."""
+    """One route a row of the endpoint table, in its order, named as the row; a row not yet
+    offered gets `not_offered`."""
     for endpoint in ENDPOINTS:
-        handler = HANDLERS[endpoint.name] if endpoint.offered else not_offered(endpoint)
+        handler = _route(endpoint, HANDLERS[endpoint.name] if endpoint.offered else not_offered)
         if endpoint.method == "GET":  # HEAD too, as the CDN answers it
             app.router.add_get(endpoint.path, handler, name=endpoint.name, allow_head=True)
         else:

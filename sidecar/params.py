@@ -12,11 +12,10 @@ from aiohttp import web
 from multidict import MultiMapping
 
 from exporter.contract.endpoints import INTEGER_MAX, Endpoint, Param
-from exporter.contract.wire import format_time, parse_time
+from exporter.contract.wire import BODY_LIMIT, format_time, parse_time
 
 from .errors import InvalidParameter, PayloadTooLarge, UnsupportedMediaType
 
-BODY_LIMIT = 64 * 1024  # bytes of a POST body
 # ASCII digits only: no `+`, spaces, `_`, or digits of other scripts, which int() takes.
 _DIGITS = re.compile(r"[0-9]{1,19}")
 _INTEGER = re.compile(r"-?[0-9]{1,40}")
@@ -59,9 +58,9 @@ def integer(param: Param, raw: str) -> int:
     return value
 
 
-def integer_segment(name: str, raw: str) -> int | None:
+def integer_segment(raw: str) -> int | None:
     """A whole number in a path segment, or None (the path then names nothing)."""
-    return int(raw) if _DIGITS.fullmatch(raw) and int(raw) < 2**63 else None
+    return int(raw) if _DIGITS.fullmatch(raw) and int(raw) <= INTEGER_MAX else None
 
 
 def timestamp(param: Param, raw: str) -> str:

@@ -11,7 +11,7 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 import duckdb
@@ -136,6 +136,13 @@ async def snapshot_file(store: Store, caller: Caller, collection: str, offset: i
     return body
 
 
+async def document(store: Store, name: Literal["manifest", "schema", "index"]) -> bytes:
+    """One of the node's open documents, as exported (the same for every caller)."""
+    snapshot = await store.current()
+    return {"manifest": snapshot.manifest, "schema": snapshot.schema,
+            "index": snapshot.index}[name]
+
+
 async def public_changes(store: Store, caller: Caller) -> bytes:
     caller.require_all_collections("the public change list")
     return (await store.current()).public_changes
@@ -145,24 +152,26 @@ async def public_changes(store: Store, caller: Caller) -> bytes:
 # caller may learn of (the record was visible to it just before, or is just after); `upsert`
 # if the caller sees the record after it, `delete` if not. Ordered by (at, collection, id),
 # which a cursor names, so pages never skip or repeat and reveal nothing hidden.
-_CHANGES_SQL = f"""
-WITH seen AS (
+_SEEN = f"""
     SELECT seq, "at", collection, id, hash, {EVENT_VISIBLE_AFTER} AS visible
     FROM events
     WHERE "at" > $since AND ({EVENT_VISIBLE_AFTER} OR {EVENT_VISIBLE_BEFORE})
-), latest AS (
+"""
+CHANGES_SQL = f"""
+WITH seen AS ({_SEEN}), latest AS (
     SELECT collection, id, max("at") AS "at", arg_max(visible, seq) AS visible,
            arg_max(hash, seq) AS hash
     FROM seen GROUP BY collection, id
 )
-SELECT collection, id, "at", visible, hash, (SELECT max("at") FROM seen) AS until
-FROM latest
+SELECT collection, id, "at", visible, hash FROM latest
 WHERE "at" > $after_at OR ("at" = $after_at AND (collection > $after_collection
       OR (collection = $after_collection AND id > $after_id)))
 ORDER BY "at", collection, id
 LIMIT $limit
 """
-_CURSOR = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\|([a-z]{1,20})\|([0-9a-z-]{1,64})")
+UNTIL_SQL = f'SELECT max("at") FROM ({_SEEN})'
+_CURSOR = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)\|"
+                     r"([a-z]{1,20})\|([0-9a-f-]{36})")
 
 
 @dataclass(frozen=True)
@@ -193,43 +202,46 @@ class Position:
 START = Position("", "", "")
 
 
+@dataclass(frozen=True)
+class Change:
+    collection: str
+    id: str
+    at: str
+    visible: bool
+    hash: str
+
+
 async def changes(store: Store, caller: Caller, *, since: str, limit: int,
                   cursor: Position | None) -> dict[str, Any]:
     after = cursor or START
-    args = {**caller.params(), "since": since, "limit": limit + 1, "after_at": after.at,
+    scope = {**caller.params(), "since": since}
+    args = {**scope, "limit": limit + 1, "after_at": after.at,
             "after_collection": after.collection, "after_id": after.id}
 
-    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> tuple[str, list[Any]]:
-        return snapshot.base_url, db.execute(_CHANGES_SQL, args).fetchall()
+    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection
+            ) -> tuple[str, list[Change], str | None]:
+        """The page and the end of the feed, from one snapshot."""
+        rows = [Change(*row) for row in db.execute(CHANGES_SQL, args).fetchall()]
+        found = db.execute(UNTIL_SQL, scope).fetchone()
+        return snapshot.base_url, rows, found[0] if found else None
 
-    base, rows = await store.query(run)
+    base, rows, until = await store.query(run)
     more, rows = len(rows) > limit, rows[:limit]
     next_url = None
     if more:
         last = rows[-1]
         limit_part = f"&limit={limit}" if limit != CHANGES_LIMIT_DEFAULT else ""
         next_url = (f"{base}/api/changes?since={quote(since, safe=':')}{limit_part}"
-                    f"&cursor={Position(last[2], last[0], last[1]).encode()}")
-    until = rows[0][5] if rows else None
-    if until is None:  # nothing on this page: ask for the end of the feed alone
-        until = await store.query(lambda _, db: _until(db, args))
+                    f"&cursor={Position(last.at, last.collection, last.id).encode()}")
     return {
-        "items": [{"collection": collection, "id": record_id,
-                   "op": "upsert" if visible else "delete", "updated_at": at,
-                   "url": record_url(base, collection, record_id),
-                   "content_hash": digest if visible else None}
-                  for collection, record_id, at, visible, digest, _ in rows],
+        "items": [{"collection": row.collection, "id": row.id,
+                   "op": "upsert" if row.visible else "delete", "updated_at": row.at,
+                   "url": record_url(base, row.collection, row.id),
+                   "content_hash": row.hash if row.visible else None}
+                  for row in rows],
         "next": next_url,
-        "until": max(until or since, since),
+        "until": until or since,  # only events after `since` count: until > since
     }
-
-
-def _until(db: duckdb.DuckDBPyConnection, args: dict[str, Any]) -> str | None:
-    sql = (f'SELECT max("at") FROM events WHERE "at" > $since AND ({EVENT_VISIBLE_AFTER} OR '
-           f"{EVENT_VISIBLE_BEFORE})")
-    keep = {k: args[k] for k in ("groups", "collections", "since")}
-    row = db.execute(sql, keep).fetchone()
-    return row[0] if row else None
 
 
 def key_info(caller: Caller, remaining: int) -> dict[str, Any]:

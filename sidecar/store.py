@@ -37,10 +37,21 @@ def _quote(text: str) -> str:
     return text.replace("'", "''")
 
 
+# The ledger's events, each with the state of its record just before it (for the visibility
+# rule in `service`): `source` is anything DuckDB reads rows of `feed.Event` from.
+EVENTS_TABLE = """
+    CREATE TABLE events AS
+    SELECT *, coalesce(lag(op <> 'delete') OVER w, false) AS prev_live,
+           lag(access) OVER w AS prev_access, lag(collection) OVER w AS prev_collection
+    FROM {source} WINDOW w AS (PARTITION BY id ORDER BY seq)
+    ORDER BY seq"""
+
+
 class Snapshot:
     """One bundle, loaded. Immutable once built; replaced whole on reload."""
 
     def __init__(self, path: Path) -> None:
+        path = path.resolve()  # one build's folder, even while a new one is swapped in
         meta_path = path / bundle.META
         try:
             self.meta = bundle.Meta.from_json(meta_path.read_bytes())
@@ -60,14 +71,14 @@ class Snapshot:
         self._db.execute(f"CREATE TABLE records AS SELECT * FROM read_parquet('{records}') "
                          "ORDER BY collection, position")
         self._db.execute("CREATE INDEX records_id ON records (id)")
-        # Each event with the state of its record just before it, for the visibility rule.
-        self._db.execute(f"""
-            CREATE TABLE events AS
-            SELECT *, coalesce(lag(op <> 'delete') OVER w, false) AS prev_live,
-                   lag(access) OVER w AS prev_access, lag(collection) OVER w AS prev_collection
-            FROM read_parquet('{events}') WINDOW w AS (PARTITION BY id ORDER BY seq)
-            ORDER BY seq""")
+        self._db.execute(EVENTS_TABLE.format(source=f"read_parquet('{events}')"))
         self._local = threading.local()
+        try:
+            unchanged = bundle.Meta.from_json(meta_path.read_bytes()).build == self.build
+        except (OSError, bundle.BundleError):
+            unchanged = False
+        if not unchanged:  # an export replaced the folder's files while they were read
+            raise BundleMissing(f"the bundle at {path} changed while it was loaded; retrying")
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """This thread's own connection to the snapshot."""

@@ -6,17 +6,23 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from builders import REPO, Node, copy_sample, multiply, species, team
+from hypothesis import given
+from hypothesis import strategies as st
 
-from exporter.build import BuildReport
+from exporter.build import BuildReport, build
+from exporter.config import Project
+from exporter.contract.wire import format_time, parse_time
 from exporter.errors import ContentError, ExportError
 from exporter.ledger import Ledger
 
@@ -299,3 +305,31 @@ def test_sync_files_hold_public_records_only(node: Node, export: Export) -> None
         if path.is_file():
             text = path.read_text()
             assert hidden["id"] not in text and never["id"] not in text
+
+
+def test_back_to_back_exports_stamp_seconds_of_their_own(node: Node) -> None:
+    """Each export stamps the second after it began and publishes nothing before it: the
+    next export gets a later second, whatever happened before (restricted edits included)."""
+    hidden = team("Hidden", access="partners")
+    node.write("team", "hidden", hidden)
+    started = datetime.now(UTC)
+    build(Project(node.root))
+    first = Ledger.load(node.root / "ledger.jsonl").last_at
+    assert first is not None and format_time(datetime.now(UTC)) >= first  # not in the future
+    assert first in (format_time(started.replace(microsecond=0) + timedelta(seconds=n))
+                     for n in (1, 2))
+    node.write("species", "a", species("Fallopia japonica"))
+    started = datetime.now(UTC)
+    build(Project(node.root))
+    second = Ledger.load(node.root / "ledger.jsonl").last_at
+    assert second is not None and second > first
+    assert second in (format_time(started.replace(microsecond=0) + timedelta(seconds=n))
+                      for n in (1, 2))  # the clock's second, not the ledger's last plus one
+
+
+@given(st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
+                    timezones=st.just(UTC)))
+def test_times_are_always_four_digit_years(moment: datetime) -> None:
+    text = format_time(moment)
+    assert re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z", text)
+    assert parse_time(text) == moment.replace(microsecond=0)

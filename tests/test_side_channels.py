@@ -108,3 +108,30 @@ def test_restricted_only_edits_change_nothing_public(operations: list[tuple[Any,
         assert after.keys() == before.keys()
         for name in before:
             assert after[name] == before[name], name
+
+
+def test_a_restricted_record_moved_into_a_public_collection_keeps_its_past(
+        tmp_path: Path) -> None:
+    """A restricted team record becomes a public species record (same id): callers
+    without the group learn of a new public species, never of a team record."""
+    node = Node(tmp_path / "node")
+    hidden = team("Secret person", access="partners")
+    node.write("species", "pub", species("Public one"))
+    node.write("team", "secret", hidden)
+    now = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+    build(Project(node.root), now=now)
+    node.remove("team", "secret")
+    node.write("species", "moved", species("Now public", id=hidden["id"]))
+    build(Project(node.root), now=now + timedelta(minutes=5))
+    key, _ = issue_key(node.root, "ungranted")
+    public = (node.root / "site_out" / "api" / "sync" / "changes.ndjson").read_text()
+    with ServerThread(app_for(node.root, reload_interval=0, anonymous_rate=0)) as server:
+        feed = http_get(server.url + "/api/changes?since=1970-01-01T00:00:00Z",
+                        {"X-API-Key": key})[2].decode()
+    for text in (public, feed):
+        assert '"collection":"team"' not in text
+        assert f'"collection":"species","id":"{hidden["id"]}","op":"upsert"' in text
+    ledger = node.root / "ledger.jsonl"
+    before = ledger.read_bytes()
+    build(Project(node.root), now=now + timedelta(minutes=10))
+    assert ledger.read_bytes() == before  # the ledger knows the record as live

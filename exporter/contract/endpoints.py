@@ -16,6 +16,8 @@ from .wire import (
     CHANGES_LIMIT_MAX,
     LIST_LIMIT_DEFAULT,
     LIST_LIMIT_MAX,
+    SEARCH_LIMIT_DEFAULT,
+    SEARCH_LIMIT_MAX,
 )
 
 # 9 223 372 036 854 775 807 is the largest 64-bit integer; offsets and such stay below it.
@@ -47,13 +49,7 @@ class Endpoint:
     body: Literal["none", "json"] = "none"
     capability: str | None = None  # what the manifest claims when the endpoint is offered
     offered: bool = True  # False: keys and scopes are checked, then 404 says "not yet"
-    # How a key's collection limits apply: to the collection the path names ("path"), or
-    # the answer covers every collection and needs a key limited to none ("all").
-    collections: Literal["none", "path", "all"] = "none"
     public: bool = False  # static: the CDN may serve it from site_out/
-
-    def param(self, name: str) -> Param | None:
-        return next((p for p in self.params if p.name == name), None)
 
 
 JSON = "application/json"
@@ -84,12 +80,19 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                            low=1, high=CHANGES_LIMIT_MAX),
                      Param("cursor", "cursor", "from the `next` link"))),
     Endpoint("sync_changes", "GET", "/api/sync/changes.ndjson", "open", "read", NDJSON,
-             "The public change list", capability="sync", collections="all", public=True),
+             "The public change list", capability="sync", public=True),
     Endpoint("sync_snapshot", "GET", "/api/sync/{collection}/{offset}.ndjson", "open", "read",
              NDJSON, "A chunk of the public snapshot of a collection", capability="sync",
-             collections="path", public=True),
+             public=True),
     Endpoint("search", "GET", "/api/search", "open", "search", JSON,
              "Keyword and semantic search across every collection", capability="search",
+             params=(Param("q", "string", "what to search for"),
+                     Param("query", "string", "the same as q"),
+                     Param("collections", "string", "comma-separated collections; all when "
+                                                    "left out"),
+                     Param("limit", "integer", "results", default=SEARCH_LIMIT_DEFAULT, low=1,
+                           high=SEARCH_LIMIT_MAX),
+                     Param("mode", "string", "keyword, semantic or hybrid (the default)")),
              offered=False),
     Endpoint("mcp", "POST", "/api/mcp", "keyed", "mcp", JSON, "Tool interface for AI agents",
              body="json", capability="mcp", offered=False),
@@ -100,9 +103,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "A page of a collection's records", capability="lists",
              params=(_LIMIT, _OFFSET, Param("updated_since", "timestamp",
                                             "records updated at or after this moment")),
-             collections="path", public=True),
+             public=True),
     Endpoint("record", "GET", "/api/{collection}/{id}", "open", "read", JSON,
-             "One record", capability="records", collections="path", public=True),
+             "One record", capability="records", public=True),
 )
 BY_NAME: dict[str, Endpoint] = {e.name: e for e in ENDPOINTS}
 

@@ -21,6 +21,7 @@ SEARCH_LIMIT_MAX = 50
 TOOL_LIMIT_DEFAULT = 20
 CHANGES_LIMIT_DEFAULT = 200
 CHANGES_LIMIT_MAX = 1000
+BODY_LIMIT = 64 * 1024  # bytes of a POST body
 PUBLIC = "public"  # the access of a record every caller may read
 SCOPES: tuple[str, ...] = ("read", "search", "changes", "mcp", "library")
 
@@ -32,7 +33,8 @@ def encode(obj: Any) -> bytes:
 
 def format_time(moment: datetime) -> str:
     """RFC 3339 in UTC with `Z`, second precision (the ledger's resolution)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    moment = moment.astimezone(UTC)  # %Y drops leading zeros before the year 1000
+    return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}Z"
 
 
 def parse_time(text: str) -> datetime:
