@@ -8,6 +8,7 @@ import functools
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -85,19 +86,35 @@ def check(project_dir: Path) -> None:
 
 
 class _Progress:
-    """A one-line progress display on standard error, shown only on long runs."""
+    """Progress of a long export on standard error, phase by phase: one line rewritten in
+    place on a terminal, one line per phase otherwise (a log, a CI build). Exports of fewer
+    than `SHOWN_FROM` records or files stay quiet."""
+
+    SHOWN_FROM = 2000
 
     def __init__(self) -> None:
+        self.terminal = sys.stderr.isatty()
         self.shown = False
+        self.phase = ""
+        self.started = time.monotonic()
 
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if total < 5000:
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if total < self.SHOWN_FROM:
             return
-        self.shown = True
-        click.echo(f"\r{stage}: {done}/{total}", nl=False, err=True)
+        if phase != self.phase:
+            self.phase = phase
+            self.started = time.monotonic()
+            if not self.terminal:
+                click.echo(f"{phase}: {total}", err=True)
+        if self.terminal:
+            self.shown = True
+            click.echo(f"\r{phase}: {done}/{total}".ljust(40), nl=False, err=True)
+            if done == total:
+                click.echo(f"\r{phase}: {total} in {time.monotonic() - self.started:.1f}s"
+                           .ljust(40), err=True)
 
     def end(self) -> None:
-        if self.shown:
+        if self.shown and self.terminal:
             click.echo("\r" + " " * 40 + "\r", nl=False, err=True)
 
 

@@ -248,7 +248,8 @@ def test_killed_export_leaves_previous_output_intact(tmp_path: Path) -> None:
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
-    while not list(root.glob("site_out.staging-*")) and time.monotonic() < deadline:
+    spare = root / ".fednode" / "builds" / "b" / "site"  # the first export built "a"
+    while not spare.exists() and time.monotonic() < deadline:
         time.sleep(0.005)
     assert process.poll() is None, "the export ended before it could be killed"
     process.send_signal(signal.SIGKILL)
@@ -257,6 +258,7 @@ def test_killed_export_leaves_previous_output_intact(tmp_path: Path) -> None:
     # the next export cleans up and completes
     subprocess.run(command, check=True, env=env, capture_output=True)
     assert not list(root.glob("site_out.*"))
+    assert sorted(p.name for p in (root / ".fednode" / "builds").iterdir()) == ["a", "b"]
     assert len(tree(root / "site_out")) > len(site)
 
 
