@@ -87,19 +87,21 @@ def check(project_dir: Path) -> None:
 
 class _Progress:
     """Progress of a long export on standard error, phase by phase: one line rewritten in
-    place on a terminal, one line per phase otherwise (a log, a CI build). Exports of fewer
-    than `SHOWN_FROM` records or files stay quiet."""
+    place on a terminal, one line per phase otherwise (a log, a CI build). An export that
+    reads fewer than `SHOWN_FROM` files stays quiet."""
 
     SHOWN_FROM = 2000
 
     def __init__(self) -> None:
         self.terminal = sys.stderr.isatty()
+        self.active = False  # decided by the first phase, reading
         self.shown = False
         self.phase = ""
         self.started = time.monotonic()
 
     def __call__(self, phase: str, done: int, total: int) -> None:
-        if total < self.SHOWN_FROM:
+        self.active = self.active or total >= self.SHOWN_FROM
+        if not self.active:
             return
         if phase != self.phase:
             self.phase = phase

@@ -181,12 +181,14 @@ def _build(project: Project, *, now: datetime | None, frozen: bool, base_url: st
             *sync_files]
     report.site = _write(release, "site", site, "writing site", progress)
     checkpoint("site")
+    progress("writing bundle", 0, len(rendered))
     private = list(bundle.bundle_files(
         node_id=node.id, base_url=node.base_url, sidecar_url=node.sidecar_url,
         manifest=manifest_bytes, schema=schema_bytes, index=index_bytes, changes=changes.body,
         records=bundle.records_table(rendered, _positions(rendered)),
         events=bundle.events_table(ledger.events)))
-    _write(release, "bundle", private, "writing bundle", progress)
+    release.write("bundle", private)
+    progress("writing bundle", len(rendered), len(rendered))
     checkpoint("bundle")
     release.publish()
     content.cache.save(keep=content.paths)

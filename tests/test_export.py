@@ -10,17 +10,20 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from builders import REPO, Node, copy_sample, multiply, species, team
+from aiohttp.test_utils import TestClient
+from builders import NODE_TOML, REPO, Node, app_for, copy_sample, multiply, species, team
 
 from exporter.build import BuildReport
 from exporter.errors import ContentError, ExportError
 from exporter.ledger import Ledger
 
 Export = Callable[..., BuildReport]
+Client = Callable[..., Awaitable[TestClient]]
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -301,3 +304,81 @@ def test_sync_files_hold_public_records_only(node: Node, export: Export) -> None
         if path.is_file():
             text = path.read_text()
             assert hidden["id"] not in text and never["id"] not in text
+
+
+def test_lists_follow_the_schema_order_everywhere(node: Node, export: Export) -> None:
+    """species by scientificName, casefolded, then id; germination by species, sowingDate,
+    title. Static pages, snapshots and the sidecar agree, and an export from the cache keeps
+    the order without reading the files again."""
+    names = ["beta vulgaris", "Alnus glutinosa", "alnus incana", "Zea mays", "Acer campestre"]
+    for n, name in enumerate(names):  # created in this order
+        node.write("species", f"s{n}", species(name))
+    twins = [species("Salix alba"), species("salix alba")]
+    for n, fields in enumerate(twins):
+        node.write("species", f"t{n}", fields)
+    table = node.root / "content" / "germination" / "results.csv"
+    table.parent.mkdir(parents=True)
+    rows = [("Primula veris", "2025-02-10", "b"), ("Centaurea jacea", "", "a"),
+            ("primula veris", "2024-10-15", "c"), ("Centaurea jacea", "2024-01-01", "d")]
+    table.write_text("id,title,species,program,setting,seedsSown,seedsGerminated,source,"
+                     "sowingDate\n" + "".join(
+                         f"{uuid.uuid4()},{title} trial,{kind},Bank,nursery,10,5,Log,{date}\n"
+                         for kind, date, title in rows))
+    export(node.root)
+    site = node.root / "site_out" / "api"
+    listed = [i["title"] for i in read_json(site / "species" / "index.json")["items"]]
+    by_id = sorted(twins, key=lambda f: f["id"])
+    assert listed == ["Acer campestre", "Alnus glutinosa", "alnus incana", "beta vulgaris",
+                      by_id[0]["scientificName"], by_id[1]["scientificName"], "Zea mays"]
+    germination = [i["title"] for i in read_json(site / "germination" / "index.json")["items"]]
+    assert germination == ["a trial", "d trial", "c trial", "b trial"]
+    snapshot = [json.loads(line)["title"]
+                for line in (site / "sync" / "species" / "0.ndjson").read_text().splitlines()]
+    assert snapshot == listed
+    export(node.root, base_url="https://mirror.example.net")  # from the cache
+    assert [i["title"] for i in read_json(site / "species" / "index.json")["items"]] == listed
+
+
+async def test_the_sidecar_lists_in_the_same_order(node: Node, export: Export,
+                                                   aiohttp_client: Client
+                                                   ) -> None:
+    for n, name in enumerate(["Mentha aquatica", "achillea millefolium", "Lotus corniculatus"]):
+        node.write("species", f"s{n}", species(name))
+    export(node.root)
+    client = await aiohttp_client(app_for(node.root))
+    answer = await client.get("/api/species?limit=2&offset=1")
+    items = (await answer.json())["items"]
+    assert [i["scientificName"] for i in items] == ["Lotus corniculatus", "Mentha aquatica"]
+
+
+@pytest.mark.parametrize(("configured", "expected"), [
+    ("", "https://cdn.example.org"),  # no sidecar_url: it is base_url, and follows the flag
+    ('sidecar_url = "https://node.example.org"\n', "https://cdn.example.org"),  # the same
+    ('sidecar_url = "https://api.example.org/"\n', "https://api.example.org"),  # apart
+])
+def test_base_url_flag_moves_the_sidecar_url_unless_set_apart(tmp_path: Path, export: Export,
+                                                              configured: str,
+                                                              expected: str) -> None:
+    node = Node(tmp_path / "node", NODE_TOML + configured)
+    node.write("species", "a", species("Fallopia japonica"))
+    export(node.root, base_url="https://cdn.example.org")
+    manifest = read_json(node.root / "site_out" / "api" / "manifest.json")
+    assert manifest["node"]["base_url"] == "https://cdn.example.org"
+    assert manifest["node"]["sidecar_url"] == expected
+    meta = read_json(node.root / ".fednode" / "bundle" / "meta.json")
+    assert (meta["base_url"], meta["sidecar_url"]) == ("https://cdn.example.org", expected)
+    export(node.root)  # without the flag, node.toml decides again
+    manifest = read_json(node.root / "site_out" / "api" / "manifest.json")
+    assert manifest["node"]["sidecar_url"] == (
+        "https://node.example.org" if expected == "https://cdn.example.org" else expected)
+
+
+@pytest.mark.parametrize("value", ['5', '"api.example.org"', '["https://a.example.org"]'])
+def test_sidecar_url_must_be_an_http_address(tmp_path: Path, export: Export,
+                                             value: str) -> None:
+    node = Node(tmp_path / "node", NODE_TOML + f"sidecar_url = {value}\n")
+    with pytest.raises(ContentError) as caught:
+        export(node.root)
+    assert [str(p) for p in caught.value.problems] == [
+        "content/node.toml:10: node.sidecar_url: must be text starting with http:// or "
+        "https://, or left out when the sidecar answers at base_url"]
