@@ -39,12 +39,12 @@ from .render import (
     schema_document,
 )
 from .schemas import Collection, collections
-from .writer import OutputFile, Release, TreeStats, checkpoint, constant
+from .writer import OutputFile, Release, TreeStats, checkpoint, constant, exclusive
 
-# progress(phase, done, total): called with done = 0 when a phase starts, now and then
-# while it runs, and with done = total when it ends.
+# progress(phase, done, total) for the phases reading, ledger, rendering, writing site and
+# writing bundle, in this order: called with done = 0 when a phase starts, now and then while
+# it runs, and with done = total when it ends.
 Progress = Callable[[str, int, int], None]
-PHASES = ("reading", "ledger", "rendering", "writing site", "writing bundle")
 
 
 def _quiet(phase: str, done: int, total: int) -> None:
@@ -148,6 +148,20 @@ def _build(project: Project, *, now: datetime | None, frozen: bool, base_url: st
            progress: Progress) -> BuildReport:
     started = time.perf_counter()
     content = load(project, base_url=base_url, progress=progress)
+    try:
+        with exclusive(project.private):
+            report = _write_all(project, content, now=now, frozen=frozen, progress=progress)
+    except OSError as exc:
+        raise ExportError(f"cannot write the export: {exc.strerror}: {exc.filename}; "
+                          f"site_out/ and the bundle still hold one whole build. Free space "
+                          f"or fix the permissions, then export again") from None
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _write_all(project: Project, content: Content, *, now: datetime | None, frozen: bool,
+               progress: Progress) -> BuildReport:
+    """Ledger, rendering and both trees, under the export lock."""
     progress("ledger", 0, len(content.records))
     ledger = Ledger.load(project.ledger)
     events = ledger.reconcile(
@@ -192,7 +206,6 @@ def _build(project: Project, *, now: datetime | None, frozen: bool, base_url: st
     checkpoint("bundle")
     release.publish()
     content.cache.save(keep=content.paths)
-    report.seconds = time.perf_counter() - started
     return report
 
 

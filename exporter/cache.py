@@ -7,8 +7,9 @@
 
 Rendered records are not kept here: the previous bundle has them (bundle.read_rendered).
 
-The cache is derived data in `.fednode/cache/`: deleting it only makes the next export
-slower. It is tied to the fednode version and the schemas, and ignored if either changed."""
+The cache is derived data in `.fednode/cache/` (0700, its one file 0600): deleting it only
+makes the next export slower. It is tied to the fednode version and the schemas, and
+ignored if either changed."""
 
 from __future__ import annotations
 
@@ -48,8 +49,7 @@ class Cache:
     @classmethod
     def load(cls, folder: Path) -> Cache:
         try:
-            with open(folder / FILE, "rb") as handle:
-                data = marshal.load(handle)
+            data = marshal.loads((folder / FILE).read_bytes())  # load(file) reads piecemeal
             if data["version"] != _version():
                 return cls(folder)
             return cls(folder, data["sources"], data["digests"])
@@ -82,10 +82,14 @@ class Cache:
         private_folder(self.folder)
         temporary = self.folder / (FILE + ".tmp")
         temporary.unlink(missing_ok=True)
+        data = marshal.dumps({"version": _version(), "sources": sources,
+                              "digests": self.digests})
         with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
-            marshal.dump({"version": _version(), "sources": sources,
-                          "digests": self.digests}, handle)
+            handle.write(data)
         os.replace(temporary, self.folder / FILE)
+        for other in self.folder.iterdir():  # what older versions kept here
+            if other.name != FILE and other.is_file():
+                other.unlink()
 
 
 class _Reread:

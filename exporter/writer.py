@@ -24,11 +24,13 @@ build whose export died is rebuilt from scratch, never trusted."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +79,23 @@ def checkpoint(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+@contextmanager
+def exclusive(private: Path) -> Iterator[None]:
+    """One export of a node at a time: a second one stops with an error rather than write
+    into the same build. The lock goes with the process, however it ends."""
+    private_folder(private)
+    descriptor = os.open(private / "export.lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ExportError("another `fednode export` of this node is running; let it "
+                              "finish, then export again") from None
+        yield
+    finally:
+        os.close(descriptor)
+
+
 def private_folder(path: Path) -> Path:
     """Make `path` (and missing parents) a folder only its owner can enter."""
     path.mkdir(parents=True, exist_ok=True)
@@ -109,7 +128,7 @@ class Release:
         kept = _read_outputs(release.folder)
         (release.folder / OUTPUTS).unlink(missing_ok=True)
         if kept is None:
-            shutil.rmtree(release.folder, ignore_errors=True)
+            _rmtree(release.folder)
             kept = {}
         private_folder(release.folder)
         release._kept = kept

@@ -3,6 +3,7 @@ belong to one build; the sidecar picks up each new build; private files stay pri
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -29,8 +30,9 @@ ENV = dict(os.environ, PYTHONPATH=str(REPO))
 STEPS = ("ledger", "site", "bundle", "recorded", "flipped")
 
 
-def run_export(root: Path, **env: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([*COMMAND, str(root)], env=dict(ENV, **env), capture_output=True)
+def run_export(root: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*COMMAND, str(root)], env=dict(ENV, **env), capture_output=True,
+                          text=True)
 
 
 def one_build(root: Path) -> bytes:
@@ -117,6 +119,7 @@ def test_private_folders_are_0700_and_their_files_0600(tmp_path: Path) -> None:
     assert len(files) >= 8
     for path in files:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    assert stat.S_IMODE((private / "export.lock").stat().st_mode) == 0o600
     for build in (private / "builds").iterdir():
         assert stat.S_IMODE(build.stat().st_mode) == 0o700, build
         assert stat.S_IMODE((build / "outputs.json").stat().st_mode) == 0o600
@@ -166,3 +169,35 @@ async def test_the_sidecar_picks_up_each_new_build(node: Node, export: Export,
         assert body == (node.root / "site_out" / "api" / "species" / "index.json").read_bytes()
         seen.append(json.loads(body)["total"])
     assert seen == [2, 3, 4, 5]
+
+
+def test_a_second_export_at_the_same_time_stops(tmp_path: Path) -> None:
+    root = copy_sample(tmp_path)
+    assert run_export(root).returncode == 0
+    before = one_build(root)
+    edit(root, 0)
+    with open(root / ".fednode" / "export.lock", "w") as held:  # an export running
+        fcntl.flock(held, fcntl.LOCK_EX)
+        result = run_export(root)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("Error: another `fednode export` of this node is running")
+    assert one_build(root) == before
+    assert run_export(root).returncode == 0
+    assert one_build(root) != before
+
+
+def test_a_write_that_fails_is_one_error_and_keeps_the_build(tmp_path: Path) -> None:
+    root = copy_sample(tmp_path)
+    assert run_export(root).returncode == 0
+    before = one_build(root)
+    builds = root / ".fednode" / "builds"
+    if subprocess.run(["chattr", "+i", str(builds)], capture_output=True).returncode:
+        pytest.skip("needs chattr +i (root on ext4) to make a folder unwritable")
+    try:
+        edit(root, 0)
+        result = run_export(root)
+    finally:
+        subprocess.run(["chattr", "-i", str(builds)], check=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "Error: cannot write the export: Operation not permitted" in result.stderr
+    assert one_build(root) == before
