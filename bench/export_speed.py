@@ -1,32 +1,44 @@
-"""Time a full export of N synthetic records and an incremental export after one edit.
+"""Time exports of a large node: full, after one Markdown edit, after one CSV-row edit and
+after a base_url change; then a real checklist as one CSV, fresh and after a base_url change.
 
-    .venv/bin/python bench/export_speed.py [--records 100000]
+    .venv/bin/python bench/export_speed.py [--records 100000] [--csv-rows 10000]
+        [--checklist /work/shared/data/alien-plants-belgium/taxon.csv]
 
-The records are cloned from the bundled sample (fresh ids, distinct titles), spread over the
-collections like the sample. Each export runs as its own `fednode export` process, so the
-wall time includes start-up and the peak memory (max RSS) is that process's alone."""
+The synthetic node is the bundled sample plus Markdown records cloned from it (fresh ids,
+distinct titles, spread over the collections like the sample), with `--csv-rows` germination
+results in one CSV table. The checklist node holds the taxa of a Darwin Core checklist as
+one species CSV. Each export runs as its own `fednode export` process: wall time includes
+start-up; CPU is the process's user + system time (on a shared machine, the steadier
+figure); peak memory is its maximum RSS."""
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import os
 import re
-import resource
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from builders import copy_sample, multiply  # noqa: E402
+from builders import NODE_TOML, copy_sample, multiply  # noqa: E402
+
+CHECKLIST = Path("/work/shared/data/alien-plants-belgium/taxon.csv")
+RANKS = ("species", "subspecies", "variety", "form", "hybrid", "genus")
 
 
-def timed_export(root: Path) -> tuple[float, float, str]:
-    """Run one export; return wall seconds, peak RSS in MiB and its summary line."""
-    command = [str(Path(sys.executable).parent / "fednode"), "export", "--project", str(root)]
+def timed_export(root: Path, *options: str) -> tuple[float, float, float, str]:
+    """Run one export; return wall seconds, CPU seconds, peak RSS in MiB and its summary."""
+    command = [str(Path(sys.executable).parent / "fednode"), "export", "--project", str(root),
+               *options]
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(process.pid, 0)
@@ -34,32 +46,104 @@ def timed_export(root: Path) -> tuple[float, float, str]:
     output = process.stdout.read().decode() if process.stdout else ""
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"export failed: {output}")
-    return seconds, usage.ru_maxrss / 1024, output.strip()
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, output.strip()
+
+
+def report(label: str, root: Path, *options: str) -> None:
+    wall, cpu, rss, summary = timed_export(root, *options)
+    print(f"{label:<28} {wall:7.2f} s wall {cpu:7.2f} s CPU  peak RSS {rss:6.0f} MiB")
+    print(f"    {summary}")
+
+
+def germination_table(sample: Path, rows: int) -> str:
+    """`rows` germination results cloned from the sample's table, fresh ids and titles."""
+    with open(sample, newline="") as handle:
+        reader = csv.DictReader(handle)
+        fields = list(reader.fieldnames or [])
+        templates = [row for row in reader if not row.get("access")]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fields, lineterminator="\n")
+    writer.writeheader()
+    for n in range(rows):
+        row = dict(templates[n % len(templates)])
+        row["id"] = str(uuid.UUID(int=(n + 1) << 80 | 0x4000 << 48 | 2))
+        row["title"] = f"{row['title']} #{n}"
+        writer.writerow(row)
+    return out.getvalue()
+
+
+def edit_markdown(root: Path) -> None:
+    target = next((root / "content" / "species").glob("synthetic-*.md"))
+    target.write_text(re.sub(r'scientificName = "([^"]*)"', r'scientificName = "\1 edited"',
+                             target.read_text(), count=1))
+
+
+def edit_csv_row(table: Path) -> None:
+    """Move one row, half-way down the table, from the nursery to the field."""
+    lines = table.read_text().split("\n")
+    row = next(n for n in range(len(lines) // 2, len(lines)) if ",nursery," in lines[n])
+    lines[row] = lines[row].replace(",nursery,", ",field,", 1)
+    table.write_text("\n".join(lines))
+
+
+def synthetic(folder: Path, records: int, csv_rows: int) -> None:
+    root = copy_sample(folder / "synthetic")
+    started = time.perf_counter()
+    sample_table = root / "content" / "germination" / "results.csv"
+    table = root / "content" / "germination" / "bulk.csv"
+    table.write_text(germination_table(sample_table, csv_rows))
+    markdown = records - csv_rows
+    multiply(root / "content", markdown)
+    print(f"node: {markdown} Markdown records + {csv_rows} rows in one CSV (+ the sample); "
+          f"generated in {time.perf_counter() - started:.1f}s")
+    report("full export", root)
+    report("export, nothing changed", root)
+    edit_markdown(root)
+    report("one Markdown edit", root)
+    edit_csv_row(table)
+    report("one CSV-row edit", root)
+    report("base_url change", root, "--base-url", "https://bench.example.org")
+    files = sum(len(names) for _, _, names in os.walk(root / "site_out"))
+    print(f"site_out files: {files}")
+
+
+def checklist(folder: Path, source: Path) -> None:
+    """A Darwin Core checklist as one species CSV: the base_url-change case of issue 9."""
+    root = folder / "checklist"
+    (root / "content" / "species").mkdir(parents=True)
+    (root / "content" / "node.toml").write_text(NODE_TOML)
+    rows = 0
+    with open(source, newline="") as handle, \
+            open(root / "content" / "species" / "checklist.csv", "w", newline="") as out:
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["id", "scientificName", "family", "kingdom", "taxonRank", "category",
+                         "establishmentMeans", "taxonID"])
+        for row in csv.DictReader(handle):
+            if not re.fullmatch(r"[A-Z][a-z]+aceae", row["family"]) or \
+                    row["taxonRank"] not in RANKS:
+                continue
+            writer.writerow([uuid.uuid5(uuid.NAMESPACE_URL, row["taxonID"]),
+                             row["scientificName"], row["family"], row["kingdom"],
+                             row["taxonRank"], "introduced", "introduced", row["taxonID"]])
+            rows += 1
+    print(f"checklist: {rows} taxa of {source} in one CSV")
+    report("fresh export", root)
+    shutil.rmtree(root / ".fednode" / "cache")
+    report("export, cache deleted", root, "--base-url", "https://cache.example.org")
+    report("base_url change", root, "--base-url", "https://bench.example.org")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--csv-rows", type=int, default=10_000)
+    parser.add_argument("--checklist", type=Path, default=CHECKLIST)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="fednode-bench-") as folder:
-        root = copy_sample(Path(folder))
-        started = time.perf_counter()
-        multiply(root / "content", args.records)
-        print(f"generated {args.records} synthetic records in "
-              f"{time.perf_counter() - started:.1f}s")
-        full, full_rss, summary = timed_export(root)
-        print(f"full export:        {full:6.2f} s wall, peak RSS {full_rss:6.0f} MiB")
-        print(f"  {summary}")
-        target = next((root / "content" / "species").glob("synthetic-*.md"))
-        text = target.read_text()
-        target.write_text(re.sub(r'scientificName = "([^"]*)"', r'scientificName = "\1 edited"',
-                                 text, count=1))
-        incremental, inc_rss, summary = timed_export(root)
-        print(f"incremental export: {incremental:6.2f} s wall, peak RSS {inc_rss:6.0f} MiB")
-        print(f"  {summary}")
-        files = sum(len(names) for _, _, names in os.walk(root / "site_out"))
-        print(f"site_out files: {files}; self max RSS {resource.getrusage(0).ru_maxrss // 1024} "
-              f"MiB")
+    with tempfile.TemporaryDirectory(prefix="fednode-bench-") as name:
+        folder = Path(name)
+        if args.checklist.exists():
+            checklist(folder, args.checklist)
+        synthetic(folder, args.records, args.csv_rows)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -96,19 +97,37 @@ def check(project_dir: Path) -> None:
 
 
 class _Progress:
-    """A one-line progress display on standard error, shown only on long runs."""
+    """Progress of a long export on standard error, phase by phase: one line rewritten in
+    place on a terminal, one line per phase otherwise (a log, a CI build). An export that
+    reads fewer than `SHOWN_FROM` files stays quiet."""
+
+    SHOWN_FROM = 2000
 
     def __init__(self) -> None:
+        self.terminal = sys.stderr.isatty()
+        self.active = False  # decided by the first phase, reading
         self.shown = False
+        self.phase = ""
+        self.started = time.monotonic()
 
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if total < 5000:
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        self.active = self.active or total >= self.SHOWN_FROM
+        if not self.active:
             return
-        self.shown = True
-        click.echo(f"\r{stage}: {done}/{total}", nl=False, err=True)
+        if phase != self.phase:
+            self.phase = phase
+            self.started = time.monotonic()
+            if not self.terminal:
+                click.echo(f"{phase}: {total}", err=True)
+        if self.terminal:
+            self.shown = True
+            click.echo(f"\r{phase}: {done}/{total}".ljust(40), nl=False, err=True)
+            if done == total:
+                click.echo(f"\r{phase}: {total} in {time.monotonic() - self.started:.1f}s"
+                           .ljust(40), err=True)
 
     def end(self) -> None:
-        if self.shown:
+        if self.shown and self.terminal:
             click.echo("\r" + " " * 40 + "\r", nl=False, err=True)
 
 

@@ -1,13 +1,14 @@
 """The export pipeline, top to bottom: load → validate → ledger → render → write.
 
 Everything is gathered and validated before anything is written; the ledger is brought
-up to date next, then the static site and the private bundle are each swapped in whole."""
+up to date next, then the static site and the private bundle are both written into a build
+folder and switched in together (see `writer`)."""
 
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
-import itertools
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from . import bundle
-from .cache import Cache
+from .cache import Cache, SortKey
 from .config import NodeConfig, Project, load_node_config
 from .content import SourceRecord, discover, read
 from .contract.feed import (
@@ -38,9 +39,16 @@ from .render import (
     schema_document,
 )
 from .schemas import Collection, collections
-from .writer import OutputFile, TreeStats, constant, write_tree
+from .writer import OutputFile, Release, TreeStats, checkpoint, constant, exclusive
 
+# progress(phase, done, total) for the phases reading, ledger, rendering, writing site and
+# writing bundle, in this order: called with done = 0 when a phase starts, now and then while
+# it runs, and with done = total when it ends.
 Progress = Callable[[str, int, int], None]
+
+
+def _quiet(phase: str, done: int, total: int) -> None:
+    pass
 
 
 @dataclass
@@ -67,10 +75,11 @@ class Content:
     records: list[SourceRecord]
     cache: Cache
     paths: set[str]  # every content file read
+    sort_keys: dict[str, SortKey]  # record id -> its place in lists (before the id)
 
 
 def load(project: Project, *, base_url: str | None = None,
-         progress: Progress | None = None) -> Content:
+         progress: Progress = _quiet) -> Content:
     """Read and validate all content; raise ContentError listing every problem."""
     problems: list[Problem] = []
     try:
@@ -83,20 +92,28 @@ def load(project: Project, *, base_url: str | None = None,
     problems.extend(found)
     cache = Cache.load(project.cache)
     records: list[SourceRecord] = []
+    sort_keys: dict[str, SortKey] = {}
+    progress("reading", 0, len(files))
     for done, source in enumerate(files, start=1):
-        got = cache.records(source, known[source.collection])
-        if got is None:
-            got, found = read(source, known[source.collection])
+        collection = known[source.collection]
+        cached = cache.records(source, collection)
+        if cached is None:
+            got, found = read(source, collection)
             problems.extend(found)
+            keys = [collection.sort_key(record.fields) for record in got]
             if not found:
-                cache.remember(source.rel, source.mtime_ns, source.size, got)
+                cache.remember(source.rel, source.mtime_ns, source.size, got, keys)
+        else:
+            got, keys = cached
         records.extend(got)
-        if progress and done % 5000 == 0:
-            progress("read", done, len(files))
+        sort_keys.update(zip((record.id for record in got), keys, strict=True))
+        if done % 2000 == 0:
+            progress("reading", done, len(files))
+    progress("reading", len(files), len(files))
     problems.extend(_duplicates(records))
     if problems or node is None:
         raise ContentError(problems)
-    return Content(node, known, records, cache, {source.rel for source in files})
+    return Content(node, known, records, cache, {source.rel for source in files}, sort_keys)
 
 
 def _duplicates(records: list[SourceRecord]) -> list[Problem]:
@@ -115,8 +132,37 @@ def _duplicates(records: list[SourceRecord]) -> list[Problem]:
 def build(project: Project, *, now: datetime | None = None, frozen: bool = False,
           base_url: str | None = None, progress: Progress | None = None) -> BuildReport:
     """Export the project: static files to site_out/, the private bundle to .fednode/."""
+    # An export allocates millions of objects and frees almost none before it ends: the
+    # cyclic garbage collector would only walk them again and again (a third of the time).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _build(project, now=now, frozen=frozen, base_url=base_url,
+                      progress=progress or _quiet)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _build(project: Project, *, now: datetime | None, frozen: bool, base_url: str | None,
+           progress: Progress) -> BuildReport:
     started = time.perf_counter()
     content = load(project, base_url=base_url, progress=progress)
+    try:
+        with exclusive(project.private):
+            report = _write_all(project, content, now=now, frozen=frozen, progress=progress)
+    except OSError as exc:
+        raise ExportError(f"cannot write the export: {exc.strerror}: {exc.filename}; "
+                          f"site_out/ and the bundle still hold one whole build. Free space "
+                          f"or fix the permissions, then export again") from None
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _write_all(project: Project, content: Content, *, now: datetime | None, frozen: bool,
+               progress: Progress) -> BuildReport:
+    """Ledger, rendering and both trees, under the export lock."""
+    progress("ledger", 0, len(content.records))
     ledger = Ledger.load(project.ledger)
     stamp = _second_after(datetime.now(UTC))
     events = ledger.reconcile(
@@ -127,12 +173,10 @@ def build(project: Project, *, now: datetime | None = None, frozen: bool = False
             f"the ledger is behind the content ({len(events)} change(s)); run `fednode export` "
             f"where the content is edited and commit {project.ledger.name} with it")
     ledger.append(events)
+    progress("ledger", len(content.records), len(content.records))
+    checkpoint("ledger")
 
-    previous = bundle.read_rendered(project.bundle)
-    rendered = [render_record(r, ledger.entries[r.id], content.collections[r.collection],
-                              content.node, previous) for r in content.records]
-    order = {name: index for index, name in enumerate(COLLECTIONS)}
-    rendered.sort(key=lambda r: (order[r.collection], r.created_at, r.id))
+    rendered = _render(content, ledger, bundle.read_rendered(project.bundle), progress)
     report = BuildReport(seconds=0.0, events=len(events))
     for r in rendered:
         (report.public if r.public else report.restricted)[r.collection] += 1
@@ -146,24 +190,53 @@ def build(project: Project, *, now: datetime | None = None, frozen: bool = False
     schema_bytes = schema_document(known)
     index_bytes = index_html(node, known, dict(report.public))
 
-    if now is None and events:
-        _wait_for(stamp)  # publish no time that has not come yet
-    report.site = write_tree(
-        project.site_out,
-        itertools.chain(_static_files(node, public, manifest_bytes, schema_bytes, index_bytes),
-                        sync_files),
-        project.cache / "site_out.fingerprints.json",
-        progress=(lambda done: progress("write", done, len(rendered))) if progress else None,
-    )
-    write_tree(project.bundle, bundle.bundle_files(
+    release = Release.stage(project.private, {"site": project.site_out,
+                                              "bundle": project.bundle})
+    site = [*_static_files(node, public, manifest_bytes, schema_bytes, index_bytes),
+            *sync_files]
+    report.site = _write(release, "site", site, "writing site", progress)
+    checkpoint("site")
+    progress("writing bundle", 0, len(rendered))
+    private = list(bundle.bundle_files(
         node_id=node.id, base_url=node.base_url, sidecar_url=node.sidecar_url,
         manifest=manifest_bytes, schema=schema_bytes, index=index_bytes, changes=changes.body,
         records=bundle.records_table(rendered, _positions(rendered)),
-        events=bundle.events_table(ledger.events)),
-        project.cache / "bundle.fingerprints.json")
+        events=bundle.events_table(ledger.events)))
+    release.write("bundle", private)
+    progress("writing bundle", len(rendered), len(rendered))
+    checkpoint("bundle")
+    if now is None and events:
+        _wait_for(stamp)  # publish no time that has not come yet
+    release.publish()
     content.cache.save(keep=content.paths)
-    report.seconds = time.perf_counter() - started
     return report
+
+
+def _render(content: Content, ledger: Ledger, previous: dict[str, tuple[str, str, bytes]],
+            progress: Progress) -> list[Rendered]:
+    """Every record as served, in list order: by collection, then by the collection's sort
+    key (`Collection.sort_key`), then by id."""
+    total = len(content.records)
+    progress("rendering", 0, total)
+    rendered = []
+    for done, r in enumerate(content.records, start=1):
+        rendered.append(render_record(r, ledger.entries[r.id], content.collections[r.collection],
+                                      content.node, previous))
+        if done % 2000 == 0:
+            progress("rendering", done, total)
+    rank = {name: index for index, name in enumerate(COLLECTIONS)}
+    keys = content.sort_keys
+    rendered.sort(key=lambda r: (rank[r.collection], keys[r.id], r.id))
+    progress("rendering", total, total)
+    return rendered
+
+
+def _write(release: Release, tree: str, files: list[OutputFile], phase: str,
+           progress: Progress) -> TreeStats:
+    progress(phase, 0, len(files))
+    stats = release.write(tree, files, lambda done: progress(phase, done, len(files)))
+    progress(phase, len(files), len(files))
+    return stats
 
 
 def _second_after(moment: datetime) -> datetime:

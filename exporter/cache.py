@@ -1,13 +1,15 @@
 """What an export remembers between runs so that a small edit costs little.
 
-- what identifies each valid record of each content file (id, access, content hash), keyed
-  by the file's path, size and mtime, so unchanged files are not read again;
+- what identifies each valid record of each content file (id, access, content hash) and
+  its place in lists (its sort key), keyed by the file's path, size and mtime, so unchanged
+  files are not read again;
 - the sha256 of outputs too large to hash on every run, keyed by their fingerprint.
 
 Rendered records are not kept here: the previous bundle has them (bundle.read_rendered).
 
-The cache is derived data in `.fednode/cache/`: deleting it only makes the next export
-slower. It is tied to the fednode version and the schemas, and ignored if either changed."""
+The cache is derived data in `.fednode/cache/` (0700, its one file 0600): deleting it only
+makes the next export slower. It is tied to the fednode version and the schemas, and
+ignored if either changed."""
 
 from __future__ import annotations
 
@@ -17,20 +19,25 @@ import marshal
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import __version__
 from .content import RULES, SourceFile, SourceRecord, reload
+from .errors import ExportError
 from .schemas import Collection, collections
+from .writer import private_folder
 
 FILE = "sources.marshal"
+FORMAT = "2"  # bump when the entries change shape
 
-# path -> (mtime_ns, size, [(collection, path, line, id, access, id_line, hash), ...])
-SourceEntry = tuple[int, int, list[tuple[str, str, int, str, str, int, str]]]
+SortKey = tuple[str, ...]
+# path -> (mtime_ns, size, [(collection, path, line, id, access, id_line, hash, sort key)])
+SourceEntry = tuple[int, int, list[tuple[str, str, int, str, str, int, str, SortKey]]]
 
 
 def _version() -> str:
     schemas = "".join(repr(c.schema) for c in collections().values())
-    return f"{__version__}:{RULES}:" + hashlib.sha256(schemas.encode()).hexdigest()[:16]
+    return f"{__version__}:{FORMAT}:{RULES}:" + hashlib.sha256(schemas.encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -42,35 +49,63 @@ class Cache:
     @classmethod
     def load(cls, folder: Path) -> Cache:
         try:
-            with open(folder / FILE, "rb") as handle:
-                data = marshal.load(handle)
+            data = marshal.loads((folder / FILE).read_bytes())  # load(file) reads piecemeal
             if data["version"] != _version():
                 return cls(folder)
             return cls(folder, data["sources"], data["digests"])
         except (OSError, EOFError, ValueError, TypeError, KeyError):
             return cls(folder)
 
-    def records(self, source: SourceFile, collection: Collection) -> list[SourceRecord] | None:
-        """The records of an unchanged file, or None if it must be read again."""
+    def records(self, source: SourceFile, collection: Collection
+                ) -> tuple[list[SourceRecord], list[SortKey]] | None:
+        """The records of an unchanged file and their sort keys, or None if it must be read
+        again. Their fields are read from the file only if needed, once for all of them."""
         entry = self.sources.get(source.rel)
         if entry is None or entry[0] != source.mtime_ns or entry[1] != source.size:
             return None
-        return [SourceRecord(c, p, line, record_id, access, {"id": id_line}, digest,
-                             loader=functools.partial(reload, source, collection, record_id))
-                for c, p, line, record_id, access, id_line, digest in entry[2]]
+        file = _Reread(source, collection)
+        return ([SourceRecord(c, p, line, record_id, access, {"id": id_line}, digest,
+                              loader=functools.partial(file.fields, record_id, digest))
+                 for c, p, line, record_id, access, id_line, digest, _ in entry[2]],
+                [row[7] for row in entry[2]])
 
-    def remember(self, rel: str, mtime_ns: int, size: int, records: list[SourceRecord]) -> None:
+    def remember(self, rel: str, mtime_ns: int, size: int, records: list[SourceRecord],
+                 keys: list[SortKey]) -> None:
         self.sources[rel] = (mtime_ns, size, [
-            (r.collection, r.path, r.line, r.id, r.access, r.line_of("id"), r.hash)
-            for r in records])
+            (r.collection, r.path, r.line, r.id, r.access, r.line_of("id"), r.hash, key)
+            for r, key in zip(records, keys, strict=True)])
 
     def save(self, keep: set[str] | None = None) -> None:
         """Write the cache; `keep` limits the source entries to files that still exist."""
         sources = self.sources if keep is None else {
             rel: entry for rel, entry in self.sources.items() if rel in keep}
-        self.folder.mkdir(parents=True, exist_ok=True)
+        private_folder(self.folder)
         temporary = self.folder / (FILE + ".tmp")
-        with open(temporary, "wb") as handle:
-            marshal.dump({"version": _version(), "sources": sources,
-                          "digests": self.digests}, handle)
+        temporary.unlink(missing_ok=True)
+        data = marshal.dumps({"version": _version(), "sources": sources,
+                              "digests": self.digests})
+        with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
+            handle.write(data)
         os.replace(temporary, self.folder / FILE)
+        for other in self.folder.iterdir():  # what older versions kept here
+            if other.name != FILE and other.is_file():
+                other.unlink()
+
+
+class _Reread:
+    """A cached file read again for its records' fields: at most once, when the first of
+    them is needed (an export after a base_url change needs them all)."""
+
+    def __init__(self, source: SourceFile, collection: Collection) -> None:
+        self.source = source
+        self.collection = collection
+        self._records: dict[str, SourceRecord] | None = None
+
+    def fields(self, record_id: str, digest: str) -> dict[str, Any]:
+        if self._records is None:
+            self._records = reload(self.source, self.collection)
+        record = self._records.get(record_id)
+        if record is None or record.hash != digest:
+            raise ExportError(f"{self.source.rel}: the file changed while the export ran; "
+                              f"run the export again")
+        return record.fields

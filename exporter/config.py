@@ -85,18 +85,33 @@ def load_node_config(project: Project, base_url: str | None = None) -> NodeConfi
             problems.append(Problem(rel, _line_of(path, key), f"node.{key}",
                                     f"must be text in quotes, e.g. {key} = \"{example}\""))
     url = base_url or node.get("base_url", "")
-    if isinstance(url, str) and url and urlsplit(url).scheme not in ("http", "https"):
+    if isinstance(url, str) and url and not _http(url):
         problems.append(Problem(rel, _line_of(path, "base_url"), "node.base_url",
                                 "must start with http:// or https://"))
+    # The sidecar's own address, when it is configured apart from base_url; otherwise it
+    # is the base URL, and follows --base-url.
+    sidecar = node.get("sidecar_url", "")
+    if not isinstance(sidecar, str):
+        sidecar = ""  # said above: not text
+    elif sidecar and not _http(sidecar):
+        problems.append(Problem(rel, _line_of(path, "sidecar_url"), "node.sidecar_url",
+                                "must be text starting with http:// or https://, or left out "
+                                "when the sidecar answers at base_url"))
     if problems:
         raise ContentError(problems)
     base = url.rstrip("/")
+    if sidecar.rstrip("/") == str(node.get("base_url", "")).rstrip("/"):
+        sidecar = ""  # the same as base_url: not apart
     return NodeConfig(
         id=node["id"], name=node["name"], description=node["description"],
         publisher=node["publisher"], contact=node["contact"], licence=node["licence"],
-        base_url=base, sidecar_url=str(node.get("sidecar_url") or base).rstrip("/"),
+        base_url=base, sidecar_url=(sidecar or base).rstrip("/"),
         key_request=node["key_request"], language=str(node.get("language", "en")),
     )
+
+
+def _http(url: str) -> bool:
+    return urlsplit(url).scheme in ("http", "https")
 
 
 def _line_of(path: Path, key: str) -> int:

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -21,7 +22,7 @@ from typing import Any
 import rtoml
 
 from .contract.wire import PUBLIC
-from .errors import Problem
+from .errors import ExportError, Problem
 from .schemas import Collection
 from .tomltext import toml_string
 
@@ -87,13 +88,22 @@ class SourceFile:
 
 def discover(content: Path, known: dict[str, Collection]
              ) -> tuple[list[SourceFile], list[Problem]]:
-    """Every record file under content/, in a stable order, and problems of layout."""
+    """Every record file under content/, in a stable order, and problems of layout.
+    Symbolic links are followed (a collection folder may be a link to another checkout);
+    one that loops or points nowhere is a problem, as is a folder inside a collection."""
     files: list[SourceFile] = []
     problems: list[Problem] = []
     if not content.is_dir():
-        return files, [Problem("content", 0, "", "missing: the content folder does not exist")]
+        what = ("a symbolic link that cannot be followed: point it at the content folder"
+                if content.is_symlink() else "missing: the content folder does not exist")
+        return files, [Problem("content", 0, "", what)]
     for entry in sorted(os.scandir(content), key=lambda e: e.name):
-        if entry.name.startswith((".", "_")) or not entry.is_dir():
+        if entry.name.startswith((".", "_")):
+            continue
+        kind = _kind(entry)
+        if kind == "broken":
+            problems.append(_broken(f"content/{entry.name}"))
+        if kind != "folder":
             continue
         if entry.name not in known:
             guess = difflib.get_close_matches(entry.name, list(known), n=1)
@@ -103,17 +113,44 @@ def discover(content: Path, known: dict[str, Collection]
                                     f"{', '.join(known)}){hint}"))
             continue
         for item in sorted(os.scandir(entry.path), key=lambda e: e.name):
-            if item.name.startswith((".", "_")) or not item.is_file():
+            if item.name.startswith((".", "_")):
                 continue
             rel = f"content/{entry.name}/{item.name}"
+            kind = _kind(item)
+            if kind == "broken":
+                problems.append(_broken(rel))
+                continue
+            if kind == "folder":
+                problems.append(Problem(rel, 0, "", "a folder inside a collection is not read: "
+                                                    "move its records up a level, or start its "
+                                                    "name with _ to keep it out"))
+                continue
+            if kind != "file":
+                problems.append(Problem(rel, 0, "", "not a regular file: records are .md or "
+                                                    ".csv files"))
+                continue
             if not item.name.endswith((".md", ".csv")):
                 problems.append(Problem(rel, 0, "", "not a record file: use .md (one record) "
                                                     "or .csv (a table of records)"))
                 continue
-            stat = item.stat()
-            files.append(SourceFile(entry.name, item.path, rel, stat.st_mtime_ns,
-                                    stat.st_size))
+            info = item.stat()  # cached by _kind
+            files.append(SourceFile(entry.name, item.path, rel, info.st_mtime_ns,
+                                    info.st_size))
     return files, problems
+
+
+def _kind(entry: os.DirEntry[str]) -> str:
+    """folder, file, other (a device, a pipe) or broken (a link that loops or points nowhere)."""
+    try:
+        mode = entry.stat().st_mode
+    except OSError:
+        return "broken"
+    return "folder" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
+
+
+def _broken(rel: str) -> Problem:
+    return Problem(rel, 0, "", "a symbolic link that loops or points nowhere: remove it or "
+                               "point it at a file or folder that exists")
 
 
 def read(source: SourceFile, collection: Collection
@@ -138,13 +175,14 @@ def read(source: SourceFile, collection: Collection
     return records, problems
 
 
-def reload(source: SourceFile, collection: Collection, record_id: str) -> dict[str, Any]:
-    """The fields of one record of an unchanged, previously valid file."""
-    records, _ = read(source, collection)
-    for record in records:
-        if record.id == record_id:
-            return record.fields
-    raise RuntimeError(f"{source.rel}: record {record_id} vanished; delete .fednode/cache")
+def reload(source: SourceFile, collection: Collection) -> dict[str, SourceRecord]:
+    """Every record of an unchanged, previously valid file, by id: one read of the file,
+    however many of its records are needed."""
+    records, problems = read(source, collection)
+    if problems:
+        raise ExportError(f"{problems[0]}: the file changed while the export ran; run the "
+                          f"export again")
+    return {record.id: record for record in records}
 
 
 def _parse_markdown(text: str, source: SourceFile, collection: Collection

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -54,9 +54,17 @@ class Ledger:
     def load(cls, path: Path) -> Ledger:
         """Read the ledger. A torn last line (an export killed while appending) is ignored
         and cut off at the next append; any other damage is an error naming the line."""
-        if not path.exists():
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
             return cls(path, [], 0)
-        raw = path.read_bytes()
+        except IsADirectoryError:
+            raise ExportError(f"{path.name}: is a folder, but the ledger is a file (JSON lines "
+                              f"beside content/); move the folder away and restore "
+                              f"{path.name} from version control") from None
+        except OSError as exc:
+            raise ExportError(f"{path.name}: cannot be read ({exc.strerror}); make it a "
+                              f"readable file, or restore it from version control") from None
         valid = raw.rfind(b"\n") + 1  # a last piece without a newline is torn
         lines = raw[:valid].split(b"\n")[:-1]
         try:  # the common case, in one pass of the JSON parser
@@ -122,12 +130,16 @@ class Ledger:
         """Apply the events and write them durably at the end of the file."""
         if not events:
             return
-        with open(self.path, "ab") as handle:
-            handle.truncate(self._valid_size)
-            handle.write("".join(event.line() for event in events).encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-            self._valid_size = handle.tell()
+        try:
+            with open(self.path, "ab") as handle:
+                handle.truncate(self._valid_size)
+                handle.write("".join(event.line() for event in events).encode("utf-8"))
+                handle.flush()
+                os.fsync(handle.fileno())
+                self._valid_size = handle.tell()
+        except OSError as exc:
+            raise ExportError(f"{self.path.name}: cannot be written ({exc.strerror}); make it "
+                              f"a writable file and export again") from None
         for event in events:
             self.events.append(event)
             self._apply(event)
@@ -140,27 +152,57 @@ class Ledger:
                                        event.access, event.op == "delete")
 
 
-_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\Z")
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_ACCESS = re.compile(r"[a-z][a-z0-9_-]{0,39}")
+_HASH = re.compile(r"sha256:[0-9a-f]{64}")
+# field -> (check, what the value must be)
+_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "seq": (lambda v: type(v) is int, "a whole number"),
+    "at": (lambda v: isinstance(v, str) and _TIME.fullmatch(v) is not None,
+           "a time like 2026-01-31T12:00:00Z"),
+    "op": (lambda v: v in OPS, f"one of {', '.join(OPS)}"),
+    "collection": (lambda v: v in COLLECTIONS, f"one of {', '.join(COLLECTIONS)}"),
+    "id": (lambda v: isinstance(v, str) and _ID.fullmatch(v) is not None,
+           "a lowercase UUID in quotes"),
+    "hash": (lambda v: isinstance(v, str) and _HASH.fullmatch(v) is not None,
+             "sha256: and 64 hex digits, in quotes"),
+    "access": (lambda v: isinstance(v, str) and _ACCESS.fullmatch(v) is not None,
+               "public or an access group name, in quotes"),
+}
+_RESTORE = "the ledger was edited or merged badly: restore it from version control"
 
 
 def _sound(event: Event, previous_seq: int) -> bool:
-    return (event.op in OPS and event.collection in COLLECTIONS and event.seq > previous_seq
-            and isinstance(event.at, str) and _TIME.match(event.at) is not None)
+    """The checks of `_FIELDS`, written out: this runs for every event of every export."""
+    return (type(event.seq) is int and event.seq > previous_seq
+            and event.op in OPS and event.collection in COLLECTIONS
+            and type(event.at) is str and _TIME.fullmatch(event.at) is not None
+            and type(event.id) is str and _ID.fullmatch(event.id) is not None
+            and type(event.hash) is str and _HASH.fullmatch(event.hash) is not None
+            and type(event.access) is str and _ACCESS.fullmatch(event.access) is not None)
 
 
 def _parse(line: bytes, path: Path, number: int, previous_seq: int) -> Event:
     where = f"{path.name}:{number}"
     try:
         data = json.loads(line)
-        event = Event(**{key: data[key] for key in EVENT_FIELDS})
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ExportError(f"{where}: not a ledger event ({exc}); restore the file from version "
-                          f"control") from None
-    if event.op not in OPS or event.collection not in COLLECTIONS:
-        raise ExportError(f"{where}: unknown op or collection in the ledger")
+    except ValueError as exc:
+        raise ExportError(f"{where}: not a ledger event ({exc}); {_RESTORE}") from None
+    if not isinstance(data, dict):
+        raise ExportError(f"{where}: not a ledger event (a JSON object); {_RESTORE}")
+    for name, (check, expected) in _FIELDS.items():
+        if name not in data:
+            raise ExportError(f"{where}: {name}: missing; {_RESTORE}")
+        if not check(data[name]):
+            raise ExportError(f"{where}: {name}: {_show(data[name])} is not {expected}; "
+                              f"{_RESTORE}")
+    event = Event(**{name: data[name] for name in EVENT_FIELDS})
     if event.seq <= previous_seq:
-        raise ExportError(f"{where}: sequence {event.seq} is not after {previous_seq}; the "
-                          f"ledger was edited or merged badly, restore it from version control")
-    if not _sound(event, previous_seq):
-        raise ExportError(f"{where}: at: {event.at!r} is not a time like 2026-01-31T12:00:00Z")
+        raise ExportError(f"{where}: seq: {event.seq} is not after {previous_seq}; {_RESTORE}")
     return event
+
+
+def _show(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= 40 else text[:37] + "..."

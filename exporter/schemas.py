@@ -25,7 +25,7 @@ class Collection:
     description: str
     tool: str
     title_field: str
-    order: tuple[str, ...]
+    order: tuple[str, ...]  # the fields lists are sorted by (`sort_key`)
     schema: dict[str, Any]
     validator: jsonschema.protocols.Validator = field(repr=False, compare=False)
     fast: Callable[[dict[str, Any]], Any] = field(repr=False, compare=False)
@@ -45,6 +45,11 @@ class Collection:
         """Fields a content file may set, in schema order (the node sets the readOnly ones)."""
         return [name for name, spec in self.schema["properties"].items()
                 if not spec.get("readOnly")]
+
+    def sort_key(self, fields: dict[str, Any]) -> tuple[str, ...]:
+        """Where a record goes in lists: the values of the schema's `x-fednode.order`
+        fields, casefolded, a missing one as empty text (so first). Lists break ties by id."""
+        return tuple(str(fields.get(name, "")).casefold() for name in self.order)
 
     def served_by_node(self, name: str) -> bool:
         spec = self.property(name)

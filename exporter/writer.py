@@ -1,21 +1,52 @@
-"""Write a whole output tree safely: into a staging folder beside the target, then swap it
-in with renames, so readers see the old tree or the new one, never a mix.
+"""Write both output trees of an export and switch them in together, in one step.
 
-Files whose fingerprint matches the previous build are hard-linked from the live tree
-instead of being rendered again; that is what makes an export after a one-record edit
-cheap. A tree's fingerprints are trusted only while the live folder is the very folder
-they were recorded for (its inode), so a hand-edited or half-swapped tree is rebuilt."""
+Layout (everything under the private folder is 0700; bundle files are 0600):
+
+    .fednode/builds/a/site/       a build's public tree
+    .fednode/builds/a/bundle/     the same build's private bundle
+    .fednode/builds/a/outputs.json   what each file of both trees was rendered from
+    .fednode/builds/b/...         the other build: the previous one, or the next one
+    .fednode/current -> builds/a  the switch
+    site_out -> .fednode/current/site
+    .fednode/bundle -> current/bundle
+
+An export writes both trees into the build that is not current, then flips `current` with
+one atomic rename of a new symlink over the old one. So `site_out/` and the bundle always
+exist and always belong to the same build, whenever the export is killed; readers see the
+old pair or the new pair, never a mix.
+
+The two builds take turns. The one not current holds the build before last, with its
+`outputs.json`: files whose fingerprint is unchanged stay, files the current build has are
+hard-linked from it, and only the rest are rendered. A file is never written into: it is
+replaced by a new one, so the builds can share files through hard links. `outputs.json` is
+removed before a build is touched and written back only when both trees are complete, so a
+build whose export died is rebuilt from scratch, never trusted."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterable
+import signal
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ExportError
+
+BUILDS = "builds"
+CURRENT = "current"
+OUTPUTS = "outputs.json"
+NAMES = ("a", "b")
+# Each tree's folder name in a build, and the mode of its files.
+TREES = {"site": 0o644, "bundle": 0o600}
+PRIVATE = 0o700  # the bundle and the cache: only the node's own user enters
+# The private folder, `builds/` and each build: only the owner lists or changes them, but
+# others (a web server's user) may pass through to the public site tree, the one thing in
+# them not protected by its own mode. Secret, keys, lock and bundle files are all 0600.
+PASSAGE = 0o711
 
 
 @dataclass(frozen=True)
@@ -45,57 +76,196 @@ def safe_join(root: str, relative: str) -> str:
     return root + "/" + relative
 
 
-def write_tree(target: Path, files: Iterable[OutputFile], fingerprints: Path,
-               progress: Callable[[int], None] | None = None) -> TreeStats:
-    """Build the tree next to `target` and swap it in. Raises before touching `target`
-    if anything fails; leftovers of an interrupted run are removed first."""
-    parent = target.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    _sweep(target)
-    previous = _load_fingerprints(fingerprints, target)
-    staging = parent / f"{target.name}.staging-{os.getpid()}"
-    staging.mkdir()
-    recorded: dict[str, str] = {}
-    written = reused = 0
-    made_dirs: set[str] = set()
-    live, stage = str(target), str(staging)
+def checkpoint(name: str) -> None:
+    """Fault injection for the kill tests: FEDNODE_EXPORT_KILL_AT=<name> kills the export
+    with SIGKILL at that point, as a power cut or `kill -9` would."""
+    if os.environ.get("FEDNODE_EXPORT_KILL_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@contextmanager
+def exclusive(private: Path) -> Iterator[None]:
+    """One export of a node at a time: a second one stops with an error rather than write
+    into the same build. The lock goes with the process, however it ends."""
+    private_folder(private, PASSAGE)
+    descriptor = os.open(private / "export.lock", os.O_WRONLY | os.O_CREAT, 0o600)
     try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ExportError("another `fednode export` of this node is running; let it "
+                              "finish, then export again") from None
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def private_folder(path: Path, mode: int = PRIVATE) -> Path:
+    """Make `path` (and missing parents) a folder only its owner can enter (or, with
+    PASSAGE, list)."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, mode)
+    return path
+
+
+class Release:
+    """The build being written, and the links that will show it."""
+
+    def __init__(self, private: Path, links: dict[str, Path]) -> None:
+        self.private = private
+        self.builds = private / BUILDS
+        self.links = links  # tree -> the path that shows it: site_out, .fednode/bundle
+        self.live = _current(private)
+        self.name = NAMES[1] if self.live == NAMES[0] else NAMES[0]
+        self.folder = self.builds / self.name
+        self.outputs: dict[str, dict[str, str]] = {}
+        self._kept: dict[str, dict[str, str]] = {}  # what the build holds already
+        self._previous: dict[str, dict[str, str]] = {}  # what the current build holds
+
+    @classmethod
+    def stage(cls, private: Path, links: dict[str, Path]) -> Release:
+        """Sweep what killed runs left, and make the build that is not current ready to be
+        brought up to date."""
+        private_folder(private, PASSAGE)
+        release = cls(private, links)
+        private_folder(release.builds, PASSAGE)
+        _sweep(release)
+        kept = _read_outputs(release.folder)
+        (release.folder / OUTPUTS).unlink(missing_ok=True)
+        if kept is None:
+            _rmtree(release.folder)
+            kept = {}
+        private_folder(release.folder, PASSAGE)
+        release._kept = kept
+        if release.live:
+            release._previous = _read_outputs(release.builds / release.live) or {}
+        return release
+
+    def write(self, tree: str, files: Sequence[OutputFile],
+              progress: Callable[[int], None] | None = None) -> TreeStats:
+        """Bring one tree of the build to exactly `files`."""
+        mode = TREES[tree]
+        root = self.folder / tree
+        if tree == "bundle":
+            private_folder(root)
+        else:
+            root.mkdir(exist_ok=True)
+        kept = self._kept.get(tree, {})
+        previous = self._previous.get(tree, {})
+        live = str(self.builds / self.live / tree) if self.live else ""
+        stage = str(root)
+        recorded: dict[str, str] = {}
+        written = reused = 0
+        made: set[str] = set()
         for count, item in enumerate(files, start=1):
-            if progress and count % 1000 == 0:
+            if progress and count % 2000 == 0:
                 progress(count)
             if item.path in recorded:
                 raise ExportError(f"two outputs claim the same path: {item.path}")
+            recorded[item.path] = item.fingerprint
+            if kept.get(item.path) == item.fingerprint:
+                reused += 1
+                continue
             destination = safe_join(stage, item.path)
-            folder = destination.rpartition("/")[0]
-            if folder not in made_dirs:
-                os.makedirs(folder, exist_ok=True)
-                made_dirs.add(folder)
+            if item.path in kept:
+                os.unlink(destination)  # never write into a file: another build may share it
+            else:
+                folder = destination.rpartition("/")[0]
+                if folder not in made:
+                    os.makedirs(folder, exist_ok=True)
+                    made.add(folder)
             if previous.get(item.path) == item.fingerprint:
                 try:
                     os.link(safe_join(live, item.path), destination)
                     reused += 1
-                    recorded[item.path] = item.fingerprint
                     continue
                 except OSError:
-                    pass  # fall through and render it again
-            _write(destination, item.render())
+                    pass  # render it again
+            _write(destination, item.render(), mode)
             written += 1
-            recorded[item.path] = item.fingerprint
-        fingerprints.parent.mkdir(parents=True, exist_ok=True)
-        temporary = fingerprints.with_suffix(".tmp")
-        temporary.write_text(json.dumps({"inode": staging.stat().st_ino, "files": recorded},
-                                        separators=(",", ":")))
-        os.replace(temporary, fingerprints)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    removed = len(set(previous) - set(recorded))
-    swap(staging, target)
-    return TreeStats(written, reused, removed)
+        gone = [path for path in kept if path not in recorded]
+        for path in gone:
+            _remove(stage, path)
+        self.outputs[tree] = recorded
+        return TreeStats(written, reused, len(set(previous or kept) - set(recorded)))
+
+    def publish(self) -> None:
+        """Switch both trees in with one rename, then make sure the links point through
+        the switch. The build that was current stays, as the next export's starting point."""
+        record = self.folder / OUTPUTS
+        _write(str(record) + ".tmp", json.dumps(self.outputs, separators=(",", ":"))
+               .encode(), 0o600, replace=True)
+        os.replace(str(record) + ".tmp", record)
+        checkpoint("recorded")
+        _symlink(f"{BUILDS}/{self.name}", self.private / CURRENT)
+        checkpoint("flipped")
+        for tree, link in self.links.items():
+            target = os.path.relpath(self.private / CURRENT / tree, link.parent)
+            if not (link.is_symlink() and os.readlink(link) == target):
+                _retire(link, self.builds)
+                _symlink(target, link)
+        for leftover in self.builds.iterdir():
+            if leftover.name not in NAMES:
+                _rmtree(leftover)
 
 
-def _write(path: str, data: bytes) -> None:
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+def _current(private: Path) -> str | None:
+    try:
+        target = os.readlink(private / CURRENT)
+    except OSError:
+        return None
+    name = target.rpartition("/")[2]
+    return name if target == f"{BUILDS}/{name}" and name in NAMES else None
+
+
+def _read_outputs(folder: Path) -> dict[str, dict[str, str]] | None:
+    try:
+        data = json.loads((folder / OUTPUTS).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        return None
+    return data
+
+
+def _sweep(release: Release) -> None:
+    """Remove what killed runs left: temporary links, builds of the old layout, stray
+    folders under builds/. A tree an older fednode had retired but not replaced goes back."""
+    for link in (release.private / CURRENT, *release.links.values()):
+        for temporary in link.parent.glob(f"{link.name}.tmp-*"):
+            temporary.unlink(missing_ok=True)
+        for leftover in link.parent.glob(f"{link.name}.staging-*"):
+            _rmtree(leftover)
+        for retired in sorted(link.parent.glob(f"{link.name}.retired-*")):
+            if not os.path.lexists(link):
+                os.rename(retired, link)
+            else:
+                _rmtree(retired)
+    for entry in release.builds.iterdir():
+        if entry.name not in NAMES:
+            _rmtree(entry)
+
+
+def _retire(path: Path, builds: Path) -> None:
+    """Move whatever is at `path` (a folder from an older fednode, a stray file, a link
+    elsewhere) out of the way, into builds/ where the sweep removes it. A link is simply
+    replaced by the rename that follows."""
+    if path.is_symlink() or not os.path.lexists(path):
+        return
+    os.rename(path, builds / f"retired-{os.getpid()}-{path.name}")
+
+
+def _symlink(target: str, path: Path) -> None:
+    """Point `path` at `target` atomically: a new link renamed over the old one."""
+    temporary = path.parent / f"{path.name}.tmp-{os.getpid()}"
+    temporary.unlink(missing_ok=True)
+    os.symlink(target, temporary)
+    os.replace(temporary, path)
+
+
+def _write(path: str, data: bytes, mode: int, replace: bool = False) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if replace else os.O_EXCL)
+    descriptor = os.open(path, flags, mode)
     try:
         view = memoryview(data)
         while view:
@@ -104,32 +274,21 @@ def _write(path: str, data: bytes) -> None:
         os.close(descriptor)
 
 
-def swap(staging: Path, target: Path) -> None:
-    """Replace `target` with `staging`: two renames, the old tree removed afterwards."""
-    retired = target.parent / f"{target.name}.retired-{os.getpid()}"
-    if target.exists():
-        os.rename(target, retired)
-    os.rename(staging, target)
-    shutil.rmtree(retired, ignore_errors=True)
+def _remove(root: str, relative: str) -> None:
+    """Remove a file of a tree, and the folders it leaves empty."""
+    path = safe_join(root, relative)
+    os.unlink(path)
+    folder = path.rpartition("/")[0]
+    while folder != root:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return
+        folder = folder.rpartition("/")[0]
 
 
-def _sweep(target: Path) -> None:
-    """Remove staging folders of runs that died; restore a tree retired but not replaced."""
-    for leftover in target.parent.glob(f"{target.name}.staging-*"):
-        shutil.rmtree(leftover, ignore_errors=True)
-    for retired in sorted(target.parent.glob(f"{target.name}.retired-*")):
-        if not target.exists():
-            os.rename(retired, target)
-        else:
-            shutil.rmtree(retired, ignore_errors=True)
-
-
-def _load_fingerprints(path: Path, target: Path) -> dict[str, str]:
-    try:
-        data = json.loads(path.read_text())
-        if target.stat().st_ino != data["inode"]:
-            return {}
-        files: dict[str, str] = data["files"]
-        return files
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
+def _rmtree(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)

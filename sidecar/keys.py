@@ -84,11 +84,15 @@ class Registry:
         return cls(path, keys)
 
     def save(self) -> None:
+        """Write the registry whole (mode 0600: it names who holds which grants)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_suffix(".tmp")
         body = {"format": REGISTRY_FORMAT,
                 "keys": [asdict(key) for key in self.keys.values()]}
-        temporary.write_text(json.dumps(body, indent=2) + "\n", "utf-8")
+        temporary.unlink(missing_ok=True)
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(body, indent=2) + "\n")
         os.replace(temporary, self.path)
 
     def get(self, key_id: str) -> KeyRecord:

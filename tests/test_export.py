@@ -11,12 +11,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from builders import REPO, Node, copy_sample, multiply, species, team
+from aiohttp.test_utils import TestClient
+from builders import NODE_TOML, REPO, Node, app_for, copy_sample, multiply, species, team
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -27,6 +29,7 @@ from exporter.errors import ContentError, ExportError
 from exporter.ledger import Ledger
 
 Export = Callable[..., BuildReport]
+Client = Callable[..., Awaitable[TestClient]]
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -254,7 +257,8 @@ def test_killed_export_leaves_previous_output_intact(tmp_path: Path) -> None:
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
-    while not list(root.glob("site_out.staging-*")) and time.monotonic() < deadline:
+    spare = root / ".fednode" / "builds" / "b" / "site"  # the first export built "a"
+    while not spare.exists() and time.monotonic() < deadline:
         time.sleep(0.005)
     assert process.poll() is None, "the export ended before it could be killed"
     process.send_signal(signal.SIGKILL)
@@ -263,6 +267,7 @@ def test_killed_export_leaves_previous_output_intact(tmp_path: Path) -> None:
     # the next export cleans up and completes
     subprocess.run(command, check=True, env=env, capture_output=True)
     assert not list(root.glob("site_out.*"))
+    assert sorted(p.name for p in (root / ".fednode" / "builds").iterdir()) == ["a", "b"]
     assert len(tree(root / "site_out")) > len(site)
 
 
@@ -333,3 +338,83 @@ def test_times_are_always_four_digit_years(moment: datetime) -> None:
     text = format_time(moment)
     assert re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z", text)
     assert parse_time(text) == moment.replace(microsecond=0)
+
+
+def test_lists_follow_the_schema_order_everywhere(node: Node, export: Export) -> None:
+    """species by scientificName, casefolded, then id; germination by species, sowingDate,
+    title. Static pages, snapshots and the sidecar agree, and an export from the cache keeps
+    the order without reading the files again."""
+    names = ["beta vulgaris", "Alnus glutinosa", "alnus incana", "Zea mays", "Acer campestre"]
+    for n, name in enumerate(names):  # created in this order
+        node.write("species", f"s{n}", species(name))
+    twins = [species("Salix alba"), species("salix alba")]
+    for n, fields in enumerate(twins):
+        node.write("species", f"t{n}", fields)
+    table = node.root / "content" / "germination" / "results.csv"
+    table.parent.mkdir(parents=True)
+    rows = [("Primula veris", "2025-02-10", "b"), ("Centaurea jacea", "", "a"),
+            ("primula veris", "2024-10-15", "c"), ("Centaurea jacea", "2024-01-01", "d")]
+    table.write_text("id,title,species,program,setting,seedsSown,seedsGerminated,source,"
+                     "sowingDate\n" + "".join(
+                         f"{uuid.uuid4()},{title} trial,{kind},Bank,nursery,10,5,Log,{date}\n"
+                         for kind, date, title in rows))
+    export(node.root)
+    site = node.root / "site_out" / "api"
+    listed = [i["title"] for i in read_json(site / "species" / "index.json")["items"]]
+    by_id = sorted(twins, key=lambda f: f["id"])
+    assert listed == ["Acer campestre", "Alnus glutinosa", "alnus incana", "beta vulgaris",
+                      by_id[0]["scientificName"], by_id[1]["scientificName"], "Zea mays"]
+    germination = [i["title"] for i in read_json(site / "germination" / "index.json")["items"]]
+    assert germination == ["a trial", "d trial", "c trial", "b trial"]
+    snapshot = [json.loads(line)["title"]
+                for line in (site / "sync" / "species" / "0.ndjson").read_text().splitlines()]
+    assert snapshot == listed
+    export(node.root, base_url="https://mirror.example.net")  # from the cache
+    assert [i["title"] for i in read_json(site / "species" / "index.json")["items"]] == listed
+
+
+async def test_the_sidecar_lists_in_the_same_order(node: Node, export: Export,
+                                                   aiohttp_client: Client
+                                                   ) -> None:
+    for n, name in enumerate(["Mentha aquatica", "achillea millefolium", "Lotus corniculatus"]):
+        node.write("species", f"s{n}", species(name))
+    export(node.root)
+    client = await aiohttp_client(app_for(node.root))
+    answer = await client.get("/api/species?limit=2&offset=1")
+    items = (await answer.json())["items"]
+    assert [i["scientificName"] for i in items] == ["Lotus corniculatus", "Mentha aquatica"]
+
+
+@pytest.mark.parametrize(("configured", "expected"), [
+    ("", "https://cdn.example.org"),  # no sidecar_url: it is base_url, and follows the flag
+    ('sidecar_url = "https://node.example.org"\n', "https://cdn.example.org"),  # the same
+    ('sidecar_url = "https://api.example.org/"\n', "https://api.example.org"),  # apart
+])
+def test_base_url_flag_moves_the_sidecar_url_unless_set_apart(tmp_path: Path, export: Export,
+                                                              configured: str,
+                                                              expected: str) -> None:
+    node = Node(tmp_path / "node", NODE_TOML + configured)
+    node.write("species", "a", species("Fallopia japonica"))
+    export(node.root, base_url="https://cdn.example.org")
+    manifest = read_json(node.root / "site_out" / "api" / "manifest.json")
+    assert manifest["node"]["base_url"] == "https://cdn.example.org"
+    assert manifest["node"]["sidecar_url"] == expected
+    meta = read_json(node.root / ".fednode" / "bundle" / "meta.json")
+    assert (meta["base_url"], meta["sidecar_url"]) == ("https://cdn.example.org", expected)
+    export(node.root)  # without the flag, node.toml decides again
+    manifest = read_json(node.root / "site_out" / "api" / "manifest.json")
+    assert manifest["node"]["sidecar_url"] == (
+        "https://node.example.org" if expected == "https://cdn.example.org" else expected)
+
+
+@pytest.mark.parametrize("value", ['5', '"api.example.org"', '["https://a.example.org"]'])
+def test_sidecar_url_must_be_an_http_address(tmp_path: Path, export: Export,
+                                             value: str) -> None:
+    node = Node(tmp_path / "node", NODE_TOML + f"sidecar_url = {value}\n")
+    with pytest.raises(ContentError) as caught:
+        export(node.root)
+    assert [str(p) for p in caught.value.problems] == [
+        "content/node.toml:10: node.sidecar_url: must be text starting with http:// or "
+        "https://, or left out when the sidecar answers at base_url" if value.startswith('"')
+        else 'content/node.toml:10: node.sidecar_url: must be text in quotes, e.g. '
+             'sidecar_url = "https://api.example.org"']

@@ -341,3 +341,8 @@ def test_cli_expiry_at_the_end_of_the_calendar(keyed: KeyedNode) -> None:
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
     assert result.stderr.strip() == ("Error: --expires '9999-12-31': give a date like "
                                      "2027-06-30 (9999-12-30 at the latest) or an RFC 3339 time")
+
+
+def test_the_key_registry_is_readable_by_its_owner_only(keyed: KeyedNode) -> None:
+    registry = keyed.root / ".fednode" / "keys.json"
+    assert registry.stat().st_mode & 0o077 == 0
