@@ -1,9 +1,10 @@
 """What a caller may read: the service layer between HTTP (or, later, MCP) and the store.
 
 Every function takes the `Caller` and returns data. The visibility rule — "public, or a
-group this caller holds, within its collections" — is written once, in `_RULE`, and every
-query of records or events goes through it. REST handlers are thin adapters over these
-functions; so will the MCP tools be."""
+group this caller holds, within its collections" — is written once here, in `_RULE`, and
+every query of records or events goes through it (the exporter's public change list uses
+its Python spelling, `feed.visible_events`; tests/test_visibility.py holds the two
+together). REST handlers are thin adapters over these functions; so will the MCP tools be."""
 
 from __future__ import annotations
 
@@ -68,8 +69,6 @@ class Caller:
     def params(self) -> dict[str, Any]:
         return {"groups": self.groups, "collections": self.collections}
 
-
-ANONYMOUS = Caller()
 
 # The visibility rule, once: a record (or a record's state around an event) is visible when
 # its access is public or a group the caller holds, in a collection the caller may read.
