@@ -28,12 +28,13 @@ def _reject(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
 
 
-def decode_json(body: bytes, where: str, what: str) -> Any:
+def decode_json(body: bytes, where: str, what: str, hint: str = "") -> Any:
     """Strict JSON: UTF-8, no NaN or Infinity."""
     try:
         return json.loads(body.decode("utf-8"), parse_constant=_reject)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise SyncError(f"{where}: {what} is not JSON ({one_line(str(exc), 80)})") from None
+        raise SyncError(f"{where}: {what} is not JSON ({one_line(str(exc), 80)})"
+                        + (f"; {hint}" if hint else "")) from None
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:
@@ -107,7 +108,7 @@ class Manifest:
 def parse_manifest(body: bytes, where: str) -> Manifest:
     hint = ("check the address: it is the node's base URL, the one whose /api/manifest "
             "describes it")
-    data = decode_json(body, where, f"the manifest ({hint})")
+    data = decode_json(body, where, "the manifest", hint)
     if not isinstance(data, dict) or not isinstance(data.get("node"), dict):
         raise SyncError(f"{where}: not a fednode manifest (no node object); {hint}")
     node = data["node"]
