@@ -16,12 +16,13 @@ from .node import Node, record_path
 from .report import SyncReport
 
 log = logging.getLogger("fednode.hub")
-STAGE_CHUNK = 5_000  # records staged by one statement in a full load
+CHUNK = 5_000  # records loaded by one statement in a full load
 
 
 class FullLoad:
-    """Stage every record inside one transaction, then swap them in (`finish`); leaving
-    the block any other way rolls everything back."""
+    """Load every record into a table of its own, a chunk per transaction, then swap it
+    in for the records at once (`finish`); leaving the block any other way drops it and
+    leaves the index as it was."""
 
     def __init__(self, index: Index, node_id: str, report: SyncReport, expected: int) -> None:
         self.index = index
@@ -33,31 +34,28 @@ class FullLoad:
         self.finished = False
 
     def __enter__(self) -> FullLoad:
-        self.index.db.begin()
-        self.index.begin_load()
+        self.index.start_full_load()
         return self
 
     def add(self, records: Sequence[Record], what: str) -> None:
-        """Stage records, a chunk of at least STAGE_CHUNK at a time."""
+        """Load records, a chunk of at least CHUNK at a time."""
         self.buffer += records
         self.staged += len(records)
-        if len(self.buffer) >= STAGE_CHUNK:
-            self.index.stage(self.buffer)
+        if len(self.buffer) >= CHUNK:
+            self.index.load(self.buffer, self.node_id)
             self.buffer = []
         log.info("loading %s: %d of %d records", what, self.staged, self.expected)
 
     def finish(self, state: dict[str, str | None]) -> None:
-        self.index.stage(self.buffer)
+        self.index.load(self.buffer, self.node_id)
         self.buffer = []
-        self.report.count(*self.index.merge(self.node_id, everything=True))
-        self.index.set_state(state)
-        self.index.db.commit()
+        self.report.count(*self.index.swap_in(state))
         self.finished = True
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  trace: TracebackType | None) -> None:
         if not self.finished:
-            self.index.db.rollback()
+            self.index.abandon_full_load()
 
 
 def expected_url(node: Node, item: Item, where: str) -> str:
@@ -90,10 +88,6 @@ async def apply_items(node: Node, index: Index, node_id: str, items: Sequence[It
         else:
             records.append(parse_record(body, urls[key], item.collection, item.id))
     with index.transaction():
-        added = updated = 0
-        if records:
-            index.begin_load()
-            index.stage(records)
-            added, updated, _ = index.merge(node_id, everything=False)
+        added, updated = index.upsert(records, node_id)
         report.count(added, updated, index.remove(gone))
         index.set_state(state)

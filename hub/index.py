@@ -22,20 +22,15 @@ from .messages import Record
 from .views import all_views
 
 LAYOUT = "2"
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS records (
+COLUMNS = """(
     collection VARCHAR NOT NULL, id VARCHAR NOT NULL, node_id VARCHAR NOT NULL,
-    content_hash VARCHAR NOT NULL, updated_at VARCHAR NOT NULL, json JSON NOT NULL,
-    PRIMARY KEY (collection, id));
+    content_hash VARCHAR NOT NULL, updated_at VARCHAR NOT NULL, json JSON NOT NULL)"""
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS records {COLUMNS};
 CREATE TABLE IF NOT EXISTS hub (name VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
 """
-STAGING = """
-CREATE OR REPLACE TEMP TABLE incoming (
-    collection VARCHAR NOT NULL, id VARCHAR NOT NULL, content_hash VARCHAR NOT NULL,
-    updated_at VARCHAR NOT NULL, text VARCHAR NOT NULL, PRIMARY KEY (collection, id))
-"""
 SAME_KEY = "r.collection = i.collection AND r.id = i.id"
-MEMORY_LIMIT = "512MB"  # DuckDB spills beyond it, so a full load's memory stays bounded
+MEMORY_LIMIT = "128MB"  # DuckDB's buffers; beyond it, it spills to disk
 
 
 def _arrow(records: Sequence[Record]) -> pa.Table:
@@ -153,34 +148,64 @@ class Index:
         finally:
             self.db.unregister(name)
 
-    def begin_load(self) -> None:
-        """Start staging: records added until merge() come in by chunks."""
-        self.db.execute(STAGING)
+    def upsert(self, records: Sequence[Record], node_id: str) -> tuple[int, int]:
+        """Add or replace these records (in the caller's transaction): (added, updated)."""
+        if not records:
+            return 0, 0
+        with self._registered("chunk", _arrow(records)):
+            updated = _count(self.db.execute(
+                "DELETE FROM records r USING chunk i WHERE " + SAME_KEY +
+                " AND (r.content_hash <> i.content_hash OR r.json::VARCHAR <> i.text)"))
+            inserted = _count(self.db.execute(
+                "INSERT INTO records SELECT i.collection, i.id, ?, i.content_hash, "
+                "i.updated_at, i.text::JSON FROM chunk i WHERE NOT EXISTS (SELECT 1 FROM "
+                "records r WHERE " + SAME_KEY + ")", [node_id]))
+        return inserted - updated, updated
 
-    def stage(self, records: Sequence[Record]) -> None:
+    def start_full_load(self) -> None:
+        """A full load fills the table `loading`, a chunk per transaction (so memory holds a
+        chunk, not the node), and swap_in() replaces `records` with it in one."""
+        self.db.execute("DROP TABLE IF EXISTS loading")
+        self.db.execute(f"CREATE TABLE loading {COLUMNS}")
+
+    def load(self, records: Sequence[Record], node_id: str) -> None:
         if not records:
             return
         with self._registered("chunk", _arrow(records)):
-            self.db.execute("INSERT OR REPLACE INTO incoming SELECT * FROM chunk")
+            self.db.execute("INSERT INTO loading SELECT collection, id, ?, content_hash, "
+                            "updated_at, text::JSON FROM chunk", [node_id])
 
-    def merge(self, node_id: str, *, everything: bool) -> tuple[int, int, int]:
-        """Make the staged records current; with `everything`, drop every record not
-        staged. Returns (added, updated, removed)."""
+    def swap_in(self, state: dict[str, str | None]) -> tuple[int, int, int]:
+        """Make `loading` the records, with `state`, at once: (added, updated, removed)."""
         db = self.db
-        updated = _count(db.execute(
-            "DELETE FROM records r USING incoming i WHERE " + SAME_KEY +
-            " AND (r.content_hash <> i.content_hash OR r.json::VARCHAR <> i.text)"))
-        removed = 0
-        if everything:
+        with self.transaction():
+            duplicates = _count(db.execute(
+                "SELECT count(*) - count(DISTINCT (collection, id)) FROM loading"))
+            if duplicates:  # a list that shifted while it was paged: the last copy wins
+                db.execute("CREATE TABLE unique_loading AS SELECT * FROM loading QUALIFY "
+                           "row_number() OVER (PARTITION BY collection, id "
+                           "ORDER BY rowid DESC) = 1")
+                db.execute("DROP TABLE loading")
+                db.execute("ALTER TABLE unique_loading RENAME TO loading")
+            added = _count(db.execute(
+                "SELECT count(*) FROM loading i WHERE NOT EXISTS (SELECT 1 FROM records r "
+                "WHERE " + SAME_KEY + ")"))
             removed = _count(db.execute(
-                "DELETE FROM records r WHERE NOT EXISTS (SELECT 1 FROM incoming i WHERE "
-                + SAME_KEY + ")"))
-        inserted = _count(db.execute(
-            "INSERT INTO records SELECT i.collection, i.id, ?, i.content_hash, i.updated_at, "
-            "i.text::JSON FROM incoming i WHERE NOT EXISTS (SELECT 1 FROM records r WHERE "
-            + SAME_KEY + ")", [node_id]))
-        db.execute("DROP TABLE incoming")
-        return inserted - updated, updated, removed
+                "SELECT count(*) FROM records r WHERE NOT EXISTS (SELECT 1 FROM loading i "
+                "WHERE " + SAME_KEY + ")"))
+            updated = _count(db.execute(
+                "SELECT count(*) FROM records r JOIN loading i ON " + SAME_KEY +
+                " WHERE r.content_hash <> i.content_hash "
+                "OR md5(r.json::VARCHAR) <> md5(i.json::VARCHAR)"))
+            db.execute("DROP TABLE records")
+            db.execute("ALTER TABLE loading RENAME TO records")
+            for statement in all_views():
+                db.execute(statement)
+            self.set_state(state)
+        return added, updated, removed
+
+    def abandon_full_load(self) -> None:
+        self.db.execute("DROP TABLE IF EXISTS loading")
 
     def remove(self, keys: Sequence[tuple[str, str]]) -> int:
         if not keys:

@@ -206,13 +206,24 @@ def parse_item(value: Any, where: str, *, numbered: bool) -> Item:
         _integer(obj, "seq", where, low=1) if numbered else 0)
 
 
-def parse_change_list(body: bytes, where: str) -> list[Item]:
-    items = []
-    for n, line in enumerate(body.split(b"\n"), start=1):
-        if line.strip():
-            at = f"{where}:{n}"
-            items.append(parse_item(decode_json(line, at, "the line"), at, numbered=True))
-    return items
+def changes_after(body: bytes, where: str, position: int) -> tuple[list[Item], Item | None]:
+    """The change list's items numbered after `position`, in order, and the last item at
+    or before it (None if there is none). Lines are read from the end, so the work grows
+    with the changes, not with the node; their `seq` must rise line by line."""
+    lines = body.split(b"\n")
+    pending: list[Item] = []
+    for n in range(len(lines) - 1, -1, -1):
+        if not lines[n].strip():
+            continue
+        at = f"{where}:{n + 1}"
+        item = parse_item(decode_json(lines[n], at, "the line"), at, numbered=True)
+        if pending and item.seq >= pending[-1].seq:
+            raise SyncError(f"{at}: seq {item.seq} is not below the next line's "
+                            f"{pending[-1].seq}; the change list is out of order")
+        if item.seq <= position:
+            return pending[::-1], item
+        pending.append(item)
+    return pending[::-1], None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import logging
 from .apply import FullLoad, apply_items
 from .errors import SyncError
 from .index import Index
-from .messages import Item, Manifest, parse_change_list, parse_manifest, parse_snapshot
+from .messages import Item, Manifest, changes_after, parse_manifest, parse_snapshot
 from .node import Node, roots_of
 from .report import SyncReport
 
@@ -69,11 +69,12 @@ def went_back(manifest: Manifest, position: int, at: str | None) -> str | None:
     return None
 
 
-def rewritten(items: list[Item], position: int, at: str | None) -> str | None:
-    for item in items:
-        if item.seq <= position and at is not None and item.updated_at > at:
-            return (f"the node's history changed (change {item.seq} is dated "
-                    f"{item.updated_at}, after {at}, the time of the index's position)")
+def rewritten(followed: Item | None, at: str | None) -> str | None:
+    """Why the last change at or before the index's position shows a rewritten history:
+    it is dated after the position's time (times never decrease along `seq`)."""
+    if followed is not None and at is not None and followed.updated_at > at:
+        return (f"the node's history changed (change {followed.seq} is dated "
+                f"{followed.updated_at}, after {at}, the time of the index's position)")
     return None
 
 
@@ -110,41 +111,33 @@ async def apply_change_list(node: Node, index: Index, manifest: Manifest, report
     """Apply the change list's items after the index's position, a batch at a time.
     Returns the manifest it followed and, if the history was rewritten, why."""
     position = int(index.state("position") or 0)
+    at = index.state("position_at")
     if (index.state("changes_sha256") == manifest.changes_sha256
             and position == manifest.seq):
         return manifest, None
-    items, manifest = await read_change_list(node, manifest)
-    reason = went_back(manifest, position, index.state("position_at")) or rewritten(
-        items, position, index.state("position_at"))
-    if reason is not None:
-        return manifest, reason
-    pending = sorted((item for item in items if item.seq > position), key=lambda i: i.seq)
-    where = f"{node.base}/api/sync/changes.ndjson"
-    for start in range(0, len(pending), BATCH):
-        batch = pending[start:start + BATCH]
-        await apply_items(node, index, manifest.node_id, batch,
-                          {"position": str(batch[-1].seq), "position_at": batch[-1].updated_at},
-                          report, where)
-        log.info("applying changes: %d of %d", start + len(batch), len(pending))
-    index.set_state({"position": str(manifest.seq), "position_at": manifest.updated_at,
-                     "changes_sha256": manifest.changes_sha256})
-    return manifest, None
-
-
-async def read_change_list(node: Node, manifest: Manifest) -> tuple[list[Item], Manifest]:
-    """The change list that matches a manifest (by SHA-256), re-reading both if the node
-    changed between them."""
     for _ in range(ROUNDS):
         url = node.resolve(manifest.changes_url, f"{node.base}/api/manifest: sync.changes")
         body = await node.get(url, cap=node.limits.file_bytes)
         assert body is not None
         if hashlib.sha256(body).hexdigest() == manifest.changes_sha256:
-            items = parse_change_list(body, str(url))
-            beyond = [item.seq for item in items if item.seq > manifest.seq]
-            if beyond:
-                raise SyncError(f"{url}: item {beyond[0]} is beyond the manifest's sync.seq "
-                                f"({manifest.seq}); the node's sync files disagree")
-            return items, manifest
-        manifest = await read_manifest(node, manifest.node_id)
-    raise SyncError("the node's change list kept changing while it was read; run the sync "
-                    "again later")
+            break
+        manifest = await read_manifest(node, manifest.node_id)  # it changed meanwhile
+    else:
+        raise SyncError("the node's change list kept changing while it was read; run the "
+                        "sync again later")
+    pending, followed = changes_after(body, str(url), position)
+    reason = went_back(manifest, position, at) or rewritten(followed, at)
+    if reason is not None:
+        return manifest, reason
+    if pending and pending[-1].seq > manifest.seq:
+        raise SyncError(f"{url}: item {pending[-1].seq} is beyond the manifest's sync.seq "
+                        f"({manifest.seq}); the node's sync files disagree")
+    for start in range(0, len(pending), BATCH):
+        batch = pending[start:start + BATCH]
+        await apply_items(node, index, manifest.node_id, batch,
+                          {"position": str(batch[-1].seq), "position_at": batch[-1].updated_at},
+                          report, str(url))
+        log.info("applying changes: %d of %d", start + len(batch), len(pending))
+    index.set_state({"position": str(manifest.seq), "position_at": manifest.updated_at,
+                     "changes_sha256": manifest.changes_sha256})
+    return manifest, None
