@@ -23,7 +23,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,15 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from builders import copy_sample, multiply  # noqa: E402
-
-FEDNODE = str(Path(sys.executable).parent / "fednode")
-HUGE = 1_000_000_000
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from keyed_reads import FEDNODE, HUGE, free_port  # noqa: E402
 
 
 def run(*args: str) -> str:
@@ -131,6 +122,24 @@ async def download(base: str, key: str) -> tuple[float, int, float, int]:
         return open_seconds, size, time.perf_counter() - started, listed
 
 
+def repeated(base: str, key: str, hub: Path) -> int:
+    """How many items the feed gives for the `since` the keyed hub holds."""
+    import duckdb
+
+    with duckdb.connect(str(hub), read_only=True) as db:
+        row = db.execute("SELECT value FROM hub WHERE name = 'since'").fetchone()
+    assert row is not None
+    url: str | None = f"{base}/api/changes?since={row[0]}&limit=1000"
+    count = 0
+    while url:
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
+        with urllib.request.urlopen(request) as answer:
+            page = json.load(answer)
+        count += len(page["items"])
+        url = page["next"] and base + "/api/" + page["next"].split("/api/", 1)[1]
+    return count
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=100_000)
@@ -163,6 +172,9 @@ def main() -> None:
                     "keyed": (Path(folder) / "keyed.duckdb", key)}
             figures = [("first sync", name, *timed_sync(base, path, token))
                        for name, (path, token) in hubs.items()]
+            print(f"the changes feed answers {repeated(base, key, hubs['keyed'][0])} items "
+                  f"to a poll with the last `until` and nothing new (0 once `since` is "
+                  f"exclusive)")
             figures += [("nothing new", name, *timed_sync(base, path, token))
                         for name, (path, token) in hubs.items()]
             edit(root, args.edits)

@@ -8,6 +8,7 @@
 - `messages`: what the hub accepts from a node (manifest, pages, items, records).
 - `index`: the hub's DuckDB file; `views`: a view per collection.
 - `waits`: Retry-After and back-off; `terminal`: progress on a terminal, a log file.
+- `report`: what a run did; `errors`: SyncError, the one error a user sees.
 """
 
 import logging

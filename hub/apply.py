@@ -37,14 +37,17 @@ class FullLoad:
         self.index.start_full_load()
         return self
 
-    def add(self, records: Sequence[Record], what: str) -> None:
-        """Load records, a chunk of at least CHUNK at a time."""
+    def add(self, records: Sequence[Record], what: str, *, milestone: bool = False) -> None:
+        """Load records, a chunk of at least CHUNK at a time. Progress goes to the log at
+        INFO for each chunk and each `milestone` (a file), at DEBUG for the rest."""
         self.buffer += records
         self.staged += len(records)
         if len(self.buffer) >= CHUNK:
             self.index.load(self.buffer, self.node_id)
             self.buffer = []
-        log.info("loading %s: %d of %d records", what, self.staged, self.expected)
+            milestone = True
+        log.log(logging.INFO if milestone else logging.DEBUG, "loading %s: %d of %d records",
+                what, self.staged, self.expected)
 
     def finish(self, state: dict[str, str | None]) -> None:
         self.index.load(self.buffer, self.node_id)

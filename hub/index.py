@@ -3,9 +3,12 @@
 `records` holds each record's JSON as the node served it (DuckDB's JSON type, so
 `json->>'family'` works), with the node's id; `hub` holds the file's identity (layout,
 node, caller) and how far the sync got; a view per collection (hub/views.py) gives each
-field its own column. Records arrive in bulk: a chunk is staged with one Arrow insert and
-merged with a few set statements, never row by row. A full load stages every chunk inside
-one transaction, so the index changes all at once or not at all."""
+field its own column. Records arrive in bulk, a chunk per statement from an Arrow table,
+never row by row: a batch of changes is merged with a few set statements; a full load fills
+a table of its own, a chunk per transaction (memory holds a chunk, not the node), and
+replaces `records` with it in one transaction, so the index changes all at once or not at
+all. (collection, id) is unique by construction; `records` has no primary key, because
+DuckDB rewrites a key index whole at every checkpoint (1.5 s a sync at 100,000 records)."""
 
 from __future__ import annotations
 
@@ -234,6 +237,8 @@ def _count(result: duckdb.DuckDBPyConnection) -> int:
 
 def _unopenable(path: Path, exc: duckdb.Error) -> str:
     text = str(exc)
+    if not path.parent.is_dir():
+        return f"the folder {path.parent} does not exist; create it or give another --into"
     if "lock" in text.lower():
         return (f"{path} is in use by another process (another fednode sync?); wait for it "
                 f"to finish, or give another --into")

@@ -95,7 +95,7 @@ async def load_all(node: Node, index: Index, manifest: Manifest,
                 if len(records) != snap.records:
                     raise SyncError(f"{url}: {len(records)} records where the manifest "
                                     f"announces {snap.records}")
-                load.add(records, snap.collection)
+                load.add(records, snap.collection, milestone=True)
             else:
                 load.finish({"position": str(manifest.seq), "position_at": manifest.updated_at,
                              "changes_sha256": manifest.changes_sha256})

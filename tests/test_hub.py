@@ -139,8 +139,11 @@ def rehashed(files: dict[str, bytes]) -> dict[str, bytes]:
 
 
 def rows(path: Path) -> set[tuple[str, str, str, str]]:
+    """The index's records; each (collection, id) once."""
     with duckdb.connect(str(path), read_only=True) as db:
-        return set(db.execute("SELECT collection, id, node_id, json FROM records").fetchall())
+        found = db.execute("SELECT collection, id, node_id, json FROM records").fetchall()
+    assert len(found) == len({(c, i) for c, i, _, _ in found})
+    return set(found)
 
 
 def run_sync(base: str, into: Path, key: str | None = None, limits: Limits = QUICK,
@@ -273,6 +276,13 @@ def test_cli_hub_file_not_a_hub(states: States, crafted: Crafted, tmp_path: Path
     with duckdb.connect(str(other)) as db:
         db.execute("CREATE TABLE birds (name VARCHAR)")
     assert_one_error_line(cli(crafted.url, "--into", str(other)), "not a hub index", "birds")
+
+
+def test_cli_hub_file_in_a_missing_folder(states: States, crafted: Crafted,
+                                          tmp_path: Path) -> None:
+    crafted.reset(states.a)
+    assert_one_error_line(cli(crafted.url, "--into", str(tmp_path / "nowhere" / "h.duckdb")),
+                          f"the folder {tmp_path / 'nowhere'} does not exist")
 
 
 def test_cli_old_layout_is_refused_with_how_to(states: States, crafted: Crafted,
@@ -461,7 +471,7 @@ def mutate(states: States, mutation: tuple[Any, ...]) -> dict[str, bytes] | None
     return {**files, path: json.dumps(record).encode()}
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 @given(mutation=mutations)
 @example(mutation=("manifest body", b""))
 @example(mutation=("manifest field", "node", None))
@@ -510,6 +520,78 @@ def test_broken_first_load_leaves_no_file(where: str, value: Any, states: States
     into = tmp_path_factory.mktemp("first") / "hub.duckdb"
     sync_error(crafted.url, into)
     assert not into.exists()
+
+
+def keyed_answers(states: States, crafted: Crafted,
+                  edit: Callable[[str, dict[str, Any]], None] = lambda where, body: None
+                  ) -> None:
+    """A valid keyed node (species A in the list, C from the feed); `edit(where, body)`
+    may break the key description, the list page, the probe, the feed page or its item."""
+    a, c = str(uuid.UUID(int=10)), str(uuid.UUID(int=12))
+    crafted.reset(states.a)
+    for record_id in (a, c):
+        crafted.files[f"/api/species/{record_id}"] = json.dumps({
+            "id": record_id, "collection": "species", "content_hash": record_id[-2:],
+            "updated_at": T0}).encode()
+
+    def answer(where: str, body: dict[str, Any]) -> web.Response:
+        edit(where, body)
+        return web.json_response(body)
+
+    async def key(request: web.Request) -> web.StreamResponse:
+        return answer("key", dict(KEY_ME))
+
+    async def listing(request: web.Request) -> web.StreamResponse:
+        total = 1 if request.query.get("limit") == "200" else 2  # C came since
+        return answer("list", {"collection": "species", "items": [
+            json.loads(crafted.files[f"/api/species/{a}"])], "total": total, "limit": 200,
+            "offset": 0, "next": None})
+
+    async def feed(request: web.Request) -> web.StreamResponse:
+        if request.query.get("since") == "1970-01-01T00:00:00Z":
+            return answer("probe", {"items": [], "next": None, "until": T0})
+        item = record_item(c, f"/api/species/{c}")
+        item["content_hash"] = c[-2:]
+        edit("item", item)
+        return answer("feed", {"items": [item], "next": None, "until": T0})
+    crafted.handlers.update({"/api/keys/me": key, "/api/species": listing,
+                             "/api/changes": feed})
+
+
+def test_the_crafted_keyed_node_is_valid(states: States, crafted: Crafted,
+                                         tmp_path: Path) -> None:
+    keyed_answers(states, crafted)
+    report = run_sync(crafted.url, tmp_path / "hub.duckdb", "key")
+    assert report.summary() == "added 2, updated 0, removed 0; 2 records in the index"
+
+
+KEYED_FIELDS = {"key": {"id": "", "scopes": [], "collections": []},
+                "list": {"items": [], "total": 0, "next": None},
+                "probe": {"items": [], "until": "", "next": None},
+                "feed": {"items": [], "until": "", "next": None},
+                "item": {"collection": "", "id": "", "op": "", "updated_at": "",
+                         "content_hash": ""}}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(where=st.sampled_from(sorted(KEYED_FIELDS)), data=st.data())
+def test_broken_keyed_answers_give_one_line(where: str, data: st.DataObject, states: States,
+                                            crafted: Crafted,
+                                            tmp_path_factory: pytest.TempPathFactory) -> None:
+    name = data.draw(st.sampled_from(sorted(KEYED_FIELDS[where])), label="field")
+    valid = KEYED_FIELDS[where][name]
+    value = data.draw(JUNK.filter(  # a value of another type than the field's
+        lambda v: type(v) is not type(valid) and not (valid is None and isinstance(v, str))),
+        label="value")
+
+    def edit(at: str, body: dict[str, Any]) -> None:
+        if at == where:
+            body[name] = value
+    keyed_answers(states, crafted, edit)
+    into = tmp_path_factory.mktemp("keyed") / "hub.duckdb"
+    sync_error(crafted.url, into, "key")
+    if where in ("key", "list", "probe"):  # before the first load completed
+        assert not into.exists()
 
 
 # --- item 3: bounded loops, waits and bodies ---------------------------------------------
@@ -606,6 +688,32 @@ def test_paging_loops_are_bounded(loop: str, states: States, crafted: Crafted,
                 "empty feed page with next": "an empty page that links to another"}
     assert expected.get(loop, "links back to a page already read") in message
     assert len(crafted.seen) < 80
+
+
+def test_a_list_that_shifts_while_paged_is_held_once(states: States, crafted: Crafted,
+                                                     tmp_path: Path) -> None:
+    a, b, c = (str(uuid.UUID(int=n)) for n in (1, 2, 3))
+
+    def record(record_id: str, title: str) -> dict[str, Any]:
+        return {"id": record_id, "collection": "species", "title": title,
+                "content_hash": title, "updated_at": T0}
+
+    async def listing(request: web.Request) -> web.StreamResponse:
+        offset = int(request.query.get("offset", "0"))
+        paged = request.query.get("limit") == "200"
+        items = ([record(a, "a"), record(b, "b1")] if offset == 0 else
+                 [record(b, "b2"), record(c, "c")]) if paged else [record(a, "a")]
+        return web.json_response({
+            "collection": "species", "items": items, "total": 3, "limit": 200,
+            "offset": offset, "next": "/api/species?limit=200&offset=2"
+            if paged and offset == 0 else None})
+    keyed_node(crafted, states, feed_of(lambda request: {"items": [], "next": None,
+                                                          "until": T0}))
+    crafted.handlers["/api/species"] = listing
+    report = run_sync(crafted.url, tmp_path / "hub.duckdb", "key")
+    assert report.summary() == "added 3, updated 0, removed 0; 3 records in the index"
+    held = {i: json.loads(j)["title"] for _, i, _, j in rows(tmp_path / "hub.duckdb")}
+    assert held == {a: "a", b: "b2", c: "c"}
 
 
 def test_a_stalled_body_is_a_failure_not_a_hang(states: States, crafted: Crafted,
