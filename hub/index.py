@@ -68,6 +68,10 @@ class Index:
         try:
             db.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
             index._check_layout()
+        except duckdb.Error as exc:
+            db.close()
+            raise SyncError(f"{path} is not a usable hub index ({one_line(str(exc), 120)}); "
+                            f"delete it and sync again") from None
         except BaseException:
             db.close()
             raise

@@ -10,6 +10,7 @@ hang), in retries, and in how long and how often a 429 is waited out."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -193,8 +194,6 @@ class Node:
 
 def _message(body: bytes) -> str:
     """The node's error message, or the start of the body."""
-    import json
-
     try:
         return one_line(str(json.loads(body)["error"]["message"]))
     except (ValueError, KeyError, TypeError):

@@ -15,10 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from exporter.contract.wire import format_time
 
 from . import keyed, public
-from .errors import SyncError
+from .errors import SyncError, one_line
 from .index import Index, discard
 from .node import Limits, connect, parse_address
 from .report import SyncReport
@@ -51,6 +53,9 @@ async def sync(base_url: str, into: Path, key: str | None = None, *,
             index.set_state({"synced_at": format_time(datetime.now(UTC))})
             report.total = index.total()
             return report
+    except duckdb.Error as exc:  # the file, not the node: a full disk, a damaged file
+        raise SyncError(f"{into}: {one_line(str(exc), 160)}; the index keeps its last "
+                        f"complete state") from None
     finally:
         if index is not None:
             unloaded = not existed and not index.loaded()

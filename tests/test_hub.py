@@ -942,3 +942,9 @@ def test_index_refuses_a_layout_it_does_not_know(tmp_path: Path) -> None:
         db.execute("UPDATE hub SET value = '3' WHERE name = 'layout'")
     with pytest.raises(SyncError, match="layout 3, which this fednode does not read"):
         Index.open(path)
+    with duckdb.connect(str(path)) as db:  # a damaged one: the records table is gone
+        db.execute("UPDATE hub SET value = '2' WHERE name = 'layout'")
+        db.execute("DROP VIEW species; DROP VIEW resources; DROP VIEW treatments; "
+                   "DROP VIEW germination; DROP VIEW team; DROP TABLE records")
+    with pytest.raises(SyncError, match="is not a usable hub index .*delete it and sync"):
+        Index.open(path)
