@@ -265,19 +265,31 @@ def keys_revoke(key_id: str, project_dir: Path) -> None:
 
 @main.command()
 @click.argument("base_url")
-@click.option("--key", envvar="FEDNODE_KEY", help="A key of the node (or set FEDNODE_KEY). "
-              "With a key, give the sidecar's address (the manifest's node.sidecar_url).")
+@click.option("--key", envvar="FEDNODE_KEY", help="A key of the node (or set FEDNODE_KEY), "
+              "with the scopes read and changes. With a key, give the sidecar's address "
+              "(the manifest's node.sidecar_url).")
 @click.option("--into", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="The hub's DuckDB file; created on the first run.")
-def sync(base_url: str, key: str | None, into: Path) -> None:
-    """Bring a hub's index of the node at BASE_URL up to date."""
+              help="The hub's DuckDB file; created on the first run. One file follows one "
+                   "node, as one caller (open, or one key).")
+@click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Append what the run did and waited for to this file (for runs from "
+                   "cron; on a terminal, progress shows as it happens).")
+def sync(base_url: str, key: str | None, into: Path, log_file: Path | None) -> None:
+    """Bring a hub's index of the node at BASE_URL up to date.
+
+    Without a key the index holds the node's public records; with a key, what that key
+    may read. The key needs the scopes read and changes (the node's publisher makes one
+    with `fednode keys create --scopes read,changes`). docs/hub.md describes the file,
+    its views and the limits."""
     import asyncio
 
     from hub.sync import SyncError
     from hub.sync import sync as run_sync
+    from hub.terminal import reporting
 
     try:
-        report = asyncio.run(run_sync(base_url, into, key))
+        with reporting(sys.stderr, log_file):
+            report = asyncio.run(run_sync(base_url, into, key))
     except SyncError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(report.summary())

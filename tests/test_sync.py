@@ -57,7 +57,7 @@ def node_view(base: str, key: str | None) -> dict[tuple[str, str], bytes]:
 
 def hub_view(path: Path) -> dict[tuple[str, str], bytes]:
     with duckdb.connect(str(path)) as db:
-        return {(c, i): bytes(j) for c, i, j in
+        return {(c, i): j.encode() for c, i, j in
                 db.execute("SELECT collection, id, json FROM records").fetchall()}
 
 
