@@ -281,17 +281,11 @@ def sync(base_url: str, key: str | None, into: Path, log_file: Path | None) -> N
     may read. The key needs the scopes read and changes (the node's publisher makes one
     with `fednode keys create --scopes read,changes`). docs/hub.md describes the file,
     its views and the limits."""
-    import asyncio
-
-    from hub.sync import SyncError
     from hub.sync import sync as run_sync
     from hub.terminal import reporting
 
-    try:
-        with reporting(sys.stderr, log_file):
-            report = asyncio.run(run_sync(base_url, into, key))
-    except SyncError as exc:
-        raise click.ClickException(str(exc)) from None
+    with reporting(sys.stderr, log_file):
+        report = asyncio.run(run_sync(base_url, into, key))
     click.echo(report.summary())
 
 
