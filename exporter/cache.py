@@ -5,7 +5,7 @@
   files are not read again;
 - the sha256 of outputs too large to hash on every run, keyed by their fingerprint.
 
-Rendered records are not kept here: the previous bundle has them (bundle.read_rendered).
+Rendered records are not kept here: the previous bundle has them (`renderings`).
 
 The cache is derived data in `.fednode/cache/` (0700, its one file 0600): deleting it only
 makes the next export slower. It is tied to the fednode version and the schemas, and
