@@ -34,9 +34,9 @@ from .schemas import Collection
 RENDER_VERSION = "1"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen class is slow to make, and there are many
 class Rendered:
-    """One record as the node serves it."""
+    """One record as the node serves it (never changed once made)."""
 
     collection: str
     id: str

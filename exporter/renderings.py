@@ -49,9 +49,20 @@ class Renderings:
 
     def column(self, rows: list[int], fresh: list[bytes]) -> pa.Array:
         """A binary column: row n is previous row `rows[n]`, or `fresh[-rows[n] - 1]` where
-        `rows[n]` is negative; one contiguous array, as written from a list."""
+        `rows[n]` is negative; one contiguous array, as written from a list. Runs of
+        consecutive rows are copied as slices (after a small edit, a few long runs)."""
         new = pa.array(fresh, pa.binary())
-        start = len(self.json)
-        picks = pa.array([row if row >= 0 else start - row - 1 for row in rows], pa.int64())
-        both = pa.chunked_array([self.json, new], pa.binary())
-        return both.take(picks).combine_chunks()
+        pieces: list[pa.Array] = []
+        start = 0
+        for n in range(1, len(rows) + 1):
+            if n < len(rows) and rows[n] == rows[n - 1] + (1 if rows[n - 1] >= 0 else -1):
+                continue  # the run goes on
+            first = rows[start]
+            if first >= 0:
+                pieces.append(self.json.slice(first, n - start))
+            else:
+                pieces.append(new.slice(-first - 1, n - start))
+            start = n
+        if len(pieces) == 1:
+            return pieces[0]
+        return pa.concat_arrays(pieces) if pieces else new

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from test_visibility import ledgers
 
 from exporter.build import BuildReport
-from exporter.contract.feed import OPS, Event, public_changes, visible_events
+from exporter.contract.feed import EVENT_FIELDS, OPS, Event, public_changes, visible_events
 from exporter.contract.wire import PUBLIC, encode, record_url
 from exporter.ledger import Ledger
 
@@ -43,6 +43,9 @@ def test_change_list_is_what_encode_writes(events: list[Event], tail: str, odd: 
               for e in events]
     for base_url in ("https://node.example.org", "https://node.example.org/" + tail):
         assert public_changes(events, base_url).body == plain_changes(events, base_url)
+    for e in events:
+        assert e.line() == json.dumps({name: getattr(e, name) for name in EVENT_FIELDS},
+                                      separators=(",", ":"), ensure_ascii=False) + "\n"
 
 
 def plain_ledger(data: bytes) -> list[Event]:

@@ -28,6 +28,8 @@ from .wire import PUBLIC, encode, record_url
 SNAPSHOT_CHUNK = 10_000
 CHANGES_PATH = "api/sync/changes.ndjson"
 OPS = ("create", "update", "access", "delete")
+# What `encode` escapes in a string (ensure_ascii=False): quotes, backslashes, control chars.
+_ESCAPED = re.compile(r'["\\\x00-\x1f]')
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +45,14 @@ class Event:
     access: str  # the record's access after the event
 
     def line(self) -> str:
-        """The event as a line of ledger.jsonl."""
+        """The event as a line of ledger.jsonl: as `json.dumps` writes it (compact, UTF-8),
+        formatted directly when no value needs escaping (the ledger checks their form)."""
+        texts = (self.at, self.op, self.collection, self.id, self.hash, self.access)
+        if type(self.seq) is int and all(type(text) is str for text in texts) \
+                and not _ESCAPED.search("".join(texts)):
+            return (f'{{"seq":{self.seq},"at":"{self.at}","op":"{self.op}",'
+                    f'"collection":"{self.collection}","id":"{self.id}","hash":"{self.hash}",'
+                    f'"access":"{self.access}"}}\n')
         return json.dumps({"seq": self.seq, "at": self.at, "op": self.op,
                            "collection": self.collection, "id": self.id, "hash": self.hash,
                            "access": self.access},
@@ -99,10 +108,6 @@ def public_changes(events: Iterable[Event], base_url: str) -> PublicChanges:
         last[key] = seen
     seq, updated_at = (seen.number, seen.event.at) if seen else (0, None)
     return PublicChanges(_change_lines(list(last.values()), base_url), seq, updated_at)
-
-
-# What `encode` escapes in a string (ensure_ascii=False): quotes, backslashes, control chars.
-_ESCAPED = re.compile(r'["\\\x00-\x1f]')
 
 
 def _change_lines(latest: list[Seen], base_url: str) -> bytes:
