@@ -221,7 +221,8 @@ def _parse_markdown(text: str, source: SourceFile, collection: Collection
         match = _KEY_LINE.match(raw)
         if match:
             field_lines.setdefault(match.group(1), number)
-    fields = {key: _plain(value) for key, value in data.items()}
+    fields = {key: value if type(value) is str else _plain(value)
+              for key, value in data.items()}
     body = "\n".join(lines[end + 1:]).strip("\n")
     if body.strip():
         if "body" in fields:
@@ -343,7 +344,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, date):
         return value.isoformat()
     if isinstance(value, list):
-        return [_plain(item) for item in value]
+        return [item if type(item) is str else _plain(item) for item in value]
     if isinstance(value, dict):
         return {key: _plain(item) for key, item in value.items()}
     return value
