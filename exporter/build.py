@@ -34,10 +34,12 @@ from .render import (
     Rendered,
     fingerprint,
     index_html,
+    json_of,
     manifest,
     render_record,
     schema_document,
 )
+from .renderings import Renderings
 from .schemas import Collection, collections
 from .writer import OutputFile, Release, TreeStats, checkpoint, constant, exclusive
 
@@ -176,7 +178,8 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     progress("ledger", len(content.records), len(content.records))
     checkpoint("ledger")
 
-    rendered = _render(content, ledger, bundle.read_rendered(project.bundle), progress)
+    previous = Renderings.read(project.bundle)
+    rendered = _render(content, ledger, previous, progress)
     report = BuildReport(seconds=0.0, events=len(events))
     for r in rendered:
         (report.public if r.public else report.restricted)[r.collection] += 1
@@ -200,7 +203,7 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     private = list(bundle.bundle_files(
         node_id=node.id, base_url=node.base_url, sidecar_url=node.sidecar_url,
         manifest=manifest_bytes, schema=schema_bytes, index=index_bytes, changes=changes.body,
-        records=bundle.records_table(rendered, _positions(rendered)),
+        records=bundle.records_table(rendered, _positions(rendered), previous),
         events=bundle.events_table(ledger.events)))
     release.write("bundle", private)
     progress("writing bundle", len(rendered), len(rendered))
@@ -212,7 +215,7 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     return report
 
 
-def _render(content: Content, ledger: Ledger, previous: dict[str, tuple[str, str, bytes]],
+def _render(content: Content, ledger: Ledger, previous: Renderings,
             progress: Progress) -> list[Rendered]:
     """Every record as served, in list order: by collection, then by the collection's sort
     key (`Collection.sort_key`), then by id."""
@@ -292,7 +295,7 @@ def _sync_files(node: NodeConfig, public: dict[str, Public], changes: PublicChan
             chunk = group.records[offset:offset + SNAPSHOT_CHUNK]
             print_ = fingerprint("snapshot", name, str(offset),
                                  *group.prints[offset:offset + SNAPSHOT_CHUNK])
-            render = functools.partial(snapshot_chunk, [r.json for r in chunk])
+            render = functools.partial(_snapshot, chunk)
             digest = cache.digests.get(print_) or hashlib.sha256(render()).hexdigest()
             used[print_] = digest
             path = snapshot_path(name, offset)
@@ -311,6 +314,10 @@ def _sync_files(node: NodeConfig, public: dict[str, Public], changes: PublicChan
     return files, section
 
 
+def _snapshot(chunk: list[Rendered]) -> bytes:
+    return snapshot_chunk(json_of(chunk))
+
+
 def _static_files(node: NodeConfig, public: dict[str, Public], manifest_bytes: bytes,
                   schema_bytes: bytes, index_bytes: bytes) -> Iterator[OutputFile]:
     """Every public file but the sync files."""
@@ -320,7 +327,7 @@ def _static_files(node: NodeConfig, public: dict[str, Public], manifest_bytes: b
     for name, group in public.items():
         items, prints = group.records, group.prints
         for r, print_ in zip(items, prints, strict=True):
-            yield constant(f"api/{name}/{r.id}.json", r.json, print_)
+            yield OutputFile(f"api/{name}/{r.id}.json", print_, r.served)
         total = len(items)
         for offset in range(0, max(total, 1), LIST_LIMIT_DEFAULT):
             page = items[offset:offset + LIST_LIMIT_DEFAULT]
@@ -329,7 +336,7 @@ def _static_files(node: NodeConfig, public: dict[str, Public], manifest_bytes: b
 
             def render(page: list[Rendered] = page, offset: int = offset,
                        total: int = total, name: str = name) -> bytes:
-                return list_page(node.base_url, name, [r.json for r in page], total=total,
+                return list_page(node.base_url, name, json_of(page), total=total,
                                  limit=LIST_LIMIT_DEFAULT, offset=offset)
 
             yield OutputFile(f"api/{name}/offset/{offset}.json", page_print, render)

@@ -1,12 +1,11 @@
-"""Write the private bundle (its format is `contract.bundle`) and read back the previous
-export's renderings."""
+"""Write the private bundle (its format is `contract.bundle`); `renderings` reads back the
+previous export's rendered records."""
 
 from __future__ import annotations
 
 import hashlib
 import io
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -27,6 +26,7 @@ from .contract.bundle import (
 )
 from .contract.feed import Event
 from .render import Rendered
+from .renderings import Renderings
 from .writer import OutputFile, constant
 
 _TYPES = {"string": pa.string(), "int64": pa.int64(), "binary": pa.binary()}
@@ -36,8 +36,18 @@ def _arrow(columns: tuple[tuple[str, str], ...]) -> pa.Schema:
     return pa.schema([(name, _TYPES[kind]) for name, kind in columns])
 
 
-def records_table(ordered: list[Rendered], positions: list[int]) -> bytes:
-    columns: dict[str, list[Any]] = {
+def records_table(ordered: list[Rendered], positions: list[int], previous: Renderings
+                  ) -> bytes:
+    """`ordered`'s renderings taken from `previous` are copied column to column."""
+    rows: list[int] = []
+    fresh: list[bytes] = []
+    for r in ordered:
+        if r.fresh is None:
+            rows.append(r.row)
+        else:
+            fresh.append(r.fresh)
+            rows.append(-len(fresh))
+    columns: dict[str, Any] = {
         "collection": [r.collection for r in ordered],
         "id": [r.id for r in ordered],
         "access": [r.access for r in ordered],
@@ -47,7 +57,7 @@ def records_table(ordered: list[Rendered], positions: list[int]) -> bytes:
         "content_hash": [r.content_hash for r in ordered],
         "position": positions,
         "render_key": [r.key for r in ordered],
-        "json": [r.json for r in ordered],
+        "json": previous.column(rows, fresh),
     }
     return _parquet(columns, _arrow(RECORD_COLUMNS))
 
@@ -61,18 +71,6 @@ def _parquet(columns: dict[str, list[Any]], schema: pa.Schema) -> bytes:
     sink = io.BytesIO()
     pq.write_table(pa.Table.from_pydict(columns, schema=schema), sink, compression="zstd")
     return sink.getvalue()
-
-
-def read_rendered(folder: Path) -> dict[str, tuple[str, str, bytes]]:
-    """The previous export's rendered records: id -> (render key, title, bytes). Empty if
-    there is no readable bundle; the export then renders everything."""
-    try:
-        table = pq.read_table(folder / RECORDS, columns=["id", "render_key", "title", "json"])
-    except (OSError, pa.ArrowException):
-        return {}
-    columns = [table.column(name).to_pylist() for name in ("id", "render_key", "title", "json")]
-    return {record_id: (key, title, data) for record_id, key, title, data in zip(*columns,
-                                                                                  strict=True)}
 
 
 def bundle_files(*, node_id: str, base_url: str, sidecar_url: str, manifest: bytes,

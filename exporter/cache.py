@@ -5,7 +5,7 @@
   files are not read again;
 - the sha256 of outputs too large to hash on every run, keyed by their fingerprint.
 
-Rendered records are not kept here: the previous bundle has them (bundle.read_rendered).
+Rendered records are not kept here: the previous bundle has them (`renderings`).
 
 The cache is derived data in `.fednode/cache/` (0700, its one file 0600): deleting it only
 makes the next export slower. It is tied to the fednode version and the schemas, and
@@ -13,7 +13,6 @@ ignored if either changed."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import marshal
 import os
@@ -63,9 +62,8 @@ class Cache:
         entry = self.sources.get(source.rel)
         if entry is None or entry[0] != source.mtime_ns or entry[1] != source.size:
             return None
-        file = _Reread(source, collection)
-        return ([SourceRecord(c, p, line, record_id, access, {"id": id_line}, digest,
-                              loader=functools.partial(file.fields, record_id, digest))
+        load = _Reread(source, collection).fields
+        return ([SourceRecord(c, p, line, record_id, access, {"id": id_line}, digest, None, load)
                  for c, p, line, record_id, access, id_line, digest, _ in entry[2]],
                 [row[7] for row in entry[2]])
 
@@ -101,11 +99,11 @@ class _Reread:
         self.collection = collection
         self._records: dict[str, SourceRecord] | None = None
 
-    def fields(self, record_id: str, digest: str) -> dict[str, Any]:
+    def fields(self, cached: SourceRecord) -> dict[str, Any]:
         if self._records is None:
             self._records = reload(self.source, self.collection)
-        record = self._records.get(record_id)
-        if record is None or record.hash != digest:
+        record = self._records.get(cached.id)
+        if record is None or record.hash != cached.hash:
             raise ExportError(f"{self.source.rel}: the file changed while the export ran; "
                               f"run the export again")
         return record.fields

@@ -48,8 +48,8 @@ class SourceRecord:
     field_lines: dict[str, int] = field(default_factory=dict)
     hash: str = ""
     _fields: dict[str, Any] | None = field(default=None, repr=False)
-    # For a record restored from the cache: reads its fields from its file when needed.
-    loader: Callable[[], dict[str, Any]] | None = field(default=None, repr=False)
+    # For a record restored from the cache: reads its fields (given the record) when needed.
+    loader: Callable[[SourceRecord], dict[str, Any]] | None = field(default=None, repr=False)
 
     @classmethod
     def parsed(cls, collection: str, path: str, line: int, fields: dict[str, Any],
@@ -62,7 +62,7 @@ class SourceRecord:
         if self._fields is None:
             if self.loader is None:
                 raise RuntimeError(f"{self.path}: record fields were never loaded")
-            self._fields = self.loader()
+            self._fields = self.loader(self)
         return self._fields
 
     def seal(self) -> None:
@@ -116,7 +116,11 @@ def discover(content: Path, known: dict[str, Collection]
             if item.name.startswith((".", "_")):
                 continue
             rel = f"content/{entry.name}/{item.name}"
-            kind = _kind(item)
+            try:
+                info = item.stat()  # one call a file: its mtime and size are needed anyway
+            except OSError:
+                info = None
+            kind = _kind_of(info)
             if kind == "broken":
                 problems.append(_broken(rel))
                 continue
@@ -133,18 +137,26 @@ def discover(content: Path, known: dict[str, Collection]
                 problems.append(Problem(rel, 0, "", "not a record file: use .md (one record) "
                                                     "or .csv (a table of records)"))
                 continue
-            info = item.stat()  # cached by _kind
+            assert info is not None
             files.append(SourceFile(entry.name, item.path, rel, info.st_mtime_ns,
                                     info.st_size))
     return files, problems
 
 
 def _kind(entry: os.DirEntry[str]) -> str:
-    """folder, file, other (a device, a pipe) or broken (a link that loops or points nowhere)."""
     try:
-        mode = entry.stat().st_mode
+        info = entry.stat()
     except OSError:
+        info = None
+    return _kind_of(info)
+
+
+def _kind_of(info: os.stat_result | None) -> str:
+    """folder, file, other (a device, a pipe) or broken (a link that loops or points nowhere:
+    no stat result)."""
+    if info is None:
         return "broken"
+    mode = info.st_mode
     return "folder" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
 
 
@@ -209,7 +221,8 @@ def _parse_markdown(text: str, source: SourceFile, collection: Collection
         match = _KEY_LINE.match(raw)
         if match:
             field_lines.setdefault(match.group(1), number)
-    fields = {key: _plain(value) for key, value in data.items()}
+    fields = {key: value if type(value) is str else _plain(value)
+              for key, value in data.items()}
     body = "\n".join(lines[end + 1:]).strip("\n")
     if body.strip():
         if "body" in fields:
@@ -331,7 +344,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, date):
         return value.isoformat()
     if isinstance(value, list):
-        return [_plain(item) for item in value]
+        return [item if type(item) is str else _plain(item) for item in value]
     if isinstance(value, dict):
         return {key: _plain(item) for key, item in value.items()}
     return value

@@ -66,8 +66,11 @@ class Ledger:
             raise ExportError(f"{path.name}: cannot be read ({exc.strerror}); make it a "
                               f"readable file, or restore it from version control") from None
         valid = raw.rfind(b"\n") + 1  # a last piece without a newline is torn
+        events = _written(raw[:valid])
+        if events is not None:
+            return cls(path, events, valid)
         lines = raw[:valid].split(b"\n")[:-1]
-        try:  # the common case, in one pass of the JSON parser
+        try:  # lines not as `Event.line` writes them, in one pass of the JSON parser
             rows = json.loads(b"[" + b",".join(line for line in lines if line.strip()) + b"]")
             events = [Event(**row) for row in rows]
             if all(_sound(event, previous) for event, previous in
@@ -171,6 +174,31 @@ _FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
                "public or an access group name, in quotes"),
 }
 _RESTORE = "the ledger was edited or merged badly: restore it from version control"
+
+
+# A line exactly as `Event.line` writes it, its values of the forms `_FIELDS` requires (and
+# so free of JSON escapes): its groups are the values.
+_LINE = re.compile(
+    r'^\{"seq":(0|[1-9][0-9]*),"at":"(' + _TIME.pattern + r')","op":"(' + "|".join(OPS)
+    + r')","collection":"(' + "|".join(COLLECTIONS) + r')","id":"(' + _ID.pattern
+    + r')","hash":"(' + _HASH.pattern + r')","access":"(' + _ACCESS.pattern + r')"\}$',
+    re.MULTILINE)
+
+
+def _written(data: bytes) -> list[Event] | None:
+    """The events of a ledger whose every line is as `Event.line` writes it, in increasing
+    seq order; None if any line is not (the caller then parses it as JSON)."""
+    text = data.decode("utf-8", errors="replace")
+    found = _LINE.findall(text)  # a match is a whole line: one per line at most
+    if len(found) != text.count("\n"):
+        return None
+    events = [Event(int(f[0]), f[1], f[2], f[3], f[4], f[5], f[6]) for f in found]
+    previous = 0
+    for event in events:
+        if event.seq <= previous:
+            return None
+        previous = event.seq
+    return events
 
 
 def _sound(event: Event, previous_seq: int) -> bool:

@@ -27,15 +27,16 @@ from .contract.wire import (
     record_url,
 )
 from .ledger import Entry
+from .renderings import Renderings
 from .schemas import Collection
 
 # Bump when the shape of rendered records changes, so cached renderings are not reused.
 RENDER_VERSION = "1"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen class is slow to make, and there are many
 class Rendered:
-    """One record as the node serves it."""
+    """One record as the node serves it (never changed once made)."""
 
     collection: str
     id: str
@@ -44,12 +45,36 @@ class Rendered:
     created_at: str
     updated_at: str
     content_hash: str
-    json: bytes
+    fresh: bytes | None  # the served bytes if rendered now; None if taken from `source`
     key: str  # changes exactly when `json` may change
+    row: int = -1  # the row of the previous rendering in `source`, if taken from there
+    source: Renderings | None = None
 
     @property
     def public(self) -> bool:
         return self.access == PUBLIC
+
+    @property
+    def json(self) -> bytes:
+        return self.served()
+
+    def served(self) -> bytes:
+        """The served bytes (`json_of` gets many at once)."""
+        if self.fresh is not None:
+            return self.fresh
+        assert self.source is not None
+        return self.source.bytes_of([self.row])[0]
+
+
+def json_of(items: list[Rendered]) -> list[bytes]:
+    """The served bytes of records of one export, in the order given."""
+    reused = [r for r in items if r.fresh is None]
+    if not reused:
+        return [r.json for r in items]
+    source = reused[0].source
+    assert source is not None
+    taken = iter(source.bytes_of([r.row for r in reused]))
+    return [r.fresh if r.fresh is not None else next(taken) for r in items]
 
 
 def fingerprint(*parts: str) -> str:
@@ -64,16 +89,17 @@ def _field_order(collection: Collection) -> tuple[str, ...]:
 
 
 def render_record(record: SourceRecord, entry: Entry, collection: Collection,
-                  node: NodeConfig, previous: dict[str, tuple[str, str, bytes]]) -> Rendered:
+                  node: NodeConfig, previous: Renderings) -> Rendered:
     """A record's served form. Its bytes are taken from the previous export when nothing
     they depend on has changed."""
     # Everything the bytes depend on, spelled out (cheaper than hashing it per record).
     key = "|".join((RENDER_VERSION, record.hash, entry.created_at, entry.updated_at,
                     node.base_url, collection.name))
-    cached = previous.get(record.id)
-    if cached is not None and cached[0] == key:
-        return Rendered(collection.name, record.id, record.access, cached[1], entry.created_at,
-                        entry.updated_at, record.hash, cached[2], key)
+    row = previous.find(record.id, key)
+    if row is not None:
+        return Rendered(collection.name, record.id, record.access, previous.titles[row],
+                        entry.created_at, entry.updated_at, record.hash, None, key, row,
+                        previous)
     fields = record.fields
     title = str(fields.get(collection.title_field, ""))
     out: dict[str, Any] = {

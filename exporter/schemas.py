@@ -8,7 +8,7 @@ import json
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from typing import Any
 
@@ -52,8 +52,13 @@ class Collection:
         return tuple(str(fields.get(name, "")).casefold() for name in self.order)
 
     def served_by_node(self, name: str) -> bool:
-        spec = self.property(name)
-        return bool(spec and spec.get("readOnly"))
+        return name in self._served
+
+    @cached_property
+    def _served(self) -> frozenset[str]:
+        """The readOnly fields (asked of every field of every record)."""
+        return frozenset(name for name, spec in self.schema["properties"].items()
+                         if spec and spec.get("readOnly"))
 
     def property(self, name: str) -> dict[str, Any] | None:
         props: dict[str, Any] = self.schema["properties"]

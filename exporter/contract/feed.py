@@ -19,14 +19,17 @@ caller without its group can read.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 
 from .wire import PUBLIC, encode, record_url
 
 SNAPSHOT_CHUNK = 10_000
 CHANGES_PATH = "api/sync/changes.ndjson"
 OPS = ("create", "update", "access", "delete")
+# What `encode` escapes in a string (ensure_ascii=False): quotes, backslashes, control chars.
+_ESCAPED = re.compile(r'["\\\x00-\x1f]')
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +45,17 @@ class Event:
     access: str  # the record's access after the event
 
     def line(self) -> str:
-        """The event as a line of ledger.jsonl."""
-        return json.dumps(dict(zip(EVENT_FIELDS, astuple(self), strict=True)),
+        """The event as a line of ledger.jsonl: as `json.dumps` writes it (compact, UTF-8),
+        formatted directly when no value needs escaping (the ledger checks their form)."""
+        texts = (self.at, self.op, self.collection, self.id, self.hash, self.access)
+        if type(self.seq) is int and all(type(text) is str for text in texts) \
+                and not _ESCAPED.search("".join(texts)):
+            return (f'{{"seq":{self.seq},"at":"{self.at}","op":"{self.op}",'
+                    f'"collection":"{self.collection}","id":"{self.id}","hash":"{self.hash}",'
+                    f'"access":"{self.access}"}}\n')
+        return json.dumps({"seq": self.seq, "at": self.at, "op": self.op,
+                           "collection": self.collection, "id": self.id, "hash": self.hash,
+                           "access": self.access},
                           separators=(",", ":"), ensure_ascii=False) + "\n"
 
     def live_for(self, groups: Collection[str], collections: Collection[str] | None) -> bool:
@@ -68,13 +80,11 @@ class Seen:
 def visible_events(events: Iterable[Event], groups: Collection[str],
                    collections: Collection[str] | None = None) -> Iterator[Seen]:
     """The events a caller may learn of, in ledger order, numbered 1, 2, 3, ..."""
-    before: dict[str, Event] = {}  # record id -> its last event
+    before: dict[str, bool] = {}  # record id -> whether the caller saw it after its last event
     number = 0
     for event in events:
-        previous = before.get(event.id)
-        was = previous is not None and previous.live_for(groups, collections)
-        now = event.live_for(groups, collections)
-        before[event.id] = event
+        was = before.get(event.id, False)
+        now = before[event.id] = event.live_for(groups, collections)
         if was or now:
             number += 1
             yield Seen(number, event, now)
@@ -90,21 +100,46 @@ class PublicChanges:
 
 
 def public_changes(events: Iterable[Event], base_url: str) -> PublicChanges:
-    last: dict[tuple[str, str], Seen] = {}
-    seq, updated_at = 0, None
+    last: dict[tuple[str, str], Seen] = {}  # (collection, id) -> its last visible event
+    seen = None
     for seen in visible_events(events, (PUBLIC,)):
-        last[(seen.event.collection, seen.event.id)] = seen
-        seq, updated_at = seen.number, seen.event.at
+        key = (seen.event.collection, seen.event.id)
+        last.pop(key, None)  # a dict keeps insertion order: the latest event goes last
+        last[key] = seen
+    seq, updated_at = (seen.number, seen.event.at) if seen else (0, None)
+    return PublicChanges(_change_lines(list(last.values()), base_url), seq, updated_at)
+
+
+def _change_lines(latest: list[Seen], base_url: str) -> bytes:
+    """The change list's lines, as `encode` writes them. Ledger values never need escaping
+    (the ledger checks their form), so the lines are formatted directly; if anything would
+    need escaping, every line goes through `encode` instead."""
+    url = record_url(base_url, "{collection}", "{id}")
+    plain = "".join((url, *(f"{s.event.collection}{s.event.id}{s.event.at}{s.event.hash}"
+                            for s in latest)))
+    if _ESCAPED.search(plain):
+        return b"".join(encode(_change(s, base_url)) + b"\n" for s in latest)
     lines = []
-    for seen in sorted(last.values(), key=lambda s: s.number):
-        event = seen.event
-        lines.append(encode({
-            "seq": seen.number, "collection": event.collection, "id": event.id,
-            "op": "upsert" if seen.visible else "delete", "updated_at": event.at,
-            "url": record_url(base_url, event.collection, event.id),
-            "content_hash": event.hash if seen.visible else None,
-        }) + b"\n")
-    return PublicChanges(b"".join(lines), seq, updated_at)
+    for s in latest:
+        event = s.event
+        hash_ = f'"{event.hash}"' if s.visible else "null"
+        lines.append(
+            f'{{"seq":{s.number},"collection":"{event.collection}","id":"{event.id}",'
+            f'"op":"{"upsert" if s.visible else "delete"}","updated_at":"{event.at}",'
+            f'"url":"{record_url(base_url, event.collection, event.id)}",'
+            f'"content_hash":{hash_}}}\n')
+    return "".join(lines).encode("utf-8")
+
+
+def _change(seen: Seen, base_url: str) -> dict[str, object]:
+    """One line of the change list."""
+    event = seen.event
+    return {
+        "seq": seen.number, "collection": event.collection, "id": event.id,
+        "op": "upsert" if seen.visible else "delete", "updated_at": event.at,
+        "url": record_url(base_url, event.collection, event.id),
+        "content_hash": event.hash if seen.visible else None,
+    }
 
 
 def snapshot_chunk(items: list[bytes]) -> bytes:

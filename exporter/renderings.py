@@ -1,0 +1,68 @@
+"""The previous export's rendered records, read back from its bundle and kept as Arrow
+columns: an export after a small edit reuses almost all of them, and most of their bytes are
+never needed as Python objects (only the records table takes them all, column to column)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .contract.bundle import RECORDS
+
+
+class Renderings:
+    """id -> (render key, title, bytes) of each record of the previous export; empty when
+    there is no readable bundle (the export then renders everything)."""
+
+    def __init__(self, ids: list[str], keys: list[str], titles: list[str],
+                 json: pa.Array) -> None:
+        self.rows = {record_id: row for row, record_id in enumerate(ids)}
+        self.keys = keys
+        self.titles = titles
+        self.json = json  # one contiguous binary array, a row per record
+
+    @classmethod
+    def read(cls, folder: Path) -> Renderings:
+        try:
+            table = pq.read_table(folder / RECORDS, columns=["id", "render_key", "title", "json"],
+                                  use_threads=False, pre_buffer=False)
+            json = table.column("json").combine_chunks()
+        except (OSError, pa.ArrowException):
+            return cls.empty()
+        ids, keys, titles = (table.column(name).to_pylist()
+                             for name in ("id", "render_key", "title"))
+        return cls(ids, keys, titles, json)
+
+    @classmethod
+    def empty(cls) -> Renderings:
+        return cls([], [], [], pa.array([], pa.binary()))
+
+    def find(self, record_id: str, key: str) -> int | None:
+        """The row of the record's previous rendering if it was rendered from `key`."""
+        row = self.rows.get(record_id)
+        return row if row is not None and self.keys[row] == key else None
+
+    def bytes_of(self, rows: list[int]) -> list[bytes]:
+        return self.json.take(pa.array(rows, pa.int64())).to_pylist()  # type: ignore[no-any-return]
+
+    def column(self, rows: list[int], fresh: list[bytes]) -> pa.Array:
+        """A binary column: row n is previous row `rows[n]`, or `fresh[-rows[n] - 1]` where
+        `rows[n]` is negative; one contiguous array, as written from a list. Runs of
+        consecutive rows are copied as slices (after a small edit, a few long runs)."""
+        new = pa.array(fresh, pa.binary())
+        pieces: list[pa.Array] = []
+        start = 0
+        for n in range(1, len(rows) + 1):
+            if n < len(rows) and rows[n] == rows[n - 1] + (1 if rows[n - 1] >= 0 else -1):
+                continue  # the run goes on
+            first = rows[start]
+            if first >= 0:
+                pieces.append(self.json.slice(first, n - start))
+            else:
+                pieces.append(new.slice(-first - 1, n - start))
+            start = n
+        if len(pieces) == 1:
+            return pieces[0]
+        return pa.concat_arrays(pieces) if pieces else new

@@ -1,0 +1,92 @@
+"""The export's fast paths give exactly what the plain paths give: the public change list
+formatted directly, the ledger read with one regular expression, and records taken from
+the previous bundle as Arrow columns. Figures: bench/export_speed.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from builders import Node, species, team
+from hypothesis import given
+from hypothesis import strategies as st
+from test_visibility import ledgers
+
+from exporter.build import BuildReport
+from exporter.contract.feed import EVENT_FIELDS, OPS, Event, public_changes, visible_events
+from exporter.contract.wire import PUBLIC, encode, record_url
+from exporter.ledger import Ledger
+
+Export = Callable[..., BuildReport]
+
+
+def plain_changes(events: list[Event], base_url: str) -> bytes:
+    """The public change list as it was first written: one `encode` a line."""
+    last = {}
+    for seen in visible_events(events, (PUBLIC,)):
+        last[(seen.event.collection, seen.event.id)] = seen
+    return b"".join(encode({
+        "seq": s.number, "collection": s.event.collection, "id": s.event.id,
+        "op": "upsert" if s.visible else "delete", "updated_at": s.event.at,
+        "url": record_url(base_url, s.event.collection, s.event.id),
+        "content_hash": s.event.hash if s.visible else None,
+    }) + b"\n" for s in sorted(last.values(), key=lambda s: s.number))
+
+
+@given(ledgers(), st.text(st.characters(codec="utf-8"), max_size=12),
+       st.sampled_from(["h", 'a"b', "a\\b", "tab\there", "é", "\x00"]))
+def test_change_list_is_what_encode_writes(events: list[Event], tail: str, odd: str) -> None:
+    events = [Event(e.seq, e.at, e.op, e.collection, e.id, e.hash + odd, e.access)
+              for e in events]
+    for base_url in ("https://node.example.org", "https://node.example.org/" + tail):
+        assert public_changes(events, base_url).body == plain_changes(events, base_url)
+    for e in events:
+        assert e.line() == json.dumps({name: getattr(e, name) for name in EVENT_FIELDS},
+                                      separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def plain_ledger(data: bytes) -> list[Event]:
+    return [Event(**json.loads(line)) for line in data.split(b"\n") if line.strip()]
+
+
+@given(ledgers())
+def test_ledger_lines_read_back_as_written(tmp_path_factory: pytest.TempPathFactory,
+                                           events: list[Event]) -> None:
+    ids = {e.id: f"{n:08x}-0000-4000-8000-000000000000" for n, e in enumerate(events)}
+    events = [Event(e.seq, e.at, e.op if e.op in OPS else "update", e.collection, ids[e.id],
+                    "sha256:" + "0" * 64, e.access) for e in events]
+    path = tmp_path_factory.mktemp("ledger") / "ledger.jsonl"
+    data = "".join(e.line() for e in events).encode()
+    spaced = data.replace(b'","', b'", "', 1)  # valid JSON, not as Event.line writes it
+    for content in (data, spaced, data + b'{"seq": 99'):  # and a torn last line
+        path.write_bytes(content)
+        assert Ledger.load(path).events == events == plain_ledger(content.rpartition(b"\n")[0])
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_reused_renderings_give_the_bundle_a_fresh_export_gives(node: Node, export: Export,
+                                                               tmp_path: Path) -> None:
+    records = {f"s{n:02d}": species(f"Species number{n:02d}") for n in range(30)}
+    for slug, fields in records.items():
+        node.write("species", slug, fields)
+    node.write("team", "t", team("Bea", access="sensitive"))
+    export(node.root)
+    node.write("species", "s10", dict(records["s10"], scientificName="Aaa first now"))
+    node.remove("species", "s20")
+    node.write("team", "t", team("Bea B", access="sensitive"))
+    node.write("species", "new", species("Zzz last"))
+    report = export(node.root)
+    assert report.site is not None and 0 < report.site.written < 10  # most were reused
+    other = tmp_path / "elsewhere"
+    shutil.copytree(node.root / "content", other / "content")
+    shutil.copy(node.root / "ledger.jsonl", other / "ledger.jsonl")
+    export(other)  # renders everything
+    assert tree(other / ".fednode" / "bundle") == tree(node.root / ".fednode" / "bundle")
+    assert tree(other / "site_out") == tree(node.root / "site_out")
