@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from . import bundle
+from . import bundle_writer
 from .cache import Cache, SortKey
 from .config import NodeConfig, Project, load_node_config
 from .content import SourceRecord, discover, read
@@ -200,11 +200,11 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     report.site = _write(release, "site", site, "writing site", progress)
     checkpoint("site")
     progress("writing bundle", 0, len(rendered))
-    private = list(bundle.bundle_files(
+    private = list(bundle_writer.bundle_files(
         node_id=node.id, base_url=node.base_url, sidecar_url=node.sidecar_url,
         manifest=manifest_bytes, schema=schema_bytes, index=index_bytes, changes=changes.body,
-        records=bundle.records_table(rendered, _positions(rendered), previous),
-        events=bundle.events_table(ledger.events)))
+        records=bundle_writer.records_table(rendered, _positions(rendered), previous),
+        events=bundle_writer.events_table(ledger.events)))
     release.write("bundle", private)
     progress("writing bundle", len(rendered), len(rendered))
     checkpoint("bundle")

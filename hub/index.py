@@ -224,10 +224,6 @@ class Index:
             return _count(self.db.execute(
                 "DELETE FROM records r USING gone i WHERE " + SAME_KEY))
 
-    def loaded(self) -> bool:
-        """Whether a first load has completed (a sync position is recorded)."""
-        return self.state("position") is not None or self.state("since") is not None
-
     def counts(self) -> dict[str, int]:
         return {c: int(n) for c, n in self.db.execute(
             "SELECT collection, count(*) FROM records GROUP BY collection").fetchall()}

@@ -4,7 +4,7 @@ One run: check the address, open the hub file (if it exists), read the node's ma
 (and, with a key, what the key may do), bind the file to that node and caller, then load
 everything (first run) or apply what changed, and check the result against the node's
 counts. Nothing is written before the node has answered as a fednode, and a file this run
-created is removed again if its first load does not complete."""
+created is removed again if its first run does not complete."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ async def sync(base_url: str, into: Path, key: str | None = None, *,
     """Bring the index at `into` up to date with the node at `base_url`."""
     address = parse_address(base_url)
     existed = into.exists()
+    completed = False
     index = Index.open(into) if existed else None
     try:
         async with connect(address, key, limits or Limits(), sleep) as node:
@@ -52,13 +53,13 @@ async def sync(base_url: str, into: Path, key: str | None = None, *,
                 await keyed.follow(node, index, manifest.node_id, info, report)
             index.set_state({"synced_at": format_time(datetime.now(UTC))})
             report.total = index.total()
+            completed = True
             return report
     except duckdb.Error as exc:  # the file, not the node: a full disk, a damaged file
         raise SyncError(f"{into}: {one_line(str(exc), 160)}; the index keeps its last "
                         f"complete state") from None
     finally:
         if index is not None:
-            unloaded = not existed and not index.loaded()
             index.close()
-            if unloaded:
+            if not existed and not completed:  # a first run that failed leaves no file
                 discard(into)

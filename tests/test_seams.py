@@ -76,7 +76,7 @@ def test_netlify_sends_every_dynamic_endpoint_to_the_sidecar() -> None:
 def test_the_sidecar_and_hub_import_no_exporter_machinery(module: str,
                                                            allowed: tuple[str, ...]) -> None:
     heavy = ["jinja2", "jsonschema", "fastjsonschema", "pyarrow", "exporter.render",
-             "exporter.build", "exporter.bundle", "exporter.content", "rtoml"]
+             "exporter.build", "exporter.bundle_writer", "exporter.content", "rtoml"]
     code = (f"import sys, {module}; "
             f"print([m for m in {heavy!r} if m in sys.modules and m not in {allowed!r}])")
     found = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True,

@@ -45,8 +45,8 @@ def ledgers(draw: st.DrawFn) -> list[Event]:
             state[record] = (collection, access)
         else:
             new_access = access if action == "access" else now[1]
-            events.append(Event(len(events) + 1, at, action, now[0], record, f"h{n}",
-                                new_access))
+            op = "update" if action == "move" else action  # a "move" within one collection
+            events.append(Event(len(events) + 1, at, op, now[0], record, f"h{n}", new_access))
             state[record] = (now[0], new_access)
     return events
 
