@@ -291,3 +291,18 @@ async def test_the_access_log_writes_the_raw_path_escaped(
     lines = [r.getMessage() for r in caplog.records if r.name == "fednode.access"]
     assert len(lines) == 1 and "\n" not in lines[0]
     assert lines[0].startswith("GET /api/species%0A127.0.0.1%20GET%20/forged%20200 404 open")
+
+
+def test_a_group_name_cannot_widen_what_a_key_sees(hostile_root: Path, server: ServerThread,
+                                                   restricted: list[str]) -> None:
+    """Groups go into the visibility rule as quoted SQL literals."""
+    token, _ = issue_key(hostile_root, "sly", groups=["x'] OR true OR list_contains(['",
+                                                      "a'), ('b"])
+    for collection in ("species", "resources", "treatments", "germination", "team"):
+        status, _, body = request(server, "GET", f"/api/{collection}?limit=200",
+                                  {"X-API-Key": token})
+        assert status == 200
+        assert not any(needle in body.decode() for needle in restricted)
+    status, _, body = request(server, "GET", "/api/changes?since=1970-01-01T00:00:00Z&limit=1000",
+                              {"X-API-Key": token})
+    assert status == 200 and not any(needle in body.decode() for needle in restricted)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from exporter.contract.feed import Event, visible_events
 from exporter.contract.wire import COLLECTIONS, PUBLIC
-from sidecar.service import CHANGES_SQL, START
+from sidecar.service import START, changes_sql
 from sidecar.store import EVENTS_TABLE
 
 IDS = [f"00000000-0000-4000-8000-00000000000{n}" for n in range(4)]
@@ -58,8 +58,8 @@ def in_sql(events: list[Event], groups: list[str], collections: list[str]) -> se
     db.executemany("INSERT INTO raw VALUES (?, ?, ?, ?, ?, ?, ?)",
                    [(e.seq, e.at, e.op, e.collection, e.id, e.hash, e.access) for e in events])
     db.execute(EVENTS_TABLE.format(source="raw"))
-    rows = db.execute(CHANGES_SQL, {
-        "groups": groups, "collections": collections, "since": "1970-01-01T00:00:00Z",
+    rows = db.execute(changes_sql(groups, collections)[0], {
+        "since": "1970-01-01T00:00:00Z",
         "limit": 1000, "after_at": START.at, "after_collection": START.collection,
         "after_id": START.id}).fetchall()
     return {tuple(row) for row in rows}
