@@ -49,6 +49,18 @@ def wrk(url: str, seconds: int, connections: int, header: str | None) -> float:
     return float(found.group(1))
 
 
+REFERENCE = """
+import sys
+from aiohttp import web
+body = open(sys.argv[2], "rb").read()
+async def constant(request):
+    return web.Response(body=body, content_type="application/json")
+app = web.Application()
+app.router.add_get("/{tail:.*}", constant)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
+"""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=int, default=10)
@@ -68,6 +80,7 @@ def main() -> None:
         server = subprocess.Popen([FEDNODE, "serve", "--project", str(root), "--port", str(port),
                                    "--anonymous-rate", str(HUGE)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        reference: subprocess.Popen[bytes] | None = None
         try:
             base = f"http://127.0.0.1:{port}"
             for _ in range(100):
@@ -79,19 +92,40 @@ def main() -> None:
                     time.sleep(0.1)
             url = f"{base}/api/species/{record}"
             keyed = f"Authorization: Bearer {key}"
+            # The reference: a bare aiohttp server answering the same bytes, no logic at all.
+            body_file = Path(folder) / "body.json"
+            with urllib.request.urlopen(url) as answer:
+                body_file.write_bytes(answer.read())
+            reference_port = free_port()
+            reference = subprocess.Popen([sys.executable, "-c", REFERENCE, str(reference_port),
+                                          str(body_file)])
+            reference_url = f"http://127.0.0.1:{reference_port}/x"
+            for _ in range(100):
+                try:
+                    urllib.request.urlopen(reference_url).close()
+                    break
+                except OSError:
+                    time.sleep(0.1)
             wrk(url, 2, args.connections, None)  # warm up
-            open_runs, keyed_runs = [], []
-            for _ in range(args.rounds):  # alternate, so drift hits both alike
+            open_runs, keyed_runs, reference_runs = [], [], []
+            for _ in range(args.rounds):  # alternate, so drift hits all alike
+                reference_runs.append(wrk(reference_url, args.seconds, args.connections, None))
                 open_runs.append(wrk(url, args.seconds, args.connections, None))
                 keyed_runs.append(wrk(url, args.seconds, args.connections, keyed))
             open_rate = sum(open_runs) / len(open_runs)
             keyed_rate = sum(keyed_runs) / len(keyed_runs)
+            reference_rate = sum(reference_runs) / len(reference_runs)
         finally:
             server.terminate()
             server.wait()
+            if reference is not None:
+                reference.terminate()
+                reference.wait()
     print(f"record read, concurrency {args.connections}, {args.rounds} alternating rounds of "
           f"{args.seconds}s each (wrk -t2)")
-    print(f"open:  {open_rate:8.0f} requests/s")
+    print(f"reference (aiohttp, constant body): {reference_rate:8.0f} requests/s")
+    print(f"open:  {open_rate:8.0f} requests/s  ({open_rate / reference_rate:.0%} of the "
+          f"reference)")
     print(f"keyed: {keyed_rate:8.0f} requests/s  ({keyed_rate / open_rate:.0%} of open)")
 
 
