@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from .contract.feed import EVENT_FIELDS, OPS, Event
-from .contract.wire import COLLECTIONS, format_time, parse_time
+from .contract.wire import COLLECTIONS, TIME_PATTERN, UUID_PATTERN, format_time, parse_time
 from .errors import ExportError
 
 
@@ -155,8 +155,8 @@ class Ledger:
                                        event.access, event.op == "delete")
 
 
-_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
-_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_TIME = re.compile(TIME_PATTERN)
+_ID = re.compile(UUID_PATTERN)
 _ACCESS = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 _HASH = re.compile(r"sha256:[0-9a-f]{64}")
 # field -> (check, what the value must be)
@@ -202,13 +202,9 @@ def _written(data: bytes) -> list[Event] | None:
 
 
 def _sound(event: Event, previous_seq: int) -> bool:
-    """The checks of `_FIELDS`, written out: this runs for every event of every export."""
-    return (type(event.seq) is int and event.seq > previous_seq
-            and event.op in OPS and event.collection in COLLECTIONS
-            and type(event.at) is str and _TIME.fullmatch(event.at) is not None
-            and type(event.id) is str and _ID.fullmatch(event.id) is not None
-            and type(event.hash) is str and _HASH.fullmatch(event.hash) is not None
-            and type(event.access) is str and _ACCESS.fullmatch(event.access) is not None)
+    """Every field of the form `_FIELDS` requires, and the seq after the one before."""
+    return (all(check(getattr(event, name)) for name, (check, _) in _FIELDS.items())
+            and event.seq > previous_seq)
 
 
 def _parse(line: bytes, path: Path, number: int, previous_seq: int) -> Event:

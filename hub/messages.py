@@ -10,12 +10,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.contract.wire import COLLECTIONS, encode
+from exporter.contract.wire import COLLECTIONS, TIME_PATTERN, UUID_PATTERN, encode
 
 from .errors import SyncError, one_line
 
-UUID_PATTERN = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-TIME_PATTERN = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"
 _UUID = re.compile(UUID_PATTERN)
 _TIME = re.compile(TIME_PATTERN)
 _SHA256 = re.compile(r"[0-9a-f]{64}")

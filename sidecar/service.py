@@ -23,6 +23,8 @@ from exporter.contract.wire import (
     CHANGES_LIMIT_DEFAULT,
     COLLECTIONS,
     PUBLIC,
+    TIME_PATTERN,
+    UUID_PATTERN,
     list_page,
     record_url,
 )
@@ -185,8 +187,7 @@ def changes_sql(groups: Sequence[str], collections: Sequence[str]) -> tuple[str,
     return page, f'SELECT max("at") FROM ({seen})'
 
 
-_CURSOR = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z)\|"
-                     r"([a-z]{1,20})\|([0-9a-f-]{36})")
+_CURSOR = re.compile(f"({TIME_PATTERN})\\|([a-z]{{1,20}})\\|({UUID_PATTERN})")
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ def set_field(ledger: Path, number: int, name: str, value: Any) -> None:
 @pytest.mark.parametrize(("name", "value"), [
     ("seq", "2"), ("seq", 1.5), ("seq", True), ("seq", None), ("id", 5), ("id", ["x"]),
     ("id", "8ED5B2E8-0000-4000-8000-000000000001\n"), ("at", 1772352000),
+    ("at", "\u0662\u0660\u0662\u0666-03-01T08:00:00Z"),  # digits of another script
     ("access", {"group": "partners"}),
 ])
 def test_ledger_field_of_the_wrong_type(tmp_path: Path, name: str, value: Any) -> None:

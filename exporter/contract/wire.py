@@ -24,6 +24,9 @@ CHANGES_LIMIT_MAX = 1000
 BODY_LIMIT = 64 * 1024  # bytes of a POST body
 PUBLIC = "public"  # the access of a record every caller may read
 SCOPES: tuple[str, ...] = ("read", "search", "changes", "mcp", "library")
+# The forms of ids and times on the wire, in ASCII digits only (`\d` would take any script's).
+UUID_PATTERN = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+TIME_PATTERN = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"
 
 
 def encode(obj: Any) -> bytes:
