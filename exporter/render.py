@@ -46,17 +46,13 @@ class Rendered:
     updated_at: str
     content_hash: str
     fresh: bytes | None  # the served bytes if rendered now; None if taken from `source`
-    key: str  # changes exactly when `json` may change
+    key: str  # changes exactly when the served bytes may change
     row: int = -1  # the row of the previous rendering in `source`, if taken from there
     source: Renderings | None = None
 
     @property
     def public(self) -> bool:
         return self.access == PUBLIC
-
-    @property
-    def json(self) -> bytes:
-        return self.served()
 
     def served(self) -> bytes:
         """The served bytes (`json_of` gets many at once)."""
@@ -70,7 +66,7 @@ def json_of(items: list[Rendered]) -> list[bytes]:
     """The served bytes of records of one export, in the order given."""
     reused = [r for r in items if r.fresh is None]
     if not reused:
-        return [r.json for r in items]
+        return [r.served() for r in items]
     source = reused[0].source
     assert source is not None
     taken = iter(source.bytes_of([r.row for r in reused]))
