@@ -27,7 +27,7 @@ from .contract.feed import (
     snapshot_chunk,
     snapshot_path,
 )
-from .contract.wire import COLLECTIONS, LIST_LIMIT_DEFAULT, list_page
+from .contract.wire import COLLECTIONS, LIST_LIMIT_DEFAULT, format_time, list_page
 from .errors import ContentError, ExportError, Problem
 from .ledger import Current, Ledger
 from .render import (
@@ -174,6 +174,13 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
         raise ExportError(
             f"the ledger is behind the content ({len(events)} change(s)); run `fednode export` "
             f"where the content is edited and commit {project.ledger.name} with it")
+    if events and now is None and ledger.last_at and format_time(stamp) <= ledger.last_at:
+        # Stamping last+1s would make the time of these events depend on earlier ones,
+        # restricted ones included: refuse rather than let that be read.
+        raise ExportError(
+            f"this machine's clock ({format_time(stamp)}) is behind the last event in "
+            f"{project.ledger.name} ({ledger.last_at}); set the clock right (or wait until "
+            f"then) and export again")
     ledger.append(events)
     progress("ledger", len(content.records), len(content.records))
     checkpoint("ledger")

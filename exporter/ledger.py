@@ -97,8 +97,9 @@ class Ledger:
         at = format_time(now)
         if self.last_at and at <= self.last_at:
             # Each export's events get a time of their own, after every earlier event, so
-            # that `since` = the last time a caller saw is exact. `build` waits for the next
-            # second rather than come here; a clock behind the ledger does.
+            # that `since` = the last time a caller saw is exact. With the real clock `build`
+            # never comes here (it waits for its second, and stops when the clock is behind
+            # the ledger); a time given by the caller may.
             at = format_time(parse_time(self.last_at) + timedelta(seconds=1))
         rank = {name: index for index, name in enumerate(COLLECTIONS)}
         pending: list[tuple[str, str, str, str, str]] = []

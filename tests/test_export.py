@@ -418,3 +418,19 @@ def test_sidecar_url_must_be_an_http_address(tmp_path: Path, export: Export,
         "https://, or left out when the sidecar answers at base_url" if value.startswith('"')
         else 'content/node.toml:10: node.sidecar_url: must be text in quotes, e.g. '
              'sidecar_url = "https://api.example.org"']
+
+
+def test_a_clock_behind_the_ledger_stops_the_export(node: Node) -> None:
+    """Events must come after the last one; stamping last+1s would let earlier (perhaps
+    restricted) events show through the times of these, so the export stops instead."""
+    node.write("team", "hidden", team("Hidden", access="partners"))
+    build(Project(node.root), now=datetime(2099, 1, 1, tzinfo=UTC))  # another, faster clock
+    ledger = (node.root / "ledger.jsonl").read_bytes()
+    site = tree(node.root / "site_out")
+    node.write("species", "a", species("Fallopia japonica"))
+    with pytest.raises(ExportError, match=r"clock \(.*\) is behind the last event in "
+                                          r"ledger.jsonl \(2099-01-01T00:00:00Z\)"):
+        build(Project(node.root))
+    assert (node.root / "ledger.jsonl").read_bytes() == ledger
+    assert tree(node.root / "site_out") == site
+    build(Project(node.root), now=datetime(2099, 1, 1, 0, 5, tzinfo=UTC))  # a clock set right
