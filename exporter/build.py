@@ -27,7 +27,13 @@ from .contract.feed import (
     snapshot_chunk,
     snapshot_path,
 )
-from .contract.wire import COLLECTIONS, LIST_LIMIT_DEFAULT, format_time, list_page
+from .contract.wire import (
+    COLLECTIONS,
+    LIST_LIMIT_DEFAULT,
+    format_time,
+    list_page,
+    parse_time,
+)
 from .errors import ContentError, ExportError, Problem
 from .ledger import Current, Ledger
 from .render import (
@@ -167,6 +173,13 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     progress("ledger", 0, len(content.records))
     ledger = Ledger.load(project.ledger)
     stamp = _second_after(datetime.now(UTC))
+    if now is None and ledger.last_at and format_time(stamp) <= ledger.last_at:
+        last = parse_time(ledger.last_at)
+        if last - datetime.now(UTC) <= timedelta(seconds=2):
+            # An export killed after writing the ledger, before its second had come: wait
+            # for that second to pass, as the killed export would have.
+            _wait_for(last + timedelta(microseconds=1))
+            stamp = _second_after(datetime.now(UTC))
     events = ledger.reconcile(
         (Current(r.collection, r.id, r.hash, r.access) for r in content.records),
         now or stamp)

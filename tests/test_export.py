@@ -434,3 +434,15 @@ def test_a_clock_behind_the_ledger_stops_the_export(node: Node) -> None:
     assert (node.root / "ledger.jsonl").read_bytes() == ledger
     assert tree(node.root / "site_out") == site
     build(Project(node.root), now=datetime(2099, 1, 1, 0, 5, tzinfo=UTC))  # a clock set right
+
+
+def test_an_export_after_one_killed_before_its_second_waits_for_it(node: Node) -> None:
+    """A killed export may leave events stamped with a second that has not come yet; the
+    next export waits for it to pass rather than stop."""
+    node.write("species", "a", species("Fallopia japonica"))
+    ahead = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    build(Project(node.root), now=ahead)  # as a killed export left the ledger
+    node.write("species", "b", species("Arnica montana"))
+    build(Project(node.root))
+    last = Ledger.load(node.root / "ledger.jsonl").last_at
+    assert last is not None and last > format_time(ahead)
