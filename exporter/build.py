@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from . import bundle_writer
+from . import bundle_writer, search_index
 from .cache import Cache, SortKey
 from .config import NodeConfig, Project, load_node_config
 from .content import SourceRecord, discover, read
@@ -49,9 +49,9 @@ from .renderings import Renderings
 from .schemas import Collection, collections
 from .writer import OutputFile, Release, TreeStats, checkpoint, constant, exclusive
 
-# progress(phase, done, total) for the phases reading, ledger, rendering, writing site and
-# writing bundle, in this order: called with done = 0 when a phase starts, now and then while
-# it runs, and with done = total when it ends.
+# progress(phase, done, total) for the phases reading, ledger, rendering, writing site,
+# indexing and writing bundle, in this order: called with done = 0 when a phase starts, now
+# and then while it runs, and with done = total when it ends.
 Progress = Callable[[str, int, int], None]
 
 
@@ -219,12 +219,18 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
             *sync_files]
     report.site = _write(release, "site", site, "writing site", progress)
     checkpoint("site")
+    vectors = search_index.Vectors.load(project.cache)
+    progress("indexing", 0, len(rendered))
+    search = search_index.build(release.tree("bundle"), release.live_tree("bundle"), rendered,
+                                {r.id: r for r in content.records}, known, vectors)
+    progress("indexing", len(rendered), len(rendered))
+    checkpoint("indexed")
     progress("writing bundle", 0, len(rendered))
     private = list(bundle_writer.bundle_files(
         node_id=node.id, base_url=node.base_url, sidecar_url=node.sidecar_url,
         manifest=manifest_bytes, schema=schema_bytes, index=index_bytes, changes=changes.body,
         records=bundle_writer.records_table(rendered, _positions(rendered), previous),
-        events=bundle_writer.events_table(ledger.events)))
+        events=bundle_writer.events_table(ledger.events), search=search))
     release.write("bundle", private)
     progress("writing bundle", len(rendered), len(rendered))
     checkpoint("bundle")
@@ -232,6 +238,7 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
         _wait_for(stamp)  # publish no time that has not come yet
     release.publish()
     content.cache.save(keep=content.paths)
+    vectors.save()
     return report
 
 

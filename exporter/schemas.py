@@ -60,6 +60,21 @@ class Collection:
         return frozenset(name for name, spec in self.schema["properties"].items()
                          if spec and spec.get("readOnly"))
 
+    @cached_property
+    def search_names(self) -> tuple[str, ...]:
+        """The fields search treats as the record's names (`x-fednode.search.names`)."""
+        return tuple(self.schema["x-fednode"].get("search", {}).get("names", ()))
+
+    @cached_property
+    def search_text(self) -> tuple[str, ...]:
+        """The fields search reads as text: every content field but the id, access, names,
+        title and formatted ones (links, dates), the body first (snippets come from the
+        first passage that matches best)."""
+        skip = {"id", "access", "body", self.title_field, *self.search_names}
+        fields = [name for name in self.content_fields
+                  if name not in skip and "format" not in self.schema["properties"][name]]
+        return ("body", *fields)
+
     def property(self, name: str) -> dict[str, Any] | None:
         props: dict[str, Any] = self.schema["properties"]
         return props.get(name)

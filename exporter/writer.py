@@ -141,15 +141,21 @@ class Release:
             release._previous = _read_outputs(release.builds / release.live) or {}
         return release
 
+    def tree(self, tree: str) -> Path:
+        """The folder of one tree of the build being written."""
+        root = self.folder / tree
+        private_folder(root) if tree == "bundle" else root.mkdir(exist_ok=True)
+        return root
+
+    def live_tree(self, tree: str) -> Path | None:
+        """The folder of one tree of the current build, if there is one."""
+        return self.builds / self.live / tree if self.live else None
+
     def write(self, tree: str, files: Sequence[OutputFile],
               progress: Callable[[int], None] | None = None) -> TreeStats:
         """Bring one tree of the build to exactly `files`."""
         mode = TREES[tree]
-        root = self.folder / tree
-        if tree == "bundle":
-            private_folder(root)
-        else:
-            root.mkdir(exist_ok=True)
+        root = self.tree(tree)
         kept = self._kept.get(tree, {})
         previous = self._previous.get(tree, {})
         live = str(self.builds / self.live / tree) if self.live else ""

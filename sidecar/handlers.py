@@ -14,7 +14,7 @@ from exporter.contract.endpoints import BY_NAME, ENDPOINTS, JSON, NDJSON, Endpoi
 from exporter.contract.wire import encode
 
 from . import service
-from .errors import NotFound
+from .errors import InvalidParameter, NotFound
 from .params import integer_segment, parse_query, read_json_body
 from .state import CALLER, LIMITER, STORE
 
@@ -88,6 +88,17 @@ async def sync_snapshot(request: web.Request, query: dict[str, Any]) -> web.Resp
     return open_response(request, body, NDJSON)
 
 
+async def search(request: web.Request, query: dict[str, Any]) -> web.Response:
+    if query["q"] is not None and query["query"] is not None and query["q"] != query["query"]:
+        raise InvalidParameter("give q or query (the same thing), not both")
+    text = query["q"] if query["q"] is not None else query["query"]
+    if text is None:
+        raise InvalidParameter("q is required: the words to search for, e.g. ?q=knotweed")
+    return json_response(await service.search(
+        request.app[STORE], request[CALLER], text=text, collections=query["collections"],
+        limit=query["limit"], mode=query["mode"] or "hybrid"))
+
+
 async def key(request: web.Request, query: dict[str, Any]) -> web.Response:
     caller: service.Caller = request[CALLER]
     assert caller.key is not None  # the table makes this endpoint keyed
@@ -108,7 +119,7 @@ async def not_offered(request: web.Request, query: dict[str, Any]) -> web.Respon
 HANDLERS: dict[str, Adapter] = {
     "index": index, "manifest": manifest, "schema": schema, "key": key, "changes": changes,
     "sync_changes": sync_changes, "sync_snapshot": sync_snapshot, "list": list_records,
-    "record": read_record,
+    "record": read_record, "search": search,
 }
 
 

@@ -23,13 +23,15 @@ from exporter.contract.wire import (
     CHANGES_LIMIT_DEFAULT,
     COLLECTIONS,
     PUBLIC,
+    SEARCH_QUERY_MAX,
     TIME_PATTERN,
     UUID_PATTERN,
     list_page,
     record_url,
 )
 
-from .errors import InsufficientScope, InvalidParameter, NotFound
+from . import search as searching
+from .errors import APIError, InsufficientScope, InvalidParameter, NotFound
 from .keys import KeyRecord
 from .store import Snapshot, Store
 
@@ -258,6 +260,47 @@ async def changes(store: Store, caller: Caller, *, since: str, limit: int,
         "next": next_url,
         "until": until or since,  # only events after `since` count: until > since
     }
+
+
+async def search(store: Store, caller: Caller, *, text: str, collections: str | None,
+                 limit: int, mode: str) -> dict[str, Any]:
+    """Search what this caller may read: the indexes of its groups, within its collections
+    (a named collection outside the key's limits is 403, as on lists)."""
+    text = " ".join(text.split())
+    if not text:
+        raise InvalidParameter("q is empty; give the words to search for, e.g. ?q=knotweed")
+    if len(text) > SEARCH_QUERY_MAX:
+        raise InvalidParameter(f"q is {len(text)} characters long; shorten it to at most "
+                               f"{SEARCH_QUERY_MAX}")
+    if mode not in searching.MODES:
+        raise InvalidParameter(f"mode must be one of {', '.join(searching.MODES)}, got "
+                               f"{mode[:40]!r}")
+    wanted = caller.collections
+    if collections is not None:
+        named = [name.strip() for name in collections.split(",")]
+        for name in named:
+            if name not in COLLECTIONS:
+                raise InvalidParameter(f"collections: no collection {name[:40]!r}; choose from "
+                                       f"{', '.join(COLLECTIONS)}, separated by commas")
+            if name not in caller.collections:
+                raise InsufficientScope(f"this key may search {', '.join(caller.collections)}, "
+                                        f"not {name}")
+        wanted = [name for name in COLLECTIONS if name in named]
+    groups = caller.groups
+
+    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+        try:
+            return searching.run(snapshot, groups, wanted, text, mode,  # type: ignore[arg-type]
+                                 limit)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # tantivy's panics are BaseExceptions (pyo3)
+            if isinstance(exc, Exception):
+                raise
+            raise APIError(f"the search engine failed on this query ({type(exc).__name__}); "
+                           f"try other words, and tell the node's operator") from None
+
+    return await store.query(run)
 
 
 def key_info(caller: Caller, remaining: int) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import duckdb
 
+from exporter import search
 from exporter.contract import bundle
 from exporter.contract.errors import FednodeError
 
@@ -72,6 +73,7 @@ class Snapshot:
                          "ORDER BY collection, position")
         self._db.execute("CREATE INDEX records_id ON records (id)")
         self._db.execute(EVENTS_TABLE.format(source=f"read_parquet('{events}')"))
+        self.search = _search_groups(path / bundle.SEARCH)
         self._local = threading.local()
         try:
             unchanged = bundle.Meta.from_json(meta_path.read_bytes()).build == self.build
@@ -80,12 +82,25 @@ class Snapshot:
         if not unchanged:  # an export replaced the folder's files while they were read
             raise BundleMissing(f"the bundle at {path} changed while it was loaded; retrying")
 
+    def groups(self, held: list[str]) -> list[search.Group]:
+        """The search index of each access group a caller holds, and of no other."""
+        return [self.search[name] for name in held if name in self.search]
+
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """This thread's own connection to the snapshot."""
         cursor = getattr(self._local, "cursor", None)
         if cursor is None:
             cursor = self._local.cursor = self._db.cursor()
         return cursor
+
+
+def _search_groups(folder: Path) -> dict[str, search.Group]:
+    try:
+        names = sorted(entry.name for entry in os.scandir(folder) if entry.is_dir())
+        return {name: search.Group(name, folder / name) for name in names}
+    except (OSError, ValueError, KeyError) as exc:
+        raise BundleMissing(f"the search index at {folder} is unusable ({exc}); run "
+                            f"`fednode export` again") from None
 
 
 Query = Callable[[Snapshot, duckdb.DuckDBPyConnection], T]
@@ -101,6 +116,8 @@ class Store:
         self.query_timeout = query_timeout
         self.snapshot = Snapshot(path)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="duckdb")
+        # The embedding model loads in the background: the first search need not wait.
+        self._pool.submit(search.Embedder.model)
         self._checked = time.monotonic()
         self._reload_lock = asyncio.Lock()
 

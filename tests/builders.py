@@ -221,3 +221,21 @@ class Records:
             else:
                 fields["access"] = access
             self.write(slug)
+
+
+def engine_file(relative: str) -> bool:
+    """A file tantivy wrote in the bundle's search index. Its names are random per build
+    (segment ids), so two builds of equal content differ there: tests compare what such
+    builds answer (`search_ids`) instead. `state.json` and `vectors.npy` are fednode's."""
+    parts = relative.split("/")
+    return parts[0] == "search" and len(parts) == 3 and \
+        parts[2] not in ("state.json", "vectors.npy")
+
+
+def search_ids(bundle: Path, text: str, groups: tuple[str, ...] = ("public",)) -> list[str]:
+    """What a keyword search of `bundle` finds for a caller of `groups`, as sorted ids."""
+    from exporter.contract.wire import COLLECTIONS
+    from sidecar import search
+    from sidecar.store import Snapshot
+    found = search.run(Snapshot(bundle), list(groups), list(COLLECTIONS), text, "keyword", 50)
+    return sorted(item["id"] for item in found["items"])

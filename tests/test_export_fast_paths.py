@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from builders import Node, species, team
+from builders import Node, engine_file, search_ids, species, team
 from hypothesis import given
 from hypothesis import strategies as st
 from test_visibility import ledgers
@@ -68,7 +68,8 @@ def test_ledger_lines_read_back_as_written(tmp_path_factory: pytest.TempPathFact
 
 def tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+            for p in sorted(root.rglob("*"))
+            if p.is_file() and not engine_file(str(p.relative_to(root)))}
 
 
 def test_reused_renderings_give_the_bundle_a_fresh_export_gives(node: Node, export: Export,
@@ -90,3 +91,7 @@ def test_reused_renderings_give_the_bundle_a_fresh_export_gives(node: Node, expo
     export(other)  # renders everything
     assert tree(other / ".fednode" / "bundle") == tree(node.root / ".fednode" / "bundle")
     assert tree(other / "site_out") == tree(node.root / "site_out")
+    for words, groups in (("species number", ("public",)), ("zzz aaa", ("public",)),
+                          ("bea", ("public", "sensitive"))):
+        found = search_ids(node.root / ".fednode" / "bundle", words, groups)
+        assert found and found == search_ids(other / ".fednode" / "bundle", words, groups)

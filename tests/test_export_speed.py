@@ -91,4 +91,5 @@ def test_a_long_export_names_each_phase(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "\r" not in result.stderr  # not a terminal: one line per phase
     shown = [line.split(":")[0] for line in result.stderr.splitlines()]
-    assert shown == ["reading", "ledger", "rendering", "writing site", "writing bundle"]
+    assert shown == ["reading", "ledger", "rendering", "writing site", "indexing",
+                     "writing bundle"]

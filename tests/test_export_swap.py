@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient
-from builders import REPO, Node, app_for, copy_sample, multiply, species
+from builders import REPO, Node, app_for, copy_sample, engine_file, multiply, search_ids, species
 
 from exporter.build import BuildReport
 
@@ -116,10 +116,11 @@ def test_private_folders_are_closed_and_their_files_0600(tmp_path: Path) -> None
         assert stat.S_IMODE(folder.stat().st_mode) == 0o711, folder  # pass through, no list
     for folder in (private / "cache", (private / "bundle").resolve()):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
-    files = [*(private / "bundle").resolve().iterdir(), *(private / "cache").iterdir()]
-    assert len(files) >= 8
-    for path in files:
-        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    found = [*(private / "bundle").resolve().rglob("*"), *(private / "cache").rglob("*")]
+    files = [path for path in found if path.is_file()]
+    assert len(files) >= 8 and any(path.parent.name == "public" for path in files)
+    for path in found:
+        assert stat.S_IMODE(path.stat().st_mode) == (0o600 if path.is_file() else 0o700), path
     assert stat.S_IMODE((private / "export.lock").stat().st_mode) == 0o600
     for build in (private / "builds").iterdir():
         assert stat.S_IMODE((build / "outputs.json").stat().st_mode) == 0o600
@@ -130,7 +131,8 @@ def test_private_folders_are_closed_and_their_files_0600(tmp_path: Path) -> None
 
 def tree(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+            for p in sorted(root.rglob("*"))
+            if p.is_file() and not engine_file(str(p.relative_to(root)))}
 
 
 def test_builds_take_turns_and_each_is_complete(node: Node, export: Export,
@@ -154,6 +156,10 @@ def test_builds_take_turns_and_each_is_complete(node: Node, export: Export,
     export(fresh)
     assert tree(node.root / "site_out") == tree(fresh / "site_out")
     assert tree(node.root / ".fednode" / "bundle") == tree(fresh / ".fednode" / "bundle")
+    for words in ("added", "r1", "number007 number058", "number059"):
+        found = search_ids(node.root / ".fednode" / "bundle", words)
+        assert found == search_ids(fresh / ".fednode" / "bundle", words)
+    assert len(search_ids(node.root / ".fednode" / "bundle", "added")) == 4
 
 
 async def test_the_sidecar_picks_up_each_new_build(node: Node, export: Export,

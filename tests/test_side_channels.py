@@ -48,7 +48,13 @@ class World:
             if path.is_file():
                 seen[f"file:{path.relative_to(site)}"] = path.read_bytes()
         urls = ["/", "/api/manifest", "/api/schema", "/api/sync/changes.ndjson",
-                "/api/sync/species/0.ndjson", "/api/sync/team/0.ndjson", "/api/search?q=x"]
+                "/api/sync/species/0.ndjson", "/api/sync/team/0.ndjson"]
+        # Words of the restricted records ("Record new0", "Notes on new0.") and the public
+        # ones, in every mode: results, scores, snippets and counts must not move.
+        for words in ("record", "notes on once", "public species", "person t0", "recrod"):
+            for mode in ("keyword", "semantic", "hybrid"):
+                urls.append(f"/api/search?q={words.replace(' ', '+')}&mode={mode}")
+        urls.append("/api/search?q=record+person&collections=team&limit=50")
         for collection in ("species", "team", "resources"):
             urls += [f"/api/{collection}", f"/api/{collection}?limit=1",
                      f"/api/{collection}?limit=2&offset=1",

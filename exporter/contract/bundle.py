@@ -7,6 +7,8 @@ holds restricted records, so its folder is 0700 and its files 0600.
   files `api/manifest.json`, `api/schema.json`, `index.html` and `api/sync/changes.ndjson`
 - `records.parquet` one row per live record (public and restricted), `RECORD_COLUMNS`
 - `events.parquet` the ledger, one row per `feed.Event`, `EVENT_COLUMNS`
+- `search/<group>/` the search index of one access group's records (`exporter.search`):
+  tantivy's files, `vectors.npy` and `state.json`
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 from .feed import EVENT_FIELDS
 
-FORMAT = 2
+FORMAT = 3
 META = "meta.json"
 MANIFEST = "manifest.json"
 SCHEMA = "schema.json"
@@ -24,6 +26,7 @@ INDEX = "index.html"
 CHANGES = "changes.ndjson"
 RECORDS = "records.parquet"
 EVENTS = "events.parquet"
+SEARCH = "search"
 
 # (column, type): "string", "int64" or "binary"
 RECORD_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -54,6 +57,7 @@ class Meta:
     node_id: str
     base_url: str
     sidecar_url: str
+    search: str  # changes exactly when the search index does
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), indent=2).encode()

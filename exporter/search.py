@@ -1,0 +1,357 @@
+"""The search engine, both halves: what the export indexes and how the sidecar asks.
+
+Keyword search is tantivy (BM25, English stemming, fuzzy terms for typos in names, phrase
+boosts); semantic search is wordllama's static word vectors, embedded offline at export
+time and compared by cosine with numpy. Neither is written by hand here: this module only
+says which text goes where, and how a user's words become a query.
+
+The index is split by access group: `search/<group>/` in the bundle holds the tantivy
+index and the vectors of that group's records only. A caller's search reads the groups it
+holds (public, plus its key's groups) and nothing else, so a restricted record cannot
+change a single byte of what another caller gets: not its results, order, scores,
+snippets or counts (BM25's term statistics are those of the group's own records).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import threading
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tantivy
+
+from .contract.wire import COLLECTIONS
+
+# Bump when what is indexed, or how, changes: every group is then indexed afresh.
+SEARCH_VERSION = "1"
+STATE = "state.json"  # per group: the version and the rows, in the order of VECTORS
+VECTORS = "vectors.npy"  # per group: float32 (rows, DIMENSIONS), unit length
+DIMENSIONS = 256
+MODEL = {"config": "l2_supercat", "dim": DIMENSIONS}
+EMBED_CHARS = 1200  # of a record's text: static vectors are averages, and a long tail blurs them
+
+TEXT = "fednode_text"  # analyzer: words, lower case, ASCII-folded, English stop words, stems
+NAMES = "fednode_names"  # analyzer: words, lower case, ASCII-folded; no stems, no stop words
+
+# How much a match counts, by field: names (scientific, vernacular, a person's name) most.
+BOOST_NAMES = 4.0
+BOOST_PHRASE = 4.0  # all the query's words in a name, in order
+BOOST_TITLE = 2.0
+BOOST_FUZZY = 1.5  # a name one typo away (a constant score: it has no term statistics)
+FUZZY_MIN = 5  # shorter words are not matched fuzzily: too many neighbours
+QUERY_WORDS = 32
+# Semantic matches: cosine similarity at or above this counts as a match (for `counts`,
+# and for hybrid results); below it a record has nothing to do with the query.
+SEMANTIC_FLOOR = 0.20
+# Hybrid: score = WEIGHT_KEYWORD * bm25 / best bm25 + WEIGHT_SEMANTIC * scaled similarity.
+WEIGHT_KEYWORD = 0.7
+WEIGHT_SEMANTIC = 0.3
+DEPTH = 200  # results each side contributes to fusion
+SNIPPET_CHARS = 220
+
+
+def _analyzer(stems: bool) -> tantivy.TextAnalyzer:
+    builder = (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+               .filter(tantivy.Filter.remove_long(40))
+               .filter(tantivy.Filter.lowercase())
+               .filter(tantivy.Filter.ascii_fold()))
+    if stems:
+        builder = (builder.filter(tantivy.Filter.stopword("english"))
+                   .filter(tantivy.Filter.stemmer("english")))
+    return builder.build()
+
+
+ANALYZERS = {TEXT: _analyzer(True), NAMES: _analyzer(False)}
+# Words that alone match a name by accident ("of" in "Tree of heaven"): as in the text
+# analyzer's English list, plus French, Dutch and German articles and prepositions.
+STOPWORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their "
+    "then there these they this to was will with de du des la le les et en het van een der "
+    "die das und von".split())
+
+
+def schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("collection", stored=True, tokenizer_name="raw")
+    builder.add_text_field("id", stored=True, tokenizer_name="raw")
+    builder.add_text_field("names", stored=True, tokenizer_name=NAMES)
+    builder.add_text_field("title", stored=True, tokenizer_name=TEXT)
+    builder.add_text_field("text", stored=True, tokenizer_name=TEXT)
+    return builder.build()
+
+
+SCHEMA = schema()
+
+
+def _register(index: tantivy.Index) -> tantivy.Index:
+    for name, analyzer in ANALYZERS.items():
+        index.register_tokenizer(name, analyzer)
+    return index
+
+
+@dataclass(frozen=True)
+class Doc:
+    """What search knows of one record."""
+
+    collection: str
+    id: str
+    names: str  # the record's names (`x-fednode.search.names`), one per line
+    title: str
+    text: str  # every other text field, then the body
+
+    def embedding_text(self) -> str:
+        return f"{self.title}\n{self.names}\n{self.text}"[:EMBED_CHARS]
+
+
+def document(collection: str, record_id: str, title: str, fields: dict[str, Any],
+             name_fields: Sequence[str], text_fields: Sequence[str]) -> Doc:
+    """A record's searchable text: its names, its title, and its other text fields."""
+    names = "\n".join(_strings(fields.get(name)) for name in name_fields)
+    texts = [_strings(fields.get(name)) for name in text_fields]
+    return Doc(collection, record_id, names.strip(), title,
+               "\n".join(text for text in texts if text))
+
+
+def _strings(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(item for item in value if isinstance(item, str))
+    return ""
+
+
+# ---- building (export side) -------------------------------------------------------------
+
+def create(folder: Path) -> tantivy.Index:
+    folder.mkdir(parents=True, exist_ok=True)
+    return _register(tantivy.Index(SCHEMA, path=str(folder)))
+
+
+def open_index(folder: Path) -> tantivy.Index:
+    return _register(tantivy.Index.open(str(folder)))
+
+
+def write(index: tantivy.Index, add: Iterable[Doc], remove: Iterable[str] = ()) -> None:
+    """Remove records by id, add documents, commit once, and leave no merge running. One
+    indexing thread: the same documents make the same segments, whatever the machine."""
+    writer = index.writer(heap_size=64_000_000, num_threads=1)
+    for record_id in remove:
+        writer.delete_documents_by_term("id", record_id)
+    for doc in add:
+        writer.add_document(tantivy.Document(
+            collection=doc.collection, id=doc.id, names=doc.names, title=doc.title,
+            text=doc.text))
+    writer.commit()
+    writer.wait_merging_threads()
+
+
+class Embedder:
+    """wordllama's 256-dimension model, loaded from the installed package and never from the
+    network (`disable_download`): the wheel ships both the weights and the tokenizer."""
+
+    _lock = threading.Lock()
+    _model: Any = None
+
+    @classmethod
+    def model(cls) -> Any:
+        with cls._lock:
+            if cls._model is None:
+                import wordllama
+                from wordllama import WordLlama
+                cls._model = WordLlama.load(
+                    **MODEL, cache_dir=Path(wordllama.__file__).parent,  # type: ignore[arg-type]
+                    disable_download=True)
+            return cls._model
+
+    @classmethod
+    def embed(cls, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, DIMENSIONS), np.float32)
+        vectors = cls.model().embed(list(texts), norm=True, batch_size=256)
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+# ---- asking (sidecar side) ----------------------------------------------------------------
+
+def words(text: str) -> list[str]:
+    """The query's words as the names analyzer sees them (lower case, ASCII-folded)."""
+    return ANALYZERS[NAMES].analyze(text)[:QUERY_WORDS]  # type: ignore[no-any-return]
+
+
+def stems(text: str) -> list[str]:
+    return ANALYZERS[TEXT].analyze(text)[:QUERY_WORDS]  # type: ignore[no-any-return]
+
+
+def keyword_query(text: str) -> tantivy.Query | None:
+    """A user's words as one query: each word in names, title and text (stemmed), a name one
+    typo away, and the whole phrase in names. None when no word is left to search."""
+    names, terms = words(text), stems(text)
+    should: list[tantivy.Query] = []
+    for word in dict.fromkeys(w for w in names if w not in STOPWORDS):
+        should.append(_boost(tantivy.Query.term_query(SCHEMA, "names", word), BOOST_NAMES))
+        if len(word) >= FUZZY_MIN:
+            should.append(_boost(tantivy.Query.fuzzy_term_query(
+                SCHEMA, "names", word, distance=1, transposition_cost_one=True), BOOST_FUZZY))
+    for term in dict.fromkeys(terms):
+        should.append(_boost(tantivy.Query.term_query(SCHEMA, "title", term), BOOST_TITLE))
+        should.append(tantivy.Query.term_query(SCHEMA, "text", term))
+    if len(names) > 1:
+        phrase: list[str | tuple[int, str]] = list(names)
+        should.append(_boost(tantivy.Query.phrase_query(SCHEMA, "names", phrase), BOOST_PHRASE))
+    if not should:
+        return None
+    return tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in should])
+
+
+def _boost(query: tantivy.Query, boost: float) -> tantivy.Query:
+    return tantivy.Query.boost_query(query, boost)
+
+
+def _within(query: tantivy.Query, collections: Sequence[str]) -> tantivy.Query:
+    if list(collections) == list(COLLECTIONS):
+        return query
+    among = tantivy.Query.boolean_query([
+        (tantivy.Occur.Should, tantivy.Query.term_query(SCHEMA, "collection", name))
+        for name in collections])
+    return tantivy.Query.boolean_query([(tantivy.Occur.Must, query),
+                                        (tantivy.Occur.Must, among)])
+
+
+@dataclass(frozen=True)
+class Hit:
+    collection: str
+    id: str
+    score: float
+    group: str
+
+
+class Group:
+    """One access group's index and vectors, opened read-only for one bundle."""
+
+    def __init__(self, name: str, folder: Path) -> None:
+        self.name = name
+        state = json.loads((folder / STATE).read_bytes())
+        rows: list[list[str]] = state["rows"]
+        self.index = open_index(folder)
+        self.searcher = self.index.searcher()
+        self.vectors = np.load(folder / VECTORS, mmap_mode="r")
+        rank = {name: n for n, name in enumerate(COLLECTIONS)}
+        self.rows = rows  # [collection, id, content hash], one per row of `vectors`
+        self.codes = np.array([rank[row[0]] for row in rows], np.int8)
+        if len(rows) != self.vectors.shape[0]:
+            raise ValueError(f"search/{name}: {len(rows)} rows but "
+                             f"{self.vectors.shape[0]} vectors")
+
+    def keyword(self, query: tantivy.Query, collections: Sequence[str],
+                limit: int) -> tuple[list[Hit], dict[str, int]]:
+        """The best `limit` matches, and the number of matches in each collection."""
+        counts = {name: self._count(_within(query, [name])) for name in collections}
+        if not any(counts.values()):
+            return [], counts
+        result = self.searcher.search(_within(query, collections), limit=limit, count=False)
+        hits = []
+        for score, address in result.hits:
+            doc = self.searcher.doc(address)
+            hits.append(Hit(doc["collection"][0], doc["id"][0], float(score), self.name))
+        return hits, counts
+
+    def semantic(self, vector: np.ndarray, collections: Sequence[str],
+                 limit: int) -> tuple[list[Hit], dict[str, int], list[str]]:
+        """The records whose cosine with `vector` reaches SEMANTIC_FLOOR: the best `limit`,
+        how many there are in each collection, and all their ids."""
+        if not self.rows:
+            return [], dict.fromkeys(collections, 0), []
+        scores = np.asarray(self.vectors @ vector, dtype=np.float32)
+        wanted = np.array([COLLECTIONS.index(name) for name in collections], np.int8)
+        matches = (scores >= SEMANTIC_FLOOR) & np.isin(self.codes, wanted)
+        counts = {name: int(np.count_nonzero(matches & (self.codes == code)))
+                  for name, code in zip(collections, wanted, strict=True)}
+        rows = np.flatnonzero(matches)
+        ids = [self.rows[r][1] for r in rows]
+        if len(rows) > limit:
+            rows = rows[np.argpartition(-scores[rows], limit - 1)[:limit]]
+        # Best first; equal scores by row, so the order never depends on the sort's mood.
+        rows = rows[np.lexsort((rows, -scores[rows]))]
+        return [Hit(self.rows[r][0], self.rows[r][1], float(scores[r]), self.name)
+                for r in rows], counts, ids
+
+    def matching(self, query: tantivy.Query | None, ids: Sequence[str],
+                 collections: Sequence[str]) -> dict[str, int]:
+        """Per collection, the records matching `query` or among `ids`, each once."""
+        either: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        if query is not None:
+            either.append((tantivy.Occur.Should, query))
+        if ids:
+            either.append((tantivy.Occur.Should,
+                           tantivy.Query.term_set_query(SCHEMA, "id", list(ids))))
+        if not either:
+            return dict.fromkeys(collections, 0)
+        union = tantivy.Query.boolean_query(either)
+        return {name: self._count(_within(union, [name])) for name in collections}
+
+    def _count(self, query: tantivy.Query) -> int:
+        found = self.searcher.search(query, limit=1, count=True)
+        return int(found.count or 0)  # type: ignore[attr-defined]
+
+    def stored(self, record_id: str) -> dict[str, str] | None:
+        """The indexed text of one record of this group."""
+        found = self.searcher.search(tantivy.Query.term_query(SCHEMA, "id", record_id), limit=1,
+                                     count=False)
+        if not found.hits:
+            return None
+        doc = self.searcher.doc(found.hits[0][1])
+        return {name: (doc[name] or [""])[0] for name in ("names", "title", "text")}
+
+    def snippet(self, query: tantivy.Query | None, record_id: str) -> str:
+        """A piece of the record's text around the query's words, HTML-escaped, the words
+        marked with <mark>; the start of its text where no word matched (a semantic hit)."""
+        found = self.searcher.search(tantivy.Query.term_query(SCHEMA, "id", record_id), limit=1,
+                                     count=False)
+        if not found.hits:
+            return ""
+        doc = self.searcher.doc(found.hits[0][1])
+        if query is not None:
+            for field in ("text", "names", "title"):
+                generator = tantivy.SnippetGenerator.create(self.searcher, query, SCHEMA, field)
+                generator.set_max_num_chars(SNIPPET_CHARS)
+                snippet = generator.snippet_from_doc(doc)
+                if snippet.highlighted():
+                    return _marked(snippet.fragment(), snippet.highlighted())
+        text = " ".join(((doc["text"] or [""])[0] or (doc["names"] or [""])[0]).split())
+        return html.escape(_clip(text), quote=False)
+
+
+def _marked(fragment: str, ranges: Sequence[Any]) -> str:
+    """`fragment` HTML-escaped, with each highlighted range (byte offsets) in <mark>."""
+    data = fragment.encode()
+    out: list[str] = []
+    at = 0
+    for span in sorted(ranges, key=lambda r: r.start):
+        if span.start < at:
+            continue
+        out.append(html.escape(data[at:span.start].decode(errors="replace"), quote=False))
+        out.append("<mark>" + html.escape(data[span.start:span.end].decode(errors="replace"),
+                                          quote=False) + "</mark>")
+        at = span.end
+    out.append(html.escape(data[at:].decode(errors="replace"), quote=False))
+    return " ".join("".join(out).split())
+
+
+def _clip(text: str) -> str:
+    if len(text) <= SNIPPET_CHARS:
+        return text
+    cut = text[:SNIPPET_CHARS].rsplit(" ", 1)[0]
+    return cut + " …"
+
+
+def fold(text: str) -> str:
+    """Lower case without accents, for comparisons outside tantivy."""
+    decomposed = unicodedata.normalize("NFKD", text.lower())
+    return re.sub(r"[\u0300-\u036f]", "", decomposed)

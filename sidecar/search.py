@@ -1,0 +1,100 @@
+"""One search, run on one snapshot over the groups the service layer chose: keyword and
+semantic rankings, fused, and the items with their titles and snippets.
+
+This module never decides who sees what: `service.search` passes the caller's groups and
+collections, and nothing here reads any other group."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from exporter import search
+from exporter.contract.wire import COLLECTIONS, record_url
+
+from .store import Snapshot
+
+Mode = Literal["keyword", "semantic", "hybrid"]
+MODES: tuple[str, ...] = ("hybrid", "keyword", "semantic")
+
+
+@dataclass(frozen=True)
+class Ranked:
+    hit: search.Hit
+    score: float
+
+
+def run(snapshot: Snapshot, groups: Sequence[str], collections: Sequence[str], text: str,
+        mode: Mode, limit: int) -> dict[str, Any]:
+    indexes = snapshot.groups(list(groups))
+    query = search.keyword_query(text) if mode != "semantic" else None
+    keyword: list[search.Hit] = []
+    semantic: list[search.Hit] = []
+    meaning: dict[str, list[str]] = {}  # group -> every record matching the meaning
+    counts = dict.fromkeys(collections, 0)
+    depth = limit if mode != "hybrid" else max(limit, search.DEPTH)
+    if mode != "semantic" and query is not None:
+        for group in indexes:
+            hits, found = group.keyword(query, collections, depth)
+            keyword.extend(hits)
+            _add(counts, found)
+    if mode != "keyword":
+        vector = search.Embedder.embed([text])[0]
+        for group in indexes:
+            hits, found, meaning[group.name] = group.semantic(vector, collections, depth)
+            semantic.extend(hits)
+            if mode == "semantic":
+                _add(counts, found)
+    if mode == "hybrid":
+        counts = dict.fromkeys(collections, 0)
+        for group in indexes:
+            _add(counts, group.matching(query, meaning[group.name], collections))
+    ranked = {"keyword": lambda: _ordered(keyword), "semantic": lambda: _ordered(semantic),
+              "hybrid": lambda: _fused(_ordered(keyword), _ordered(semantic))}[mode]()
+    by_name = {group.name: group for group in indexes}
+    items = []
+    for entry in ranked[:limit]:
+        group = by_name[entry.hit.group]
+        stored = group.stored(entry.hit.id) or {}
+        items.append({
+            "collection": entry.hit.collection,
+            "id": entry.hit.id,
+            "title": stored.get("title") or stored.get("names", "").split("\n")[0],
+            "snippet": group.snippet(query, entry.hit.id),
+            "score": round(entry.score, 6),
+            "url": record_url(snapshot.base_url, entry.hit.collection, entry.hit.id),
+        })
+    return {"query": text, "mode": mode, "collections": list(collections), "items": items,
+            "counts": counts}
+
+
+def _add(counts: dict[str, int], found: dict[str, int]) -> None:
+    for name, n in found.items():
+        counts[name] += n
+
+
+def _ordered(hits: list[search.Hit]) -> list[Ranked]:
+    """Best first; ties by collection order, then id: never by the order groups were read."""
+    rank = {name: n for n, name in enumerate(COLLECTIONS)}
+    return [Ranked(h, h.score) for h in
+            sorted(hits, key=lambda h: (-h.score, rank[h.collection], h.id))]
+
+
+def _fused(keyword: list[Ranked], semantic: list[Ranked]) -> list[Ranked]:
+    """A weighted sum of both sides, each scaled to 0..1: BM25 divided by the best BM25 of
+    this answer, similarity mapped from SEMANTIC_FLOOR..1. (Measured against reciprocal rank
+    fusion on bench/search_judged.json: see docs/search.md.)"""
+    best = keyword[0].score if keyword else 1.0
+    scores: dict[str, float] = {}
+    hits: dict[str, search.Hit] = {}
+    for entry in keyword:
+        scores[entry.hit.id] = search.WEIGHT_KEYWORD * entry.score / best
+        hits[entry.hit.id] = entry.hit
+    floor = search.SEMANTIC_FLOOR
+    for entry in semantic:
+        closeness = max(0.0, entry.score - floor) / (1.0 - floor)
+        scores[entry.hit.id] = scores.get(entry.hit.id, 0.0) + search.WEIGHT_SEMANTIC * closeness
+        hits.setdefault(entry.hit.id, entry.hit)
+    return _ordered([search.Hit(h.collection, h.id, scores[h.id], h.group)
+                     for h in hits.values()])

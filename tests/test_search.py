@@ -1,0 +1,287 @@
+"""GET /api/search on the real sidecar over the exported sample: names, typos, vernacular
+names and meaning find their records; filters, modes and counts; every bad input is a 400
+naming the fix; keys add their groups and keep to their collections; and restricted
+records change nothing for a caller without their group (compared with an export of the
+sample from which every restricted record was removed)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import REPO, Node, ServerThread, app_for, copy_sample, http_get, issue_key, species
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from exporter.build import build
+from exporter.config import Project
+
+KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"
+BALSAM = "7a3c752f-2f45-4994-ae2e-28a90bae7ccd"
+PARTNER_SURVEY = "e312fd28-7dc8-45bb-bd5a-c64d8125e7de"  # access: partners
+STEM_INJECTION = "d1f5a90b-9c65-49a4-bb47-8ab5a68beef4"  # access: sensitive
+WHEN = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+class Site:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        build(Project(root), now=WHEN)
+        self.partners, _ = issue_key(root, "partners", groups=["partners"])
+        self.species_only, _ = issue_key(root, "species only", collections=["species"])
+        self.no_search, _ = issue_key(root, "no search", scopes=["read"])
+        self.server = ServerThread(app_for(root, anonymous_rate=0))
+        self.url = self.server.__enter__().url
+
+    def get(self, path: str, key: str | None = None) -> tuple[int, Any]:
+        status, _, body = http_get(self.url + path, {"X-API-Key": key} if key else {})
+        return status, json.loads(body)
+
+    def close(self) -> None:
+        self.server.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    site = Site(copy_sample(tmp_path_factory.mktemp("search")))
+    yield site
+    site.close()
+
+
+@pytest.fixture(scope="module")
+def without_restricted(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The sample with every restricted record removed (files and CSV rows)."""
+    root = copy_sample(tmp_path_factory.mktemp("public-only"))
+    removed = 0
+    for path in (root / "content").rglob("*.md"):
+        if re.search(r'^access = "(?!public")', path.read_text(), re.M):
+            path.unlink()
+            removed += 1
+    table = root / "content" / "germination" / "results.csv"
+    with open(table, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    with open(table, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(row for row in rows if row["access"].strip() in ("", "public"))
+    assert removed + len(rows) - (len(table.read_text().splitlines()) - 1) == 9
+    site = Site(root)
+    yield site
+    site.close()
+
+
+def top_ids(site: Site, query: str, n: int = 3, **params: str) -> list[str]:
+    extra = "".join(f"&{k}={v}" for k, v in params.items())
+    status, body = site.get(f"/api/search?q={query}{extra}")
+    assert status == 200, body
+    return [item["id"] for item in body["items"][:n]]
+
+
+@pytest.mark.parametrize("query", [
+    "Fallopia+japonica", "Fallopia", "Reynoutria+japonica+Houtt.", "Japanese+knotweed",
+    "japanese+KNOTWEED", "Fallopia+japnoica", "Falopia+japonica", "knotweed"])
+def test_names_vernacular_names_and_typos_find_the_species(site: Site, query: str) -> None:
+    assert KNOTWEED in top_ids(site, query)
+
+
+@pytest.mark.parametrize("query", ["Impatiens+glandulifra", "Impatiens+glandulifera+Royle",
+                                   "Himalayan+balsam", "himalayan+blasam"])
+def test_balsam_by_name_typo_and_vernacular(site: Site, query: str) -> None:
+    assert BALSAM in top_ids(site, query)
+
+
+def test_knotweed_ranks_the_species_first_then_what_is_about_it(site: Site) -> None:
+    status, body = site.get("/api/search?q=knotweed&limit=8")
+    assert status == 200
+    items = body["items"]
+    assert items[0]["id"] == KNOTWEED and items[0]["collection"] == "species"
+    assert {"treatments", "resources"} <= {item["collection"] for item in items[1:]}
+    for item in items:
+        assert set(item) == {"collection", "id", "title", "snippet", "score", "url"}
+        assert item["url"].endswith(f"/api/{item['collection']}/{item['id']}")
+        assert "<mark>" in item["snippet"], item
+    scores = [item["score"] for item in items]
+    assert scores == sorted(scores, reverse=True)
+    assert body["counts"]["species"] >= 1 and body["counts"]["treatments"] >= 2
+    assert set(body["counts"]) == {"species", "resources", "treatments", "germination", "team"}
+
+
+def test_meaning_without_shared_words(site: Site) -> None:
+    """No word of the query is in the record: only the semantic side can find it."""
+    ids = top_ids(site, "volunteers+uprooting+an+annual+weed+by+hand", n=10, mode="semantic")
+    status, body = site.get("/api/search?q=volunteers+uprooting+an+annual+weed+by+hand"
+                            "&mode=hybrid&limit=10")
+    titles = [item["title"] for item in body["items"]]
+    assert any("balsam" in title.lower() for title in titles), titles
+    assert ids
+
+
+def test_filters_modes_and_counts(site: Site) -> None:
+    for mode in ("keyword", "semantic", "hybrid"):
+        status, body = site.get(f"/api/search?q=giant+hogweed&collections=species,treatments"
+                                f"&mode={mode}&limit=50")
+        assert status == 200 and body["mode"] == mode
+        assert body["collections"] == ["species", "treatments"]
+        assert set(body["counts"]) == {"species", "treatments"}
+        assert {item["collection"] for item in body["items"]} <= {"species", "treatments"}
+        found = {c: sum(1 for i in body["items"] if i["collection"] == c)
+                 for c in ("species", "treatments")}
+        for collection, n in found.items():
+            assert body["counts"][collection] >= n  # every item counted
+    status, body = site.get("/api/search?query=hogweed&limit=1")
+    assert status == 200 and len(body["items"]) == 1 and body["query"] == "hogweed"
+
+
+def test_snippets_are_escaped_html_with_marks(tmp_path: Path) -> None:
+    node = Node(tmp_path / "node")
+    node.write("species", "a", species("Fallopia japonica"),
+               'Knotweed <script>alert("x")</script> & rhizomes under <b>banks</b>.')
+    build(Project(node.root), now=WHEN)
+    with ServerThread(app_for(node.root, anonymous_rate=0)) as server:
+        _, _, body = http_get(server.url + "/api/search?q=rhizomes+script")
+    snippet = json.loads(body)["items"][0]["snippet"]
+    assert "<script>" not in snippet and "<b>" not in snippet
+    assert "&lt;" in snippet and "&amp;" in snippet and "<mark>rhizomes</mark>" in snippet
+    assert re.sub(r"</?mark>", "", snippet).count("<") == 0
+
+
+@pytest.mark.parametrize("query, fix", [
+    ("", "q is required"),
+    ("?q=", "q is empty"),
+    ("?q=%20%20%09", "q is empty"),
+    ("?q=" + "a" * 501, "at most 500"),
+    ("?q=x&collections=plants", "collections: no collection 'plants'"),
+    ("?q=x&collections=species,", "collections: no collection ''"),
+    ("?q=x&limit=0", "limit must be from 1 to 50"),
+    ("?q=x&limit=51", "limit must be from 1 to 50"),
+    ("?q=x&limit=ten", "limit must be a whole number"),
+    ("?q=x&mode=fuzzy", "mode must be one of hybrid, keyword, semantic"),
+    ("?q=x&sort=score", "unknown parameter 'sort'"),
+    ("?q=x&q=y", "given more than once"),
+    ("?q=x&query=y", "not both"),
+])
+def test_bad_input_is_400_naming_the_fix(site: Site, query: str, fix: str) -> None:
+    status, body = site.get("/api/search" + query)
+    assert status == 400 and body["error"]["code"] == "invalid_parameter", body
+    assert fix in body["error"]["message"], body
+
+
+def test_keys_add_their_groups_and_keep_to_their_collections(site: Site) -> None:
+    query = "/api/search?q=floating+pennywort+partner+survey&limit=50"
+    anonymous = [item["id"] for item in site.get(query)[1]["items"]]
+    _, granted = site.get(query, site.partners)
+    assert PARTNER_SURVEY not in anonymous
+    assert PARTNER_SURVEY in [item["id"] for item in granted["items"]]
+    _, body = site.get("/api/search?q=stem+injection+knotweed&limit=50", site.partners)
+    assert STEM_INJECTION not in [item["id"] for item in body["items"]]  # sensitive, not held
+    status, body = site.get("/api/search?q=knotweed", site.species_only)
+    assert status == 200 and body["collections"] == ["species"]
+    assert {item["collection"] for item in body["items"]} == {"species"}
+    status, body = site.get("/api/search?q=knotweed&collections=species,team",
+                            site.species_only)
+    assert status == 403 and body["error"]["code"] == "insufficient_scope"
+    status, body = site.get("/api/search?q=knotweed", site.no_search)
+    assert status == 403 and body["error"]["code"] == "insufficient_scope"
+
+
+QUERIES = ["knotweed", "floating pennywort survey", "partner meeting river contracts",
+           "arnica", "pasque flower seed", "stem injection glyphosate", "Wouter",
+           "cottongrass peat", "water primrose eradication pond", "seed germination",
+           "invasive plant priorities 2027", "herbicide", "Arnica montana", "Pulsatilla"]
+
+
+@pytest.mark.parametrize("mode", ["keyword", "semantic", "hybrid"])
+def test_restricted_records_change_nothing_for_others(site: Site, without_restricted: Site,
+                                                      mode: str) -> None:
+    """Byte for byte, an anonymous and an ungranted caller get from the sample exactly what
+    they get from the sample without its restricted records."""
+    ungranted = [site.species_only, without_restricted.species_only]
+    for text in QUERIES:
+        for extra in ("", "&limit=50", "&collections=team,resources"):
+            path = f"/api/search?q={text.replace(' ', '+')}&mode={mode}{extra}"
+            full = http_get(site.url + path)
+            public = http_get(without_restricted.url + path)
+            assert full[0] == 200 and full[2] == public[2], path
+        path = f"/api/search?q={text.replace(' ', '+')}&mode={mode}&limit=50"
+        full = http_get(site.url + path, {"X-API-Key": ungranted[0]})
+        public = http_get(without_restricted.url + path, {"X-API-Key": ungranted[1]})
+        assert full[2] == public[2], path
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(text=st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=520),
+       mode=st.sampled_from(["keyword", "semantic", "hybrid"]))
+def test_any_text_is_an_answer_or_a_400(site: Site, text: str, mode: str) -> None:
+    from urllib.parse import quote
+    status, body = site.get(f"/api/search?q={quote(text)}&mode={mode}")
+    assert status in (200, 400), body
+    if status == 400:
+        assert body["error"]["code"] == "invalid_parameter"
+    else:
+        assert 0 < len(" ".join(text.split())) <= 500
+
+
+def test_no_network_during_export_and_search(tmp_path: Path) -> None:
+    """The embedding model and everything else load from the installed packages: with every
+    socket but loopback refused, an export and a semantic search both work."""
+    root = copy_sample(tmp_path / "node")
+    shutil.rmtree(root / ".fednode", ignore_errors=True)
+    script = textwrap.dedent(f"""
+        import socket, sys
+        sys.path.insert(0, {str(REPO)!r})
+        refused = []
+        original = socket.socket.connect
+        def connect(self, address):
+            if self.family in (socket.AF_INET, socket.AF_INET6) and \\
+                    not str(address[0]).startswith(("127.", "::1")):
+                refused.append(address)
+                raise OSError("network refused by the test")
+            return original(self, address)
+        socket.socket.connect = connect
+        def resolve(*args, **kwargs):
+            refused.append(args[0])
+            raise socket.gaierror("no name resolution in this test")
+        socket.getaddrinfo = resolve
+        from pathlib import Path
+        from exporter.build import build
+        from exporter.config import Project
+        from exporter.contract.wire import COLLECTIONS
+        from sidecar import search
+        from sidecar.store import Snapshot
+        root = Path({str(root)!r})
+        build(Project(root))
+        found = search.run(Snapshot(root / ".fednode" / "bundle"), ["public"],
+                           list(COLLECTIONS), "pulling balsam by hand", "semantic", 5)
+        assert found["items"], found
+        print("refused", refused)
+    """)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            env=environment, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "refused []" in result.stdout  # nothing even tried
+    assert socket  # the module the script patches
+
+
+def test_a_new_export_is_searchable_without_a_restart(tmp_path: Path) -> None:
+    node = Node(tmp_path / "node")
+    node.write("species", "a", species("Fallopia japonica"))
+    build(Project(node.root), now=WHEN)
+    with ServerThread(app_for(node.root, anonymous_rate=0, reload_interval=0)) as server:
+        before = json.loads(http_get(server.url + "/api/search?q=Solidago")[2])
+        node.write("species", "b", species("Solidago gigantea"))
+        build(Project(node.root), now=datetime(2026, 3, 2, tzinfo=UTC))
+        after = json.loads(http_get(server.url + "/api/search?q=Solidago")[2])
+    assert before["items"] == [] and before["counts"]["species"] == 0
+    assert [item["title"] for item in after["items"]] == ["Solidago gigantea"]
