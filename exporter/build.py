@@ -197,6 +197,11 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     ledger.append(events)
     progress("ledger", len(content.records), len(content.records))
     checkpoint("ledger")
+    release = Release.stage(project.private, {"site": project.site_out,
+                                              "bundle": project.bundle})
+    # Embedding new text is the slowest step: it runs on its own thread from here.
+    vectors = search_index.Vectors.start(release.live_tree("bundle"), content.records,
+                                         content.collections)
 
     previous = Renderings.read(project.bundle)
     rendered = _render(content, ledger, previous, progress)
@@ -213,13 +218,10 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     schema_bytes = schema_document(known)
     index_bytes = index_html(node, known, dict(report.public))
 
-    release = Release.stage(project.private, {"site": project.site_out,
-                                              "bundle": project.bundle})
     site = [*_static_files(node, public, manifest_bytes, schema_bytes, index_bytes),
             *sync_files]
     report.site = _write(release, "site", site, "writing site", progress)
     checkpoint("site")
-    vectors = search_index.Vectors.load(project.cache)
     progress("indexing", 0, len(rendered))
     search = search_index.build(release.tree("bundle"), release.live_tree("bundle"), rendered,
                                 {r.id: r for r in content.records}, known, vectors)
@@ -238,7 +240,6 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
         _wait_for(stamp)  # publish no time that has not come yet
     release.publish()
     content.cache.save(keep=content.paths)
-    vectors.save()
     return report
 
 

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import html
 import json
-import re
 import threading
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,12 +28,12 @@ import tantivy
 from .contract.wire import COLLECTIONS
 
 # Bump when what is indexed, or how, changes: every group is then indexed afresh.
-SEARCH_VERSION = "1"
+SEARCH_VERSION = "3"
 STATE = "state.json"  # per group: the version and the rows, in the order of VECTORS
 VECTORS = "vectors.npy"  # per group: float32 (rows, DIMENSIONS), unit length
 DIMENSIONS = 256
 MODEL = {"config": "l2_supercat", "dim": DIMENSIONS}
-EMBED_CHARS = 1200  # of a record's text: static vectors are averages, and a long tail blurs them
+EMBED_CHARS = 600  # of a record's text: static vectors are averages, and a long tail blurs them
 
 TEXT = "fednode_text"  # analyzer: words, lower case, ASCII-folded, English stop words, stems
 NAMES = "fednode_names"  # analyzer: words, lower case, ASCII-folded; no stems, no stop words
@@ -53,7 +51,7 @@ SEMANTIC_FLOOR = 0.20
 # Hybrid: score = WEIGHT_KEYWORD * bm25 / best bm25 + WEIGHT_SEMANTIC * scaled similarity.
 WEIGHT_KEYWORD = 0.7
 WEIGHT_SEMANTIC = 0.3
-DEPTH = 200  # results each side contributes to fusion
+DEPTH = 50  # results each side contributes to fusion, per group
 SNIPPET_CHARS = 220
 
 
@@ -79,7 +77,7 @@ STOPWORDS = frozenset(
 
 def schema() -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
-    builder.add_text_field("collection", stored=True, tokenizer_name="raw")
+    builder.add_text_field("collection", stored=True, tokenizer_name="raw", fast=True)
     builder.add_text_field("id", stored=True, tokenizer_name="raw")
     builder.add_text_field("names", stored=True, tokenizer_name=NAMES)
     builder.add_text_field("title", stored=True, tokenizer_name=TEXT)
@@ -252,80 +250,88 @@ class Group:
     def keyword(self, query: tantivy.Query, collections: Sequence[str],
                 limit: int) -> tuple[list[Hit], dict[str, int]]:
         """The best `limit` matches, and the number of matches in each collection."""
-        counts = {name: self._count(_within(query, [name])) for name in collections}
+        query = _within(query, collections)
+        counts = self.counts(query, collections)
         if not any(counts.values()):
             return [], counts
-        result = self.searcher.search(_within(query, collections), limit=limit, count=False)
         hits = []
-        for score, address in result.hits:
+        for score, address in self.searcher.search(query, limit=limit, count=False).hits:
             doc = self.searcher.doc(address)
             hits.append(Hit(doc["collection"][0], doc["id"][0], float(score), self.name))
         return hits, counts
 
+    def counts(self, query: tantivy.Query, collections: Sequence[str]) -> dict[str, int]:
+        """How many records match `query`, in each of `collections`."""
+        found = self.searcher.aggregate(query, {"by": {"terms": {
+            "field": "collection", "size": len(COLLECTIONS)}}})
+        buckets = {bucket["key"]: int(bucket["doc_count"]) for bucket in found["by"]["buckets"]}
+        return {name: buckets.get(name, 0) for name in collections}
+
     def semantic(self, vector: np.ndarray, collections: Sequence[str],
-                 limit: int) -> tuple[list[Hit], dict[str, int], list[str]]:
+                 limit: int) -> tuple[list[Hit], dict[str, int]]:
         """The records whose cosine with `vector` reaches SEMANTIC_FLOOR: the best `limit`,
-        how many there are in each collection, and all their ids."""
+        and how many there are in each collection."""
         if not self.rows:
-            return [], dict.fromkeys(collections, 0), []
+            return [], dict.fromkeys(collections, 0)
         scores = np.asarray(self.vectors @ vector, dtype=np.float32)
         wanted = np.array([COLLECTIONS.index(name) for name in collections], np.int8)
         matches = (scores >= SEMANTIC_FLOOR) & np.isin(self.codes, wanted)
-        counts = {name: int(np.count_nonzero(matches & (self.codes == code)))
-                  for name, code in zip(collections, wanted, strict=True)}
         rows = np.flatnonzero(matches)
-        ids = [self.rows[r][1] for r in rows]
+        found = np.bincount(self.codes[rows], minlength=len(COLLECTIONS))
+        counts = {name: int(found[code]) for name, code in zip(collections, wanted, strict=True)}
         if len(rows) > limit:
             rows = rows[np.argpartition(-scores[rows], limit - 1)[:limit]]
         # Best first; equal scores by row, so the order never depends on the sort's mood.
         rows = rows[np.lexsort((rows, -scores[rows]))]
         return [Hit(self.rows[r][0], self.rows[r][1], float(scores[r]), self.name)
-                for r in rows], counts, ids
+                for r in rows], counts
 
-    def matching(self, query: tantivy.Query | None, ids: Sequence[str],
-                 collections: Sequence[str]) -> dict[str, int]:
+    def either(self, query: tantivy.Query | None, ids: Sequence[str],
+               collections: Sequence[str]) -> dict[str, int]:
         """Per collection, the records matching `query` or among `ids`, each once."""
-        either: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        parts: list[tuple[tantivy.Occur, tantivy.Query]] = []
         if query is not None:
-            either.append((tantivy.Occur.Should, query))
+            parts.append((tantivy.Occur.Should, query))
         if ids:
-            either.append((tantivy.Occur.Should,
-                           tantivy.Query.term_set_query(SCHEMA, "id", list(ids))))
-        if not either:
+            parts.append((tantivy.Occur.Should,
+                          tantivy.Query.term_set_query(SCHEMA, "id", list(ids))))
+        if not parts:
             return dict.fromkeys(collections, 0)
-        union = tantivy.Query.boolean_query(either)
-        return {name: self._count(_within(union, [name])) for name in collections}
+        return self.counts(_within(tantivy.Query.boolean_query(parts), collections),
+                           collections)
 
-    def _count(self, query: tantivy.Query) -> int:
-        found = self.searcher.search(query, limit=1, count=True)
-        return int(found.count or 0)  # type: ignore[attr-defined]
-
-    def stored(self, record_id: str) -> dict[str, str] | None:
-        """The indexed text of one record of this group."""
-        found = self.searcher.search(tantivy.Query.term_query(SCHEMA, "id", record_id), limit=1,
-                                     count=False)
-        if not found.hits:
-            return None
-        doc = self.searcher.doc(found.hits[0][1])
-        return {name: (doc[name] or [""])[0] for name in ("names", "title", "text")}
-
-    def snippet(self, query: tantivy.Query | None, record_id: str) -> str:
-        """A piece of the record's text around the query's words, HTML-escaped, the words
-        marked with <mark>; the start of its text where no word matched (a semantic hit)."""
-        found = self.searcher.search(tantivy.Query.term_query(SCHEMA, "id", record_id), limit=1,
-                                     count=False)
-        if not found.hits:
-            return ""
-        doc = self.searcher.doc(found.hits[0][1])
+    def present(self, query: tantivy.Query | None, ids: Sequence[str]
+                ) -> dict[str, tuple[str, str]]:
+        """For each id: the record's title, and a snippet — a piece of its text around the
+        query's words, HTML-escaped, the words in <mark>; the start of its text where no
+        word matched (a record found by meaning alone)."""
+        if not ids:
+            return {}
+        found = self.searcher.search(tantivy.Query.term_set_query(SCHEMA, "id", list(ids)),
+                                     limit=len(ids), count=False)
+        generators = []
         if query is not None:
             for field in ("text", "names", "title"):
                 generator = tantivy.SnippetGenerator.create(self.searcher, query, SCHEMA, field)
                 generator.set_max_num_chars(SNIPPET_CHARS)
-                snippet = generator.snippet_from_doc(doc)
-                if snippet.highlighted():
-                    return _marked(snippet.fragment(), snippet.highlighted())
-        text = " ".join(((doc["text"] or [""])[0] or (doc["names"] or [""])[0]).split())
-        return html.escape(_clip(text), quote=False)
+                generators.append(generator)
+        shown = {}
+        for _, address in found.hits:
+            doc = self.searcher.doc(address)
+            first = {name: (doc[name] or [""])[0] for name in ("names", "title", "text")}
+            title = first["title"] or first["names"].split("\n")[0]
+            shown[doc["id"][0]] = (title, _snippet(doc, first, generators))
+        return shown
+
+
+def _snippet(doc: tantivy.Document, first: dict[str, str],
+             generators: list[tantivy.SnippetGenerator]) -> str:
+    for generator in generators:
+        snippet = generator.snippet_from_doc(doc)
+        if snippet.highlighted():
+            return _marked(snippet.fragment(), snippet.highlighted())
+    text = " ".join((first["text"] or first["names"]).split())
+    return html.escape(_clip(text), quote=False)
 
 
 def _marked(fragment: str, ranges: Sequence[Any]) -> str:
@@ -349,9 +355,3 @@ def _clip(text: str) -> str:
         return text
     cut = text[:SNIPPET_CHARS].rsplit(" ", 1)[0]
     return cut + " …"
-
-
-def fold(text: str) -> str:
-    """Lower case without accents, for comparisons outside tantivy."""
-    decomposed = unicodedata.normalize("NFKD", text.lower())
-    return re.sub(r"[\u0300-\u036f]", "", decomposed)

@@ -9,7 +9,7 @@ live build's copy of it (hard links: tantivy never writes into a file it has wri
 - a record left the group for another one (its access changed): the group is indexed
   afresh, so that not even its term statistics remember a record now restricted.
 
-Vectors are kept in `.fednode/cache/vectors/` by content hash, so only new text is embedded.
+Vectors are reused by content hash from the live build, so only new text is embedded.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -31,57 +30,72 @@ from .render import Rendered
 from .schemas import Collection
 from .writer import private_folder
 
-CACHE = "vectors"
 Row = tuple[str, str, str]  # collection, id, content hash
 
 
-@dataclass
 class Vectors:
-    """Embeddings of record texts, by content hash; `save` keeps those used this export."""
+    """Embeddings by content hash. Those of the live build's groups are reused; the others
+    are embedded on a thread of their own, started early (`start`) so that the export's
+    other phases run meanwhile (the tokenizer and numpy let go of the GIL)."""
 
-    folder: Path
-    known: dict[str, int]
-    matrix: np.ndarray
-    fresh: dict[str, np.ndarray]
-    used: set[str]
+    def __init__(self, live: Path | None) -> None:
+        self.live = _live_groups(live)  # group -> its rows, in the live build
+        self.matrices: list[np.ndarray] = []
+        self.known: dict[str, tuple[int, int]] = {}  # hash -> (matrix, row)
+        for group, rows in self.live.items():
+            try:
+                matrix = np.load(live / SEARCH / group / search.VECTORS,  # type: ignore[operator]
+                                 mmap_mode="r")
+            except (OSError, ValueError):
+                continue
+            if matrix.shape == (len(rows), search.DIMENSIONS):
+                source = len(self.matrices)
+                self.matrices.append(matrix)
+                for n, row in enumerate(rows):
+                    self.known[row[2]] = (source, n)
+        self.fresh: dict[str, np.ndarray] = {}
+        self._work: Future[None] | None = None
+        self._pool: ThreadPoolExecutor | None = None
 
     @classmethod
-    def load(cls, cache: Path) -> Vectors:
-        folder = cache / CACHE
-        try:
-            hashes = json.loads((folder / "hashes.json").read_bytes())
-            matrix = np.load(folder / "vectors.npy")
-            if hashes.get("version") != search.SEARCH_VERSION or \
-                    matrix.shape != (len(hashes["rows"]), search.DIMENSIONS):
-                raise ValueError("another version")
-            known = {h: n for n, h in enumerate(hashes["rows"])}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            known, matrix = {}, np.zeros((0, search.DIMENSIONS), np.float32)
-        return cls(folder, known, matrix, {}, set())
-
-    def of(self, rows: list[Row], texts: Callable[[list[Row]], list[str]]) -> np.ndarray:
-        """The vectors of `rows`, in order; those not cached are embedded now."""
-        missing = [row for row in rows if row[2] not in self.known and row[2] not in self.fresh]
+    def start(cls, live: Path | None, records: list[SourceRecord],
+              known: dict[str, Collection]) -> Vectors:
+        """Begin embedding every record whose text the live build has not embedded."""
+        vectors = cls(live)
+        missing: dict[str, str] = {}
+        for record in records:
+            if record.hash not in vectors.known and record.hash not in missing:
+                missing[record.hash] = _doc(record, known).embedding_text()
         if missing:
-            embedded = search.Embedder.embed(texts(missing))
-            for row, vector in zip(missing, embedded, strict=True):
-                self.fresh[row[2]] = vector
-        out = np.empty((len(rows), search.DIMENSIONS), np.float32)
-        for n, (_, _, digest) in enumerate(rows):
-            self.used.add(digest)
-            at = self.known.get(digest)
-            out[n] = self.matrix[at] if at is not None else self.fresh[digest]
-        return out
+            vectors._pool = ThreadPoolExecutor(1, thread_name_prefix="embed")
+            vectors._work = vectors._pool.submit(vectors._embed, missing)
+        return vectors
 
-    def save(self) -> None:
-        if not self.fresh and set(self.known) == self.used:
-            return
-        order = sorted(self.used)
-        matrix = self.of([("", "", digest) for digest in order], lambda rows: [])
-        private_folder(self.folder)
-        _save_npy(self.folder / "vectors.npy", matrix)
-        _write(self.folder / "hashes.json",
-               json.dumps({"version": search.SEARCH_VERSION, "rows": order}).encode())
+    def _embed(self, texts: dict[str, str]) -> None:
+        embedded = search.Embedder.embed(list(texts.values()))
+        self.fresh = dict(zip(texts, embedded, strict=True))
+
+    def of(self, rows: list[Row]) -> np.ndarray:
+        """The vectors of `rows`, in order."""
+        if self._work is not None:
+            self._work.result()
+            assert self._pool is not None
+            self._pool.shutdown()
+            self._work = None
+        out = np.empty((len(rows), search.DIMENSIONS), np.float32)
+        taken: list[tuple[list[int], list[int]]] = [([], []) for _ in self.matrices]
+        for n, (_, _, digest) in enumerate(rows):
+            found = self.fresh.get(digest)
+            if found is None:
+                source, at = self.known[digest]
+                taken[source][0].append(n)
+                taken[source][1].append(at)
+            else:
+                out[n] = found
+        for matrix, (into, rows_of) in zip(self.matrices, taken, strict=True):
+            if into:
+                out[into] = matrix[rows_of]
+        return out
 
 
 def build(bundle: Path, live: Path | None, rendered: list[Rendered],
@@ -95,33 +109,34 @@ def build(bundle: Path, live: Path | None, rendered: list[Rendered],
     groups: dict[str, list[Row]] = {}
     for r in rendered:
         groups.setdefault(r.access, []).append((r.collection, r.id, r.content_hash))
-    moved = _moved(live, groups)
+    moved = _moved(vectors.live, groups)
     digest = hashlib.sha256(search.SEARCH_VERSION.encode())
     for group in sorted(groups):
         rows = groups[group]
         digest.update(f"{group}\n".encode())
         for row in rows:
             digest.update(f"{row[0]} {row[1]} {row[2]}\n".encode())
-        _group(root / group, live / SEARCH / group if live else None, rows,
-               group in moved, sources, known, vectors)
+        _group(root / group, live / SEARCH / group if live else None,
+               vectors.live.get(group), rows, group in moved, sources, known, vectors)
     return digest.hexdigest()[:16]
 
 
-def _moved(live: Path | None, groups: dict[str, list[Row]]) -> set[str]:
+def _moved(live: dict[str, list[Row]], groups: dict[str, list[Row]]) -> set[str]:
     """The live groups some record has left for another group."""
     now = {row[1]: group for group, rows in groups.items() for row in rows}
     left: set[str] = set()
-    for group, rows in _live_rows(live).items():
+    for group, rows in live.items():
         if any(now.get(row[1], group) != group for row in rows):
             left.add(group)
     return left
 
 
-def _live_rows(live: Path | None) -> dict[str, list[Row]]:
+def _live_groups(live: Path | None) -> dict[str, list[Row]]:
+    """Each group of the live build's index, with its rows."""
     found: dict[str, list[Row]] = {}
     if live is None or not (live / SEARCH).is_dir():
         return found
-    for folder in (live / SEARCH).iterdir():
+    for folder in sorted((live / SEARCH).iterdir()):
         state = _state(folder)
         if state is not None:
             found[folder.name] = state
@@ -138,12 +153,11 @@ def _state(folder: Path) -> list[Row] | None:
         return None
 
 
-def _group(folder: Path, live: Path | None, rows: list[Row], moved: bool,
-           sources: dict[str, SourceRecord], known: dict[str, Collection],
+def _group(folder: Path, live: Path | None, before: list[Row] | None, rows: list[Row],
+           moved: bool, sources: dict[str, SourceRecord], known: dict[str, Collection],
            vectors: Vectors) -> None:
-    before = _state(live) if live is not None else None
-    if before is not None and not moved:
-        _link_tree(live, folder)  # type: ignore[arg-type]
+    if live is not None and before is not None and not moved:
+        _link_tree(live, folder)
         if before == rows:
             return
         old = {row[1]: row[2] for row in before}
@@ -155,9 +169,7 @@ def _group(folder: Path, live: Path | None, rows: list[Row], moved: bool,
         search.write(search.open_index(folder), _docs(add, sources, known), remove)
     else:
         search.write(search.create(folder), _docs(rows, sources, known))
-    _save_npy(folder / search.VECTORS,
-              vectors.of(rows, lambda missing: [d.embedding_text()
-                                               for d in _docs(missing, sources, known)]))
+    _save_npy(folder / search.VECTORS, vectors.of(rows))
     _write(folder / search.STATE, json.dumps(
         {"version": search.SEARCH_VERSION, "rows": rows}, separators=(",", ":")).encode())
     for entry in os.scandir(folder):  # tantivy's empty lock files; and every file 0600
@@ -170,13 +182,13 @@ def _group(folder: Path, live: Path | None, rows: list[Row], moved: bool,
 
 def _docs(rows: list[Row], sources: dict[str, SourceRecord],
           known: dict[str, Collection]) -> list[search.Doc]:
-    docs = []
-    for collection, record_id, _ in rows:
-        spec = known[collection]
-        fields = sources[record_id].fields
-        docs.append(search.document(collection, record_id, str(fields.get(spec.title_field, "")),
-                                    fields, spec.search_names, spec.search_text))
-    return docs
+    return [_doc(sources[record_id], known) for _, record_id, _ in rows]
+
+
+def _doc(record: SourceRecord, known: dict[str, Collection]) -> search.Doc:
+    spec, fields = known[record.collection], record.fields
+    return search.document(record.collection, record.id, str(fields.get(spec.title_field, "")),
+                           fields, spec.search_names, spec.search_text)
 
 
 def _link_tree(source: Path, target: Path) -> None:

@@ -31,10 +31,9 @@ def run(snapshot: Snapshot, groups: Sequence[str], collections: Sequence[str], t
     query = search.keyword_query(text) if mode != "semantic" else None
     keyword: list[search.Hit] = []
     semantic: list[search.Hit] = []
-    meaning: dict[str, list[str]] = {}  # group -> every record matching the meaning
     counts = dict.fromkeys(collections, 0)
     depth = limit if mode != "hybrid" else max(limit, search.DEPTH)
-    if mode != "semantic" and query is not None:
+    if query is not None:
         for group in indexes:
             hits, found = group.keyword(query, collections, depth)
             keyword.extend(hits)
@@ -42,29 +41,30 @@ def run(snapshot: Snapshot, groups: Sequence[str], collections: Sequence[str], t
     if mode != "keyword":
         vector = search.Embedder.embed([text])[0]
         for group in indexes:
-            hits, found, meaning[group.name] = group.semantic(vector, collections, depth)
+            hits, found = group.semantic(vector, collections, depth)
             semantic.extend(hits)
             if mode == "semantic":
                 _add(counts, found)
     if mode == "hybrid":
+        # Matching a word, or among the closest by meaning (the semantic candidates).
         counts = dict.fromkeys(collections, 0)
         for group in indexes:
-            _add(counts, group.matching(query, meaning[group.name], collections))
+            close = [h.id for h in semantic if h.group == group.name]
+            _add(counts, group.either(query, close, collections))
     ranked = {"keyword": lambda: _ordered(keyword), "semantic": lambda: _ordered(semantic),
-              "hybrid": lambda: _fused(_ordered(keyword), _ordered(semantic))}[mode]()
-    by_name = {group.name: group for group in indexes}
-    items = []
-    for entry in ranked[:limit]:
-        group = by_name[entry.hit.group]
-        stored = group.stored(entry.hit.id) or {}
-        items.append({
-            "collection": entry.hit.collection,
-            "id": entry.hit.id,
-            "title": stored.get("title") or stored.get("names", "").split("\n")[0],
-            "snippet": group.snippet(query, entry.hit.id),
-            "score": round(entry.score, 6),
-            "url": record_url(snapshot.base_url, entry.hit.collection, entry.hit.id),
-        })
+              "hybrid": lambda: _fused(_ordered(keyword), _ordered(semantic))}[mode]()[:limit]
+    shown: dict[str, tuple[str, str]] = {}
+    for group in indexes:
+        shown.update(group.present(query, [e.hit.id for e in ranked
+                                           if e.hit.group == group.name]))
+    items = [{
+        "collection": entry.hit.collection,
+        "id": entry.hit.id,
+        "title": shown[entry.hit.id][0],
+        "snippet": shown[entry.hit.id][1],
+        "score": round(entry.score, 6),
+        "url": record_url(snapshot.base_url, entry.hit.collection, entry.hit.id),
+    } for entry in ranked]
     return {"query": text, "mode": mode, "collections": list(collections), "items": items,
             "counts": counts}
 

@@ -1,0 +1,174 @@
+"""Search speed on a large node: the export's indexing cost, and search latency per mode
+through the running sidecar, next to an aiohttp server answering a constant body.
+
+    .venv/bin/python bench/search_speed.py [--records 100000] [--requests 300]
+
+The node is the bundled sample plus Markdown records cloned from it (as bench/export_speed.py
+makes it, without its CSV table). Exports run as their own processes, timed by phase:
+- full export, embeddings included (nothing cached);
+- the export after one Markdown edit: `indexing` is what search adds to it.
+Then `fednode serve` starts, and each mode answers `--requests` searches, one at a time on
+one kept-alive connection, cycling through the judged queries of bench/search_judged.json;
+the reference server answers the same number of requests with the size of a typical
+answer. Latencies are per request, client side."""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
+
+from builders import copy_sample, multiply  # noqa: E402
+from keyed_reads import REFERENCE, free_port  # noqa: E402
+
+FEDNODE = str(Path(sys.executable).parent / "fednode")
+
+EXPORT = """
+import json, sys, time, resource
+sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+from exporter.build import build
+from exporter.config import Project
+marks = []
+def progress(phase, done, total):
+    if done == 0:
+        marks.append((phase, time.perf_counter()))
+started = time.perf_counter()
+build(Project(Path(sys.argv[1])), progress=progress)
+ended = time.perf_counter()
+phases = {}
+for (phase, at), (_, after) in zip(marks, marks[1:] + [("end", ended)]):
+    phases[phase] = round(after - at, 2)
+print(json.dumps({"total": round(ended - started, 2), "phases": phases,
+                  "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
+"""
+
+
+def export(root: Path, label: str) -> dict:
+    result = subprocess.run([sys.executable, "-c", EXPORT, str(root), str(REPO)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(result.stderr)
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    phases = ", ".join(f"{k} {v}s" for k, v in figures["phases"].items())
+    print(f"{label:<24} {figures['total']:7.2f} s, peak {figures['peak_mib']} MiB  ({phases})")
+    print(f"{'':<24} search's share: indexing {figures['phases'].get('indexing', 0)} s")
+    return figures
+
+
+def edit_markdown(root: Path) -> None:
+    target = next((root / "content" / "species").glob("synthetic-*.md"))
+    target.write_text(re.sub(r'scientificName = "([^"]*)"', r'scientificName = "\1 edited"',
+                             target.read_text(), count=1))
+
+
+def wait_for(port: int) -> None:
+    for _ in range(600):
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            connection.request("GET", "/api/manifest")
+            connection.getresponse().read()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"nothing answered on port {port}")
+
+
+def latencies(port: int, paths: list[str]) -> list[float]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    out = []
+    for path in paths:
+        started = time.perf_counter()
+        connection.request("GET", path)
+        response = connection.getresponse()
+        response.read()
+        out.append((time.perf_counter() - started) * 1000)
+        if response.status != 200:
+            raise SystemExit(f"{path}: {response.status}")
+    return out
+
+
+def summary(label: str, values: list[float]) -> str:
+    values = sorted(values)
+    p95 = values[int(len(values) * 0.95) - 1]
+    return (f"| {label} | {statistics.median(values):.1f} ms | {p95:.1f} ms | "
+            f"{max(values):.1f} ms |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--node", type=Path, help="make the node here and keep it; reuse it "
+                                                   "if it is there")
+    args = parser.parse_args()
+    judged = json.loads((REPO / "bench" / "search_judged.json").read_text())["queries"]
+    with tempfile.TemporaryDirectory(prefix="fednode-search-") as name:
+        root = args.node or Path(name) / "node"
+        if not (root / "content").exists():
+            copy_sample(root)
+            multiply(root / "content", args.records)
+        shutil.rmtree(root / ".fednode", ignore_errors=True)  # a full export: nothing reused
+        print(f"node: the sample + {args.records} Markdown records")
+        export(root, "full export")
+        edit_markdown(root)
+        export(root, "one Markdown edit")
+        port, reference_port = free_port(), free_port()
+        server = subprocess.Popen([FEDNODE, "serve", "--project", str(root), "--port",
+                                   str(port), "--anonymous-rate", "1000000000"],
+                                  stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            started = time.perf_counter()
+            wait_for(port)
+            print(f"sidecar answering after {time.perf_counter() - started:.1f} s")
+            texts = [query["q"] for query in judged]
+            rows = []
+            sizes = []
+            for mode in ("keyword", "semantic", "hybrid"):
+                paths = [f"/api/search?q={quote(texts[n % len(texts)])}&mode={mode}"
+                         for n in range(args.requests)]
+                latencies(port, paths[:20])  # warm up
+                rows.append(summary(f"fednode, {mode}", latencies(port, paths)))
+                connection = http.client.HTTPConnection("127.0.0.1", port)
+                connection.request("GET", paths[0])
+                sizes.append(len(connection.getresponse().read()))
+            body = Path(name) / "constant.json"
+            body.write_bytes(b"x" * int(statistics.median(sizes)))
+            reference = subprocess.Popen([sys.executable, "-c", REFERENCE,
+                                          str(reference_port), str(body)])
+            try:
+                wait_for(reference_port)
+                paths = ["/api/search"] * args.requests
+                latencies(reference_port, paths[:20])
+                rows.insert(0, summary(f"aiohttp, constant {body.stat().st_size} B body",
+                                       latencies(reference_port, paths)))
+            finally:
+                reference.terminate()
+            rss = int(Path(f"/proc/{server.pid}/status").read_text().split("VmRSS:")[1]
+                      .split()[0]) // 1024
+        finally:
+            server.terminate()
+            server.wait()
+        print(f"\n{args.requests} requests a mode, sequential, one connection; sidecar RSS "
+              f"after: {rss} MiB\n")
+        print("| server | p50 | p95 | max |\n|---|---|---|---|")
+        for row in rows:
+            print(row)
+
+
+if __name__ == "__main__":
+    main()
