@@ -232,7 +232,8 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
         node_id=node.id, base_url=node.base_url, sidecar_url=node.sidecar_url,
         manifest=manifest_bytes, schema=schema_bytes, index=index_bytes, changes=changes.body,
         records=bundle_writer.records_table(rendered, _positions(rendered), previous),
-        events=bundle_writer.events_table(ledger.events), search=search))
+        events=bundle_writer.events_table(ledger.events), search=search,
+        origins=node.allowed_origins))
     release.write("bundle", private)
     progress("writing bundle", len(rendered), len(rendered))
     checkpoint("bundle")

@@ -75,14 +75,16 @@ def _parquet(columns: dict[str, list[Any]], schema: pa.Schema) -> bytes:
 
 def bundle_files(*, node_id: str, base_url: str, sidecar_url: str, manifest: bytes,
                  schema: bytes, index: bytes, changes: bytes, records: bytes, events: bytes,
-                 search: str) -> Iterator[OutputFile]:
+                 search: str, origins: list[str]) -> Iterator[OutputFile]:
     files = ((MANIFEST, manifest), (SCHEMA, schema), (INDEX, index), (CHANGES, changes),
              (RECORDS, records), (EVENTS, events))
     digest = hashlib.sha256()
     for _, data in files:
         digest.update(hashlib.sha256(data).digest())
     digest.update(search.encode())
+    digest.update(" ".join(origins).encode())
     meta = Meta(format=FORMAT, build=digest.hexdigest()[:16], node_id=node_id,
-                base_url=base_url, sidecar_url=sidecar_url, search=search).to_json()
+                base_url=base_url, sidecar_url=sidecar_url, search=search,
+                origins=origins).to_json()
     for name, data in (*files, (META, meta)):
         yield constant(name, data, hashlib.sha256(data).hexdigest())

@@ -60,6 +60,14 @@ class NodeConfig:
     sidecar_url: str
     key_request: str
     language: str
+    # Browser origins allowed to call the tool interface (besides the node's own).
+    mcp_origins: tuple[str, ...] = ()
+
+    @property
+    def allowed_origins(self) -> list[str]:
+        """The node's own origins (base_url's and sidecar_url's), then `mcp_origins`."""
+        own = [origin_of(self.base_url), origin_of(self.sidecar_url)]
+        return list(dict.fromkeys([*own, *self.mcp_origins]))
 
 
 def load_node_config(project: Project, base_url: str | None = None) -> NodeConfig:
@@ -97,6 +105,12 @@ def load_node_config(project: Project, base_url: str | None = None) -> NodeConfi
         problems.append(Problem(rel, _line_of(path, "sidecar_url"), "node.sidecar_url",
                                 "must be text starting with http:// or https://, or left out "
                                 "when the sidecar answers at base_url"))
+    origins = node.get("mcp_origins", [])
+    if not isinstance(origins, list) or not all(
+            isinstance(o, str) and _http(o) and origin_of(o) == o for o in origins):
+        problems.append(Problem(rel, _line_of(path, "mcp_origins"), "node.mcp_origins",
+                                "must be a list of origins (scheme and host, no path), e.g. "
+                                "mcp_origins = [\"https://agents.example.org\"]"))
     if problems:
         raise ContentError(problems)
     base = url.rstrip("/")
@@ -107,7 +121,14 @@ def load_node_config(project: Project, base_url: str | None = None) -> NodeConfi
         publisher=node["publisher"], contact=node["contact"], licence=node["licence"],
         base_url=base, sidecar_url=(sidecar or base).rstrip("/"),
         key_request=node["key_request"], language=str(node.get("language", "en")),
+        mcp_origins=tuple(origins),
     )
+
+
+def origin_of(url: str) -> str:
+    """`scheme://host[:port]` of a URL, as a browser's Origin header writes it."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
 
 
 def _http(url: str) -> bool:

@@ -13,7 +13,7 @@ from aiohttp import web
 from exporter.contract.endpoints import BY_NAME, ENDPOINTS, JSON, NDJSON, Endpoint
 from exporter.contract.wire import encode
 
-from . import service
+from . import mcp, service
 from .errors import InvalidParameter, NotFound
 from .params import integer_segment, parse_query, read_json_body
 from .state import CALLER, LIMITER, STORE
@@ -99,6 +99,12 @@ async def search(request: web.Request, query: dict[str, Any]) -> web.Response:
         limit=query["limit"], mode=query["mode"] or "hybrid"))
 
 
+async def tool_interface(request: web.Request, query: dict[str, Any]) -> web.Response:
+    store = request.app[STORE]
+    origins = (await store.current()).meta.origins
+    return await mcp.handle(request, store, request[CALLER], origins)
+
+
 async def key(request: web.Request, query: dict[str, Any]) -> web.Response:
     caller: service.Caller = request[CALLER]
     assert caller.key is not None  # the table makes this endpoint keyed
@@ -119,7 +125,7 @@ async def not_offered(request: web.Request, query: dict[str, Any]) -> web.Respon
 HANDLERS: dict[str, Adapter] = {
     "index": index, "manifest": manifest, "schema": schema, "key": key, "changes": changes,
     "sync_changes": sync_changes, "sync_snapshot": sync_snapshot, "list": list_records,
-    "record": read_record, "search": search,
+    "record": read_record, "search": search, "mcp": tool_interface,
 }
 
 
@@ -139,3 +145,11 @@ def add_routes(app: web.Application) -> None:
             app.router.add_get(endpoint.path, handler, name=endpoint.name, allow_head=True)
         else:
             app.router.add_route(endpoint.method, endpoint.path, handler, name=endpoint.name)
+            # Any other method here is 405, not a read of a collection named like the path.
+            app.router.add_route("*", endpoint.path, _only(endpoint.method))
+
+
+def _only(method: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPMethodNotAllowed(request.method, [method])
+    return handler

@@ -91,6 +91,8 @@ async def read_json_body(request: web.Request) -> dict[str, Any]:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise PayloadTooLarge(f"the body is over the limit of {BODY_LIMIT} bytes") from None
+    if len(raw) > BODY_LIMIT:
+        raise PayloadTooLarge(f"the body is over the limit of {BODY_LIMIT} bytes")
     try:
         body = json.loads(raw)
     except (ValueError, RecursionError) as exc:

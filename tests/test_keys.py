@@ -109,7 +109,7 @@ PROMISES: dict[str, tuple[bool, str | None, str | None]] = {
     "mcp": (True, "mcp", None), "ask": (True, "library", None),
     "list": (False, "read", "path"), "record": (False, "read", "path"),
 }
-NOT_OFFERED_YET = {"mcp", "ask"}
+NOT_OFFERED_YET = {"ask"}
 
 
 def test_every_endpoint_has_a_promise() -> None:
@@ -156,7 +156,7 @@ async def test_matrix(keyed: KeyedNode, aiohttp_client: Callable[..., Any]) -> N
             headers[header] = f"Bearer {token}" if header == "Authorization" else token
         kwargs: dict[str, Any] = {"headers": headers}
         if endpoint.method == "POST":
-            kwargs["json"] = {}
+            kwargs["json"] = {"method": "tools/list"} if endpoint.name == "mcp" else {}
         response = await client.request(endpoint.method, url, **kwargs)
         body = await response.text()
         status, code = expected(endpoint, collection, state)

@@ -58,6 +58,7 @@ class Meta:
     base_url: str
     sidecar_url: str
     search: str  # changes exactly when the search index does
+    origins: list[str]  # browser origins allowed to call the tool interface
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), indent=2).encode()

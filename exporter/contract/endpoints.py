@@ -94,7 +94,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                            high=SEARCH_LIMIT_MAX),
                      Param("mode", "string", "keyword, semantic or hybrid (the default)"))),
     Endpoint("mcp", "POST", "/api/mcp", "keyed", "mcp", JSON, "Tool interface for AI agents",
-             body="json", capability="mcp", offered=False),
+             body="json", capability="mcp"),
     Endpoint("ask", "POST", "/api/library/ask", "keyed", "library", JSON,
              "Grounded answers from the document library, citing pages", body="json",
              capability="library", offered=False),

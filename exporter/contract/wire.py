@@ -23,6 +23,7 @@ TOOL_LIMIT_DEFAULT = 20
 CHANGES_LIMIT_DEFAULT = 200
 CHANGES_LIMIT_MAX = 1000
 BODY_LIMIT = 64 * 1024  # bytes of a POST body
+MCP_BODY_LIMIT = 1024 * 1024  # bytes of a POST body to the tool interface
 PUBLIC = "public"  # the access of a record every caller may read
 SCOPES: tuple[str, ...] = ("read", "search", "changes", "mcp", "library")
 # The forms of ids and times on the wire, in ASCII digits only (`\d` would take any script's).

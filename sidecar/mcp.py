@@ -1,0 +1,253 @@
+"""POST /api/mcp: the Model Context Protocol's Streamable HTTP transport, stateless, plain
+JSON (no SSE, no session ids ever), in the protocol revisions clients speak, plus the
+seed's own form. It only reads messages and shapes answers: the tools are `tools`.
+
+Three forms of request, told apart by the body:
+
+- the seed's form, `{"method": "tools/list" | "tools/call", "params": {...}}` without
+  `jsonrpc`: answered `{"result": {...}}`; a mistake is the node's usual JSON error;
+- JSON-RPC 2.0, revision 2026-07-28 (stateless): the request carries
+  `params._meta["io.modelcontextprotocol/protocolVersion"]`, and its headers
+  `MCP-Protocol-Version`, `Mcp-Method` and (for `tools/call`) `Mcp-Name` must agree with
+  the body; `server/discover` says what the node speaks;
+- JSON-RPC 2.0, revision 2025-11-25 and earlier: `initialize` negotiates a version; every
+  other request may carry `MCP-Protocol-Version` (2025-03-26 when it does not).
+
+Keys, scopes and rate limits are checked before this module runs (the endpoint table makes
+/api/mcp keyed, scope `mcp`); every tool runs as the calling key."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from exporter import __version__
+from exporter.contract.wire import MCP_BODY_LIMIT, encode
+
+from . import service, tools
+from .errors import APIError, InvalidParameter, NotFound, PayloadTooLarge, UnsupportedMediaType
+from .store import Store
+
+MODERN = ("2026-07-28",)
+HANDSHAKE = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # newest first
+HANDSHAKE_DEFAULT = "2025-03-26"  # a request without MCP-Protocol-Version, per the spec
+VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+SERVER_INFO = {"name": "fednode", "title": "fednode node", "version": __version__}
+CAPABILITIES = {"tools": {"listChanged": False}}
+INSTRUCTIONS = ("Read-only tools over one node of a federated network of conservation "
+                "records. Call node_info first; use search to find records, then the "
+                "collection's get_ tool with an id to read one in full.")
+
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
+INTERNAL_ERROR, HEADER_MISMATCH, UNSUPPORTED_VERSION = -32603, -32020, -32022
+STATUS = {PARSE_ERROR: 400, INVALID_REQUEST: 400, INVALID_PARAMS: 400, HEADER_MISMATCH: 400,
+          UNSUPPORTED_VERSION: 400, METHOD_NOT_FOUND: 404, INTERNAL_ERROR: 500}
+_ENCODED = re.compile(r"=\?base64\?([A-Za-z0-9+/=]*)\?=")
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+
+@dataclass(frozen=True)
+class Message:
+    method: str
+    params: dict[str, Any]
+    id: str | int | None  # None: a notification (JSON-RPC) or the seed's form
+    seed: bool  # the seed's form: no `jsonrpc`
+
+
+async def handle(request: web.Request, store: Store, caller: service.Caller,
+                 origins: list[str]) -> web.Response:
+    """Answer one POST to /api/mcp."""
+    origin = request.headers.get("Origin")
+    if origin is not None and origin.lower() not in origins:
+        raise OriginNotAllowed(f"this node's tool interface does not accept calls from the "
+                               f"web page at {origin[:80]!r}; the node's operator can allow it "
+                               f"in content/node.toml (mcp_origins)")
+    raw = await _read(request)
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return _error(None, RpcError(PARSE_ERROR, f"Parse error: the body is not JSON "
+                                                  f"({str(exc)[:80]})"))
+    if isinstance(body, dict) and "jsonrpc" not in body:
+        return await _seed(body, store, caller)
+    message_id = body.get("id") if isinstance(body, dict) else None
+    if not isinstance(message_id, (str, int)) or isinstance(message_id, bool):
+        message_id = None
+    try:
+        message = _message(body)
+        if message.id is None:
+            return web.Response(status=202)  # a notification: nothing to answer
+        result = await _dispatch(request, message, store, caller)
+    except RpcError as exc:
+        return _error(message_id, exc)
+    return web.Response(body=encode({"jsonrpc": "2.0", "id": message.id, "result": result}),
+                        content_type="application/json", charset="utf-8")
+
+
+class OriginNotAllowed(APIError):
+    status, code = 403, "origin_not_allowed"
+
+
+async def _read(request: web.Request) -> bytes:
+    if request.content_type != "application/json":
+        raise UnsupportedMediaType(f"send the body as JSON with 'Content-Type: "
+                                   f"application/json', not {request.content_type!r}")
+    if request.content_length is not None and request.content_length > MCP_BODY_LIMIT:
+        raise PayloadTooLarge(f"the body is {request.content_length} bytes; the limit is "
+                              f"{MCP_BODY_LIMIT}")
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise PayloadTooLarge(f"the body is over the limit of {MCP_BODY_LIMIT} bytes") from None
+
+
+def _message(body: Any) -> Message:
+    if not isinstance(body, dict):
+        raise RpcError(INVALID_REQUEST, "Invalid Request: send one JSON-RPC request object "
+                                        "(batches are not accepted)")
+    if body.get("jsonrpc") != "2.0":
+        raise RpcError(INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\"")
+    method = body.get("method")
+    if not isinstance(method, str):
+        raise RpcError(INVALID_REQUEST, "Invalid Request: method must be a string")
+    params = body.get("params", {})
+    if not isinstance(params, dict):
+        raise RpcError(INVALID_PARAMS, "Invalid params: params must be an object")
+    if "id" in body:
+        message_id = body["id"]
+        if not isinstance(message_id, (str, int)) or isinstance(message_id, bool):
+            raise RpcError(INVALID_REQUEST, "Invalid Request: id must be a string or a number")
+        return Message(method, params, message_id, False)
+    return Message(method, params, None, False)
+
+
+async def _dispatch(request: web.Request, message: Message, store: Store,
+                    caller: service.Caller) -> dict[str, Any]:
+    meta = message.params.get("_meta")
+    header = request.headers.get("MCP-Protocol-Version")
+    modern = message.method == "server/discover" or header in MODERN or (
+        isinstance(meta, dict) and VERSION_KEY in meta)
+    if modern:
+        _check_modern(request, message)
+        result = await _method(message, store, caller, modern=True)
+        result["resultType"] = "complete"
+        if message.method in ("tools/list", "server/discover"):
+            result.update(ttlMs=0, cacheScope="private")
+        return result
+    version = header or HANDSHAKE_DEFAULT
+    if message.method != "initialize" and version not in HANDSHAKE:
+        raise RpcError(INVALID_REQUEST, f"Bad Request: unsupported MCP-Protocol-Version "
+                                        f"{version[:40]!r}; this node speaks "
+                                        f"{', '.join((*MODERN, *HANDSHAKE))}")
+    return await _method(message, store, caller, modern=False)
+
+
+def _check_modern(request: web.Request, message: Message) -> None:
+    """The 2026-07-28 checks, in the order the protocol gives them."""
+    meta = message.params.get("_meta")
+    if not isinstance(meta, dict) or VERSION_KEY not in meta or CAPABILITIES_KEY not in meta:
+        raise RpcError(INVALID_PARAMS, f"Invalid params: params._meta must hold "
+                                       f"{VERSION_KEY!r} and {CAPABILITIES_KEY!r}")
+    requested = meta[VERSION_KEY]
+    headers = request.headers
+    if headers.get("MCP-Protocol-Version") != requested:
+        raise RpcError(HEADER_MISMATCH, "Header mismatch: the MCP-Protocol-Version header "
+                                        "must be present and equal params._meta's "
+                                        "protocolVersion")
+    if headers.get("Mcp-Method") != message.method:
+        raise RpcError(HEADER_MISMATCH, "Header mismatch: the Mcp-Method header must be "
+                                        "present and equal the body's method")
+    if message.method == "tools/call" and \
+            _decoded(headers.get("Mcp-Name")) != message.params.get("name"):
+        raise RpcError(HEADER_MISMATCH, "Header mismatch: the Mcp-Name header must be "
+                                        "present and equal params.name")
+    if not isinstance(requested, str):
+        raise RpcError(INVALID_PARAMS, "Invalid params: the protocol version must be a string")
+    if requested not in MODERN:
+        raise RpcError(UNSUPPORTED_VERSION, "Unsupported protocol version",
+                       {"supported": list(MODERN), "requested": requested})
+
+
+def _decoded(value: str | None) -> str | None:
+    """A header value, `=?base64?...?=` (UTF-8) decoded; None if absent or malformed."""
+    if value is None:
+        return None
+    found = _ENCODED.fullmatch(value)
+    if found is None:
+        return value
+    try:
+        return base64.b64decode(found.group(1), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+async def _method(message: Message, store: Store, caller: service.Caller, *,
+                  modern: bool) -> dict[str, Any]:
+    params = message.params
+    if message.method == "initialize" and not modern:
+        requested = params.get("protocolVersion")
+        version = requested if requested in HANDSHAKE else HANDSHAKE[0]
+        return {"protocolVersion": version, "capabilities": CAPABILITIES,
+                "serverInfo": SERVER_INFO, "instructions": INSTRUCTIONS}
+    if message.method == "server/discover" and modern:
+        return {"supportedVersions": list(MODERN), "capabilities": CAPABILITIES,
+                "instructions": INSTRUCTIONS, "_meta": {SERVER_INFO_KEY: SERVER_INFO}}
+    if message.method == "ping":
+        return {}
+    if message.method == "tools/list":
+        return {"tools": [tool.listing() for tool in tools.TOOLS.values()]}
+    if message.method == "tools/call":
+        name, arguments = params.get("name"), params.get("arguments", {})
+        if not isinstance(name, str) or name not in tools.TOOLS:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: unknown tool "
+                                           f"{str(name)[:60]!r}; tools/list names them: "
+                                           f"{', '.join(tools.TOOLS)}")
+        if not isinstance(arguments, dict):
+            raise RpcError(INVALID_PARAMS, "Invalid params: arguments must be an object")
+        return (await tools.call(store, caller, name, arguments)).result()
+    raise RpcError(METHOD_NOT_FOUND, f"Method not found: {message.method[:60]!r}; this node "
+                                     f"answers initialize, server/discover, ping, tools/list "
+                                     f"and tools/call")
+
+
+def _error(message_id: str | int | None, error: RpcError) -> web.Response:
+    body: dict[str, Any] = {"code": error.code, "message": error.message}
+    if error.data is not None:
+        body["data"] = error.data
+    return web.Response(status=STATUS.get(error.code, 200),
+                        body=encode({"jsonrpc": "2.0", "id": message_id, "error": body}),
+                        content_type="application/json", charset="utf-8")
+
+
+async def _seed(body: dict[str, Any], store: Store, caller: service.Caller) -> web.Response:
+    """The seed's form: `{"method", "params"}` in, `{"result"}` out; a mistake is the node's
+    usual JSON error (400 `invalid_parameter`, or 404 `not_found` for another method)."""
+    method, params = body.get("method"), body.get("params", {})
+    if method not in ("tools/list", "tools/call"):
+        if isinstance(method, str):
+            raise NotFound(f"no method {method[:60]!r}; the methods are tools/list and "
+                           f"tools/call (or speak JSON-RPC 2.0 for the full protocol)")
+        raise InvalidParameter("the body needs \"method\": \"tools/list\" or \"tools/call\"")
+    if not isinstance(params, dict):
+        raise InvalidParameter("params must be an object, e.g. {\"name\": \"search\", "
+                               "\"arguments\": {\"query\": \"knotweed\"}}")
+    try:
+        result = await _method(Message(method, params, None, True), store, caller,
+                               modern=False)
+    except RpcError as exc:
+        raise InvalidParameter(exc.message) from None
+    return web.Response(body=encode({"result": result}), content_type="application/json",
+                        charset="utf-8")

@@ -1,0 +1,293 @@
+"""POST /api/mcp with the real MCP client (`mcp` 2.3) in each of its modes, the seed's own
+form, every JSON-RPC error the transport defines, and the promise that a tool sees exactly
+what the same key sees over REST."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import ServerThread, app_for, copy_sample, http_get, issue_key
+from mcp import Client, MCPError
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+from exporter.build import build
+from exporter.config import Project
+
+TOOLS = ["node_info", "search", "get_species", "get_treatments", "get_resources",
+         "get_germination", "get_team"]
+GETTERS = {f"get_{c}": c for c in ("species", "treatments", "resources", "germination", "team")}
+KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"
+PARTNER_SURVEY = "e312fd28-7dc8-45bb-bd5a-c64d8125e7de"  # resources, access: partners
+MODERN = "2026-07-28"
+META = {"io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+class Node:
+    def __init__(self, root: Path) -> None:
+        build(Project(root))
+        self.keys = {
+            "partners": issue_key(root, "partners", groups=["partners"])[0],
+            "plain": issue_key(root, "plain")[0],
+            "species only": issue_key(root, "species only", collections=["species"])[0],
+            "no mcp": issue_key(root, "no mcp", scopes=["read", "search"])[0],
+        }
+        self.server = ServerThread(app_for(root, anonymous_rate=0))
+        self.url = self.server.__enter__().url
+        self.mcp = self.url + "/api/mcp"
+
+    def post(self, body: Any, key: str = "plain", headers: dict[str, str] | None = None,
+             raw: bytes | None = None) -> tuple[int, dict[str, str], Any]:
+        data = raw if raw is not None else json.dumps(body).encode()
+        request = urllib.request.Request(self.mcp, data=data, method="POST", headers={
+            "Content-Type": "application/json", "X-API-Key": self.keys[key], **(headers or {})})
+        try:
+            with urllib.request.urlopen(request) as response:
+                status, answer_headers, text = response.status, dict(response.headers), \
+                    response.read()
+        except urllib.error.HTTPError as error:
+            status, answer_headers, text = error.code, dict(error.headers), error.read()
+        return status, answer_headers, json.loads(text) if text else None
+
+    def rest(self, path: str, key: str) -> Any:
+        status, _, body = http_get(self.url + path, {"X-API-Key": self.keys[key]})
+        return status, json.loads(body)
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    node = Node(copy_sample(tmp_path_factory.mktemp("mcp")))
+    yield node
+    node.server.__exit__(None, None, None)
+
+
+async def connect(node: Node, mode: str, key: str = "plain") -> tuple[Any, Any]:
+    http = create_mcp_http_client(headers={"X-API-Key": node.keys[key]})
+    client = Client(streamable_http_client(node.mcp, http_client=http), mode=mode)
+    return http, client
+
+
+@pytest.mark.parametrize("mode", ["legacy", MODERN, "auto"])
+async def test_the_real_client_lists_and_calls_every_tool(node: Node, mode: str) -> None:
+    http, client = await connect(node, mode, "partners")
+    async with http, client:
+        expected = {"legacy": "2025-11-25", MODERN: MODERN, "auto": MODERN}[mode]
+        assert client.protocol_version == expected
+        listed = await client.list_tools()
+        assert [tool.name for tool in listed.tools] == TOOLS
+        for tool in listed.tools:
+            assert tool.input_schema["type"] == "object"
+            assert tool.input_schema["required"] == (["query"] if tool.name == "search" else [])
+            assert tool.output_schema and tool.annotations.read_only_hint is True
+            assert len(tool.description or "") > 80
+        search = next(t for t in listed.tools if t.name == "search").input_schema
+        assert set(search["properties"]) == {"query", "collections", "limit"}
+        assert search["properties"]["limit"]["default"] == 10
+        getter = next(t for t in listed.tools if t.name == "get_species").input_schema
+        assert set(getter["properties"]) == {"id", "limit"}
+        assert getter["properties"]["limit"]["default"] == 20
+        info = await client.call_tool("node_info", {})
+        assert not info.is_error and info.structured_content["node"]["id"]
+        found = await client.call_tool("search", {"query": "Fallopia japnoica", "limit": 3})
+        assert found.structured_content["items"][0]["id"] == KNOTWEED
+        for name in GETTERS:
+            page = await client.call_tool(name, {"limit": 2})
+            assert not page.is_error and len(page.structured_content["items"]) == 2
+            record_id = page.structured_content["items"][1]["id"]
+            one = await client.call_tool(name, {"id": record_id})
+            assert one.structured_content["items"] == [page.structured_content["items"][1]]
+            assert json.loads(one.content[0].text) == one.structured_content
+        secret = await client.call_tool("get_resources", {"id": PARTNER_SURVEY})
+        assert not secret.is_error  # this key holds partners
+        missing = await client.call_tool("get_species", {"id": PARTNER_SURVEY})
+        assert missing.is_error and "get_species without id" in missing.content[0].text
+
+
+async def tool(node: Node, key: str, name: str, arguments: dict[str, Any]) -> Any:
+    status, _, body = node.post({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                                 "params": {"name": name, "arguments": arguments}}, key)
+    assert status == 200 and body["id"] == 7, body
+    return body["result"]
+
+
+@pytest.mark.parametrize("key", ["partners", "plain", "species only"])
+async def test_a_tool_sees_exactly_what_the_key_sees_over_rest(node: Node, key: str) -> None:
+    manifest = await tool(node, key, "node_info", {})
+    assert manifest["structuredContent"] == node.rest("/api/manifest", key)[1]
+    for words in ("knotweed", "floating pennywort partner survey", "seed"):
+        result = await tool(node, key, "search", {"query": words, "limit": 20})
+        status, rest = node.rest(f"/api/search?q={words.replace(' ', '+')}&limit=20", key)
+        assert status == 200 and result["structuredContent"] == rest
+    for name, collection in GETTERS.items():
+        for limit in (1, 20, 200):
+            result = await tool(node, key, name, {"limit": limit})
+            status, rest = node.rest(f"/api/{collection}?limit={limit}", key)
+            if status == 200:
+                assert result["structuredContent"] == rest and not result["isError"]
+                for record in rest["items"][:3]:
+                    one = await tool(node, key, name, {"id": record["id"]})
+                    assert one["structuredContent"]["items"] == [record]
+            else:  # outside the key's collections: the tool says so, as a tool result
+                assert result["isError"] and rest["error"]["code"] == "insufficient_scope"
+                assert "insufficient_scope" in result["content"][0]["text"]
+        result = await tool(node, key, name, {"id": PARTNER_SURVEY})
+        visible = key == "partners" and collection == "resources"
+        assert result["isError"] is not visible, (key, name)
+        if not visible:  # absent as from REST: unknown there, or outside the key's reach
+            text = result["content"][0]["text"]
+            assert f"no {collection} record" in text or "insufficient_scope" in text
+
+
+@pytest.mark.parametrize("arguments, says", [
+    ({"limit": 0}, "limit must be from 1 to 200"),
+    ({"limit": "5"}, "limit must be a whole number"),
+    ({"limit": True}, "limit must be a whole number"),
+    ({"id": "knotweed"}, "id must be a record UUID"),
+    ({"id": 5}, "id must be text"),
+    ({"colour": "red"}, "unknown argument 'colour'"),
+])
+async def test_bad_arguments_are_tool_errors_saying_what_to_do(
+        node: Node, arguments: dict[str, Any], says: str) -> None:
+    result = await tool(node, "plain", "get_species", arguments)
+    assert result["isError"] and says in result["content"][0]["text"]
+    assert "structuredContent" not in result
+
+
+@pytest.mark.parametrize("arguments, says", [
+    ({}, "query is required"), ({"query": "  "}, "may not be empty"),
+    ({"query": "x" * 501}, "at most 500"), ({"query": "x", "limit": 51}, "from 1 to 50"),
+    ({"query": "x", "collections": ["plants"]}, "no collection 'plants'"),
+    ({"query": "x", "collections": "species"}, "collections must be a list"),
+])
+async def test_bad_search_arguments(node: Node, arguments: dict[str, Any], says: str) -> None:
+    result = await tool(node, "plain", "search", arguments)
+    assert result["isError"] and says in result["content"][0]["text"], result
+
+
+def test_the_seeds_form(node: Node) -> None:
+    status, _, body = node.post({"method": "tools/list"})
+    assert status == 200 and [t["name"] for t in body["result"]["tools"]] == TOOLS
+    status, _, body = node.post({"method": "tools/call",
+                                 "params": {"name": "get_species", "arguments": {"limit": 1}}})
+    assert status == 200 and len(body["result"]["structuredContent"]["items"]) == 1
+    status, _, body = node.post({"method": "tools/call", "params": {"name": "nope"}})
+    assert status == 400 and body["error"]["code"] == "invalid_parameter"
+    assert "unknown tool 'nope'" in body["error"]["message"]
+    status, _, body = node.post({"method": "resources/list"})
+    assert status == 404 and body["error"]["code"] == "not_found"
+
+
+def modern(method: str, params: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": "a1", "method": method,
+            "params": {**(params or {}), "_meta": META}, **extra}
+
+
+def headers_for(method: str, name: str | None = None) -> dict[str, str]:
+    headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
+    if name is not None:
+        headers["Mcp-Name"] = name
+    return headers
+
+
+def test_the_2026_revision_checks_headers_against_the_body(node: Node) -> None:
+    call = modern("tools/call", {"name": "get_team", "arguments": {"limit": 1}})
+    status, _, body = node.post(call, headers=headers_for("tools/call", "get_team"))
+    assert status == 200 and body["result"]["resultType"] == "complete"
+    encoded = "=?base64?Z2V0X3RlYW0=?="  # get_team
+    assert node.post(call, headers=headers_for("tools/call", encoded))[0] == 200
+    for headers in ({}, headers_for("tools/call"), headers_for("tools/list", "get_team"),
+                    headers_for("tools/call", "get_species"),
+                    {**headers_for("tools/call", "get_team"), "MCP-Protocol-Version": "2025"},
+                    headers_for("tools/call", "=?base64?not base64?=")):
+        status, _, body = node.post(call, headers=headers)
+        assert status == 400 and body["error"]["code"] == -32020, headers
+        assert body["id"] == "a1"
+    status, _, body = node.post(modern("tools/list"), headers=headers_for("tools/list"))
+    result = body["result"]
+    assert result["ttlMs"] == 0 and result["cacheScope"] == "private"
+    status, _, body = node.post(modern("server/discover"),
+                                headers=headers_for("server/discover"))
+    assert status == 200 and body["result"]["supportedVersions"] == [MODERN]
+    assert {"capabilities", "ttlMs", "cacheScope", "resultType"} <= set(body["result"])
+
+
+def test_json_rpc_errors(node: Node) -> None:
+    future = {"io.modelcontextprotocol/protocolVersion": "2099-01-01",
+              "io.modelcontextprotocol/clientCapabilities": {}}
+    status, _, body = node.post(
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": future}},
+        headers={"MCP-Protocol-Version": "2099-01-01", "Mcp-Method": "tools/list"})
+    assert (status, body["error"]["code"]) == (400, -32022)
+    assert body["error"]["data"] == {"supported": [MODERN], "requested": "2099-01-01"}
+    status, _, body = node.post(modern("prompts/list"), headers=headers_for("prompts/list"))
+    assert (status, body["error"]["code"]) == (404, -32601)
+    status, _, body = node.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                                raw=b'{"jsonrpc": "2.0", "id": 1,')
+    assert (status, body["error"]["code"], body["id"]) == (400, -32700, None)
+    for bad in ([{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}],
+                {"jsonrpc": "1.0", "id": 1, "method": "tools/list"},
+                {"jsonrpc": "2.0", "id": True, "method": "tools/list"}):
+        status, _, body = node.post(bad)
+        assert (status, body["error"]["code"]) == (400, -32600), bad
+    for params in ({"name": "nope"}, {"name": "search", "arguments": [1]}, 5):
+        status, _, body = node.post({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                     "params": params})
+        assert (status, body["error"]["code"]) == (400, -32602), params
+    status, _, body = node.post(modern("tools/list", _meta=None) | {"params": {"_meta": {}}},
+                                headers=headers_for("tools/list"))
+    assert (status, body["error"]["code"]) == (400, -32602)
+
+
+def test_the_handshake_revision(node: Node) -> None:
+    status, _, body = node.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}})
+    assert status == 200 and body["result"]["protocolVersion"] == "2025-06-18"
+    assert body["result"]["serverInfo"]["name"] == "fednode"
+    status, _, body = node.post({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                 "params": {"protocolVersion": "1999-01-01"}})
+    assert body["result"]["protocolVersion"] == "2025-11-25"  # ours, for the client to judge
+    for note in ("notifications/initialized", "notifications/cancelled", "notifications/x"):
+        status, headers, body = node.post({"jsonrpc": "2.0", "method": note})
+        assert (status, body) == (202, None)
+    status, _, body = node.post({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})
+    assert status == 200 and body["result"]["tools"]  # no header: 2025-03-26 assumed
+    status, _, body = node.post({"jsonrpc": "2.0", "id": 4, "method": "tools/list"},
+                                headers={"MCP-Protocol-Version": "2023-01-01"})
+    assert status == 400 and body["error"]["code"] == -32600
+    assert "unsupported MCP-Protocol-Version" in body["error"]["message"]
+
+
+def test_transport_rules(node: Node) -> None:
+    for method in ("GET", "DELETE"):
+        request = urllib.request.Request(node.mcp, method=method,
+                                         headers={"X-API-Key": node.keys["plain"]})
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(request)
+        assert caught.value.code == 405
+        assert json.loads(caught.value.read())["error"]["code"] == "method_not_allowed"
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    status, _, body = node.post(listing, headers={"Origin": "https://evil.example.com"})
+    assert status == 403 and body["error"]["code"] == "origin_not_allowed"
+    own = node.rest("/api/manifest", "plain")[1]["node"]["base_url"]
+    assert node.post(listing, headers={"Origin": own})[0] == 200
+    status, _, body = node.post(None, raw=b'{"a": "' + b"x" * (1024 * 1024) + b'"}')
+    assert status == 413 and body["error"]["code"] == "payload_too_large"
+    padded = json.dumps({**listing, "pad": "x" * 200_000}).encode()
+    assert node.post(None, raw=padded)[0] == 200  # over the other endpoints' 64 KiB
+    status, _, body = node.post(listing, key="no mcp")
+    assert status == 403 and body["error"]["code"] == "insufficient_scope"
+
+
+async def test_a_modern_client_is_refused_a_tool_outside_its_collections(node: Node) -> None:
+    http, client = await connect(node, MODERN, "species only")
+    async with http, client:
+        result = await client.call_tool("get_team", {})
+        assert result.is_error and "insufficient_scope" in result.content[0].text
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("no_such_tool", {})
+        assert caught.value.code == -32602
