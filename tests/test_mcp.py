@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 from builders import ServerThread, app_for, copy_sample, http_get, issue_key
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcp import Client, MCPError
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
@@ -291,3 +293,65 @@ async def test_a_modern_client_is_refused_a_tool_outside_its_collections(node: N
         with pytest.raises(MCPError) as caught:
             await client.call_tool("no_such_tool", {})
         assert caught.value.code == -32602
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=10), children, max_size=4), max_leaves=12)
+messages = st.fixed_dictionaries(
+    {"jsonrpc": st.sampled_from(["2.0", "1.0", 2]),
+     "method": st.sampled_from(["tools/list", "tools/call", "initialize", "server/discover",
+                                "ping", "notifications/initialized"]) | st.text(max_size=12)},
+    optional={"id": st.integers() | st.text(max_size=5) | st.none(),
+              "params": st.fixed_dictionaries({}, optional={
+                  "name": st.sampled_from(TOOLS) | st.text(max_size=8),
+                  "arguments": st.dictionaries(
+                      st.sampled_from(["id", "limit", "query", "collections", "x"]),
+                      json_values, max_size=3) | json_values,
+                  "_meta": st.just(META) | json_values}) | json_values})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(body=messages | json_values, seed_form=st.booleans(),
+       headers=st.fixed_dictionaries({}, optional={
+           "MCP-Protocol-Version": st.sampled_from([MODERN, "2025-11-25", "x"]),
+           "Mcp-Method": st.sampled_from(["tools/list", "tools/call"]),
+           "Mcp-Name": st.sampled_from(TOOLS + ["=?base64?!!?="])}))
+def test_any_body_gets_an_answer_never_a_failure(node: Node, body: Any, seed_form: bool,
+                                                 headers: dict[str, str]) -> None:
+    if seed_form and isinstance(body, dict):
+        body.pop("jsonrpc", None)
+    status, _, answer = node.post(body, headers=headers)
+    assert status in (200, 202, 400, 404), (status, answer)
+    if status == 202:
+        assert answer is None
+    elif "jsonrpc" in (answer or {}):
+        assert ("result" in answer) != ("error" in answer)
+    else:
+        assert set(answer) in ({"result"}, {"error"}), answer
+
+
+def test_origins_allowed_in_node_toml(tmp_path: Path) -> None:
+    root = copy_sample(tmp_path / "node")
+    node_toml = root / "content" / "node.toml"
+    text = node_toml.read_text()
+    node_toml.write_text(text.replace("[node]\n", '[node]\nmcp_origins = ["https://x.y/"]\n', 1))
+    from exporter.errors import ContentError
+    with pytest.raises(ContentError) as caught:
+        build(Project(root))
+    assert "node.mcp_origins" in str(caught.value.problems[0])
+    node_toml.write_text(text.replace(
+        "[node]\n", '[node]\nmcp_origins = ["https://agents.example.org"]\n', 1))
+    build(Project(root))
+    token, _ = issue_key(root, "agent", scopes=["mcp"])
+    listing = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    with ServerThread(app_for(root)) as server:
+        for origin, status in (("https://agents.example.org", 200), ("https://x.y", 403)):
+            request = urllib.request.Request(server.url + "/api/mcp", data=listing, headers={
+                "Content-Type": "application/json", "X-API-Key": token, "Origin": origin})
+            try:
+                with urllib.request.urlopen(request) as response:
+                    assert response.status == status
+            except urllib.error.HTTPError as error:
+                assert error.code == status

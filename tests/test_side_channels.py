@@ -75,7 +75,22 @@ class World:
                     following = json.loads(body)["next"]
                     if following:
                         pages.append(following.replace("https://node.example.org", ""))
+        for name, arguments in (("node_info", {}), ("search", {"query": "record notes"}),
+                                ("search", {"query": "recrod", "limit": 50}),
+                                ("get_team", {"limit": 200}), ("get_species", {"limit": 200})):
+            seen[f"mcp:{name}:{arguments}"] = post_json(base + "/api/mcp", {
+                "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}}, {"X-API-Key": self.key})
         return seen
+
+
+def post_json(url: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes]:
+    import json
+    import urllib.request
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json", **headers})
+    with urllib.request.urlopen(request) as response:
+        return response.status, response.read()
 
 
 operation = st.one_of(
