@@ -166,6 +166,32 @@ def serve(project_dir: Path, host: str, port: int, anonymous_rate: int) -> None:
                                line, err=True)))
 
 
+@main.command()
+@click.argument("question")
+@project_option
+@click.option("--limit", default=3, show_default=True, type=click.IntRange(1, 10),
+              help="Sentences (and citations) the answer may draw on.")
+@click.option("--group", "groups", multiple=True,
+              help="Answer as a key holding this access group would (repeatable); without "
+                   "it, from public documents only.")
+def ask(question: str, project_dir: Path, limit: int, groups: tuple[str, ...]) -> None:
+    """Answer QUESTION from the library of the last export, citing pages."""
+    from exporter.contract.wire import PUBLIC
+    from sidecar.library import answer
+    from sidecar.store import Snapshot
+
+    found = answer(Snapshot(Project(project_dir).bundle), [PUBLIC, *groups],
+                   " ".join(question.split()), limit)
+    if not found["grounded"]:
+        click.echo(found["message"])
+        return
+    click.echo(found["answer"])
+    click.echo()
+    for citation in found["citations"]:
+        click.echo(f"[{citation['n']}] {citation['title']}, page {citation['page_label']} "
+                   f"(PDF page {citation['page']}): {citation['url']}")
+
+
 def _registry(project_dir: Path) -> keyring.Registry:
     return keyring.Registry.load(Project(project_dir).private / "keys.json")
 

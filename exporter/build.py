@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from . import bundle_writer, search_index
+from . import bundle_writer, library, search_index
 from .cache import Cache, SortKey
 from .config import NodeConfig, Project, load_node_config
 from .content import SourceRecord, discover, read
@@ -84,6 +84,7 @@ class Content:
     cache: Cache
     paths: set[str]  # every content file read
     sort_keys: dict[str, SortKey]  # record id -> its place in lists (before the id)
+    documents: list[library.Document]  # the library's PDFs, read
 
 
 def load(project: Project, *, base_url: str | None = None,
@@ -119,9 +120,14 @@ def load(project: Project, *, base_url: str | None = None,
             progress("reading", done, len(files))
     progress("reading", len(files), len(files))
     problems.extend(_duplicates(records))
+    documents: list[library.Document] = []
+    if not problems:
+        documents, found = library.documents(project.root, records, project.cache)
+        problems.extend(found)
     if problems or node is None:
         raise ContentError(problems)
-    return Content(node, known, records, cache, {source.rel for source in files}, sort_keys)
+    return Content(node, known, records, cache, {source.rel for source in files}, sort_keys,
+                   documents)
 
 
 def _duplicates(records: list[SourceRecord]) -> list[Problem]:
@@ -219,21 +225,23 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     index_bytes = index_html(node, known, dict(report.public))
 
     site = [*_static_files(node, public, manifest_bytes, schema_bytes, index_bytes),
-            *sync_files]
+            *sync_files, *library.published(content.documents)]
     report.site = _write(release, "site", site, "writing site", progress)
     checkpoint("site")
     progress("indexing", 0, len(rendered))
     search = search_index.build(release.tree("bundle"), release.live_tree("bundle"), rendered,
                                 {r.id: r for r in content.records}, known, vectors)
+    search += library.build(release.tree("bundle"), release.live_tree("bundle"),
+                            content.documents)
     progress("indexing", len(rendered), len(rendered))
     checkpoint("indexed")
     progress("writing bundle", 0, len(rendered))
-    private = list(bundle_writer.bundle_files(
+    private = [*library.private(content.documents), *bundle_writer.bundle_files(
         node_id=node.id, base_url=node.base_url, sidecar_url=node.sidecar_url,
         manifest=manifest_bytes, schema=schema_bytes, index=index_bytes, changes=changes.body,
         records=bundle_writer.records_table(rendered, _positions(rendered), previous),
         events=bundle_writer.events_table(ledger.events), search=search,
-        origins=node.allowed_origins))
+        origins=node.allowed_origins)]
     release.write("bundle", private)
     progress("writing bundle", len(rendered), len(rendered))
     checkpoint("bundle")

@@ -27,6 +27,7 @@ from .schemas import Collection, collections
 from .writer import private_folder
 
 FILE = "sources.marshal"
+LIBRARY_PAGES = "library.json"  # the library's PDFs, read (`library.CACHE`)
 FORMAT = "2"  # bump when the entries change shape
 
 SortKey = tuple[str, ...]
@@ -86,7 +87,7 @@ class Cache:
             handle.write(data)
         os.replace(temporary, self.folder / FILE)
         for other in self.folder.iterdir():  # what older versions kept here
-            if other.name != FILE and other.is_file():
+            if other.name not in (FILE, LIBRARY_PAGES) and other.is_file():
                 other.unlink()
 
 

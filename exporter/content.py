@@ -86,6 +86,11 @@ class SourceFile:
     size: int
 
 
+# content/library/: the document library. Each PDF has its record beside it, a resources
+# record of kind "document" named like it (`guide.pdf` and `guide.md`).
+LIBRARY = "library"
+
+
 def discover(content: Path, known: dict[str, Collection]
              ) -> tuple[list[SourceFile], list[Problem]]:
     """Every record file under content/, in a stable order, and problems of layout.
@@ -105,17 +110,33 @@ def discover(content: Path, known: dict[str, Collection]
             problems.append(_broken(f"content/{entry.name}"))
         if kind != "folder":
             continue
-        if entry.name not in known:
-            guess = difflib.get_close_matches(entry.name, list(known), n=1)
+        collection = "resources" if entry.name == LIBRARY else entry.name
+        if collection not in known:
+            guess = difflib.get_close_matches(entry.name, [*known, LIBRARY], n=1)
             hint = f"; did you mean {guess[0]}?" if guess else ""
             problems.append(Problem(f"content/{entry.name}", 0, "",
                                     f"unknown collection (expected one of "
                                     f"{', '.join(known)}){hint}"))
             continue
+        names = set(os.listdir(entry.path)) if entry.name == LIBRARY else set()
         for item in sorted(os.scandir(entry.path), key=lambda e: e.name):
             if item.name.startswith((".", "_")):
                 continue
             rel = f"content/{entry.name}/{item.name}"
+            if names and item.name.endswith((".pdf", ".md")):
+                stem, _, suffix = item.name.rpartition(".")
+                other = f"{stem}.{'md' if suffix == 'pdf' else 'pdf'}"
+                if other not in names:
+                    needed = "record" if suffix == "pdf" else "PDF"
+                    problems.append(Problem(rel, 0, "", f"a library {suffix.upper()} needs its "
+                                                        f"{needed} beside it: {other}"))
+                    continue
+                if suffix == "pdf":
+                    continue  # read with its record
+            elif entry.name == LIBRARY and item.name.endswith(".csv"):
+                problems.append(Problem(rel, 0, "", "the library holds PDFs, each with its "
+                                                    "record as a .md file beside it"))
+                continue
             try:
                 info = item.stat()  # one call a file: its mtime and size are needed anyway
             except OSError:
@@ -138,7 +159,7 @@ def discover(content: Path, known: dict[str, Collection]
                                                     "or .csv (a table of records)"))
                 continue
             assert info is not None
-            files.append(SourceFile(entry.name, item.path, rel, info.st_mtime_ns,
+            files.append(SourceFile(collection, item.path, rel, info.st_mtime_ns,
                                     info.st_size))
     return files, problems
 

@@ -12,7 +12,7 @@ import jinja2
 
 from . import __version__
 from .config import NodeConfig
-from .content import SourceRecord
+from .content import LIBRARY, SourceRecord
 from .contract.endpoints import access_lists, capabilities, manifest_endpoints
 from .contract.wire import (
     API_VERSION,
@@ -23,12 +23,16 @@ from .contract.wire import (
     SEARCH_LIMIT_DEFAULT,
     SEARCH_LIMIT_MAX,
     TOOL_LIMIT_DEFAULT,
+    document_url,
     encode,
     record_url,
 )
 from .ledger import Entry
 from .renderings import Renderings
 from .schemas import Collection
+
+LIBRARY_PATH = f"content/{LIBRARY}/"
+
 
 # Bump when the shape of rendered records changes, so cached renderings are not reused.
 RENDER_VERSION = "1"
@@ -89,8 +93,9 @@ def render_record(record: SourceRecord, entry: Entry, collection: Collection,
     """A record's served form. Its bytes are taken from the previous export when nothing
     they depend on has changed."""
     # Everything the bytes depend on, spelled out (cheaper than hashing it per record).
+    in_library = record.path.startswith(LIBRARY_PATH)
     key = "|".join((RENDER_VERSION, record.hash, entry.created_at, entry.updated_at,
-                    node.base_url, collection.name))
+                    node.base_url, collection.name, "library" if in_library else ""))
     row = previous.find(record.id, key)
     if row is not None:
         return Rendered(collection.name, record.id, record.access, previous.titles[row],
@@ -111,6 +116,8 @@ def render_record(record: SourceRecord, entry: Entry, collection: Collection,
     for name in _field_order(collection):
         if name in fields:
             out[name] = fields[name]
+    if in_library:
+        out["document_url"] = document_url(node.base_url, record.id)
     return Rendered(collection.name, record.id, record.access, title, entry.created_at,
                     entry.updated_at, record.hash, encode(out), key)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -88,6 +89,17 @@ def schema() -> tantivy.Schema:
 SCHEMA = schema()
 
 
+def passage_schema() -> tantivy.Schema:
+    """A passage of a library PDF: its row in the group's passages.json, and its text."""
+    builder = tantivy.SchemaBuilder()
+    builder.add_unsigned_field("row", stored=True, fast=True)
+    builder.add_text_field("text", stored=False, tokenizer_name=TEXT)
+    return builder.build()
+
+
+PASSAGE_SCHEMA = passage_schema()
+
+
 def _register(index: tantivy.Index) -> tantivy.Index:
     for name, analyzer in ANALYZERS.items():
         index.register_tokenizer(name, analyzer)
@@ -150,6 +162,22 @@ def write(index: tantivy.Index, add: Iterable[Doc], remove: Iterable[str] = ()) 
     writer.wait_merging_threads()
 
 
+def create_passages(folder: Path) -> tantivy.Index:
+    folder.mkdir(parents=True, exist_ok=True)
+    return _register(tantivy.Index(PASSAGE_SCHEMA, path=str(folder)))
+
+
+def write_passages(index: tantivy.Index, rows: Iterable[tuple[int, str]]) -> None:
+    writer = index.writer(heap_size=64_000_000, num_threads=1)
+    for row, text in rows:
+        doc = tantivy.Document()
+        doc.add_unsigned("row", row)
+        doc.add_text("text", text)
+        writer.add_document(doc)
+    writer.commit()
+    writer.wait_merging_threads()
+
+
 class Embedder:
     """wordllama's 256-dimension model, loaded from the installed package and never from the
     network (`disable_download`): the wheel ships both the weights and the tokenizer."""
@@ -177,6 +205,15 @@ class Embedder:
 
 
 # ---- asking (sidecar side) ----------------------------------------------------------------
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"”’)]?\s+(?=[A-Z0-9“\"(‘'])")
+
+
+def sentences(text: str) -> list[str]:
+    """Text as sentences, with the line breaks of a PDF's layout undone."""
+    flat = " ".join(text.split())
+    return [s.strip() for s in _SENTENCE_END.split(flat) if s.strip()]
+
 
 def words(text: str) -> list[str]:
     """The query's words as the names analyzer sees them (lower case, ASCII-folded)."""
@@ -355,3 +392,38 @@ def _clip(text: str) -> str:
         return text
     cut = text[:SNIPPET_CHARS].rsplit(" ", 1)[0]
     return cut + " …"
+
+
+class Passages:
+    """One access group's library passages, opened read-only for one bundle."""
+
+    def __init__(self, name: str, folder: Path) -> None:
+        self.name = name
+        state = json.loads((folder / "passages.json").read_bytes())
+        self.rows: list[list[Any]] = state["rows"]  # [document id, page, label, text]
+        self.titles: dict[str, str] = state["titles"]
+        self.index = open_index(folder)
+        self.searcher = self.index.searcher()
+        self.vectors = np.load(folder / VECTORS, mmap_mode="r")
+        if len(self.rows) != self.vectors.shape[0]:
+            raise ValueError(f"passages/{name}: {len(self.rows)} rows but "
+                             f"{self.vectors.shape[0]} vectors")
+
+    def keyword(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
+        """(row, BM25) of the passages best matching these stemmed terms."""
+        if not terms or not self.rows:
+            return []
+        query = tantivy.Query.boolean_query([
+            (tantivy.Occur.Should, tantivy.Query.term_query(PASSAGE_SCHEMA, "text", term))
+            for term in dict.fromkeys(terms)])
+        hits = self.searcher.search(query, limit=limit, count=False).hits
+        rows = self.searcher.fast_field_values("row", [address for _, address in hits])
+        return [(int(row or 0), float(score)) for (score, _), row in zip(hits, rows, strict=True)]
+
+    def semantic(self, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
+        """(row, cosine) of the passages closest in meaning."""
+        if not self.rows:
+            return []
+        scores = np.asarray(self.vectors @ vector, dtype=np.float32)
+        best = np.argsort(-scores, kind="stable")[:limit]
+        return [(int(r), float(scores[r])) for r in best]

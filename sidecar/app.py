@@ -18,7 +18,7 @@ from pathlib import Path
 from aiohttp import abc, http_exceptions, web, web_protocol, web_server
 
 from exporter.contract.endpoints import BY_NAME
-from exporter.contract.wire import MCP_BODY_LIMIT, error_body
+from exporter.contract.wire import BODY_LIMIT, error_body
 
 from . import handlers
 from .auth import (
@@ -173,7 +173,7 @@ class AccessLogger(abc.AbstractAccessLogger):
 def create_app(config: SidecarConfig) -> web.Application:
     app = web.Application(
         middlewares=[errors_middleware, preflight_middleware, auth_middleware],
-        client_max_size=MCP_BODY_LIMIT,  # the largest; each endpoint checks its own
+        client_max_size=BODY_LIMIT,
         handler_args={"access_log_class": AccessLogger, "access_log": access_logger})
     app[VERIFIER] = Verifier(config.private, clock=config.clock)
     app[LIMITER] = SlidingWindowLimiter()

@@ -5,13 +5,14 @@ table (`add_routes`); a handler exists for every row and for nothing else."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from exporter.contract.endpoints import BY_NAME, ENDPOINTS, JSON, NDJSON, Endpoint
-from exporter.contract.wire import encode
+from exporter.contract.wire import ASK_LIMIT_DEFAULT, ASK_LIMIT_MAX, QUESTION_MAX, encode
 
 from . import mcp, service
 from .errors import InvalidParameter, NotFound
@@ -30,7 +31,8 @@ def open_response(request: web.Request, body: bytes, content_type: str = JSON) -
     headers = {"ETag": tag, "Cache-Control": "public, max-age=60"}
     if tag in request.headers.get("If-None-Match", ""):
         return web.Response(status=304, headers=headers)
-    return web.Response(body=body, content_type=content_type, charset="utf-8", headers=headers)
+    charset = None if content_type == "application/pdf" else "utf-8"
+    return web.Response(body=body, content_type=content_type, charset=charset, headers=headers)
 
 
 def json_response(data: object) -> web.Response:
@@ -105,6 +107,35 @@ async def tool_interface(request: web.Request, query: dict[str, Any]) -> web.Res
     return await mcp.handle(request, store, request[CALLER], origins)
 
 
+async def ask(request: web.Request, query: dict[str, Any]) -> web.Response:
+    body = await read_json_body(request)
+    for name in body:
+        if name not in ("question", "limit"):
+            raise InvalidParameter(f"unknown field {name[:40]!r}; send {{\"question\": "
+                                   f"\"...\", \"limit\": {ASK_LIMIT_DEFAULT}}}")
+    question = body.get("question")
+    if not isinstance(question, str) or not question.split():
+        raise InvalidParameter("question is required: the question to answer, as text, e.g. "
+                               "{\"question\": \"When should knotweed be injected?\"}")
+    question = " ".join(question.split())
+    if len(question) > QUESTION_MAX:
+        raise InvalidParameter(f"question is {len(question)} characters long; shorten it to at "
+                               f"most {QUESTION_MAX}")
+    limit = body.get("limit", ASK_LIMIT_DEFAULT)
+    if isinstance(limit, bool) or not isinstance(limit, int) or \
+            not 1 <= limit <= ASK_LIMIT_MAX:
+        raise InvalidParameter(f"limit must be a whole number from 1 to {ASK_LIMIT_MAX}, got "
+                               f"{json.dumps(limit)[:40]}")
+    return json_response(await service.ask(request.app[STORE], request[CALLER],
+                                            question=question, limit=limit))
+
+
+async def library_file(request: web.Request, query: dict[str, Any]) -> web.Response:
+    body = await service.library_file(request.app[STORE], request[CALLER],
+                                      request.match_info["file"])
+    return open_response(request, body, "application/pdf")
+
+
 async def key(request: web.Request, query: dict[str, Any]) -> web.Response:
     caller: service.Caller = request[CALLER]
     assert caller.key is not None  # the table makes this endpoint keyed
@@ -125,7 +156,8 @@ async def not_offered(request: web.Request, query: dict[str, Any]) -> web.Respon
 HANDLERS: dict[str, Adapter] = {
     "index": index, "manifest": manifest, "schema": schema, "key": key, "changes": changes,
     "sync_changes": sync_changes, "sync_snapshot": sync_snapshot, "list": list_records,
-    "record": read_record, "search": search, "mcp": tool_interface,
+    "record": read_record, "search": search, "mcp": tool_interface, "ask": ask,
+    "library_file": library_file,
 }
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from aiohttp import web
 
 from exporter import __version__
-from exporter.contract.wire import MCP_BODY_LIMIT, encode
+from exporter.contract.wire import BODY_LIMIT, encode
 
 from . import service, tools
 from .errors import APIError, InvalidParameter, NotFound, PayloadTooLarge, UnsupportedMediaType
@@ -105,13 +105,13 @@ async def _read(request: web.Request) -> bytes:
     if request.content_type != "application/json":
         raise UnsupportedMediaType(f"send the body as JSON with 'Content-Type: "
                                    f"application/json', not {request.content_type!r}")
-    if request.content_length is not None and request.content_length > MCP_BODY_LIMIT:
+    if request.content_length is not None and request.content_length > BODY_LIMIT:
         raise PayloadTooLarge(f"the body is {request.content_length} bytes; the limit is "
-                              f"{MCP_BODY_LIMIT}")
+                              f"{BODY_LIMIT}")
     try:
         return await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise PayloadTooLarge(f"the body is over the limit of {MCP_BODY_LIMIT} bytes") from None
+        raise PayloadTooLarge(f"the body is over the limit of {BODY_LIMIT} bytes") from None
 
 
 def _message(body: Any) -> Message:

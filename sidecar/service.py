@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import duckdb
 
+from exporter.contract.bundle import LIBRARY
 from exporter.contract.feed import SNAPSHOT_CHUNK, snapshot_chunk
 from exporter.contract.wire import (
     CHANGES_LIMIT_DEFAULT,
@@ -30,6 +31,7 @@ from exporter.contract.wire import (
     record_url,
 )
 
+from . import library
 from . import search as searching
 from .errors import APIError, InsufficientScope, InvalidParameter, NotFound
 from .keys import KeyRecord
@@ -301,6 +303,46 @@ async def search(store: Store, caller: Caller, *, text: str, collections: str | 
                            f"try other words, and tell the node's operator") from None
 
     return await store.query(run)
+
+
+async def ask(store: Store, caller: Caller, *, question: str, limit: int) -> dict[str, Any]:
+    """A grounded answer from the library documents this caller may read (they are
+    resources: a key must be allowed that collection)."""
+    if "resources" not in caller.collections:
+        raise InsufficientScope(f"the library's documents are resources, and this key may "
+                                f"read only {', '.join(caller.collections)}")
+    groups = caller.groups
+
+    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+        return library.answer(snapshot, groups, question, limit)
+
+    return await store.query(run)
+
+
+_PDF = re.compile(f"({UUID_PATTERN})\\.pdf")
+
+
+async def library_file(store: Store, caller: Caller, name: str) -> bytes:
+    """A library PDF, for a caller who may read its record (the same 404 otherwise)."""
+    caller.require_collection("resources")
+    found = _PDF.fullmatch(name.lower())
+    record_id = found.group(1) if found else ""
+
+    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> bytes | None:
+        if not record_id:
+            return None
+        row = db.execute(f"SELECT 1 FROM records WHERE id = $id AND collection = 'resources' "
+                         f"AND {caller.sees()}", {"id": record_id}).fetchone()
+        try:
+            return (snapshot.path / LIBRARY / f"{record_id}.pdf").read_bytes() if row else None
+        except FileNotFoundError:
+            return None
+
+    body = await store.query(run)
+    if body is None:
+        raise NotFound("no such document in the library; GET /api/resources lists the "
+                       "documents and their document_url")
+    return body
 
 
 def key_info(caller: Caller, remaining: int) -> dict[str, Any]:

@@ -74,6 +74,8 @@ class Snapshot:
         self._db.execute("CREATE INDEX records_id ON records (id)")
         self._db.execute(EVENTS_TABLE.format(source=f"read_parquet('{events}')"))
         self.search = _search_groups(path / bundle.SEARCH)
+        self.passages = _passage_groups(path / bundle.PASSAGES)
+        self.path = path
         self._local = threading.local()
         try:
             unchanged = bundle.Meta.from_json(meta_path.read_bytes()).build == self.build
@@ -100,6 +102,17 @@ def _search_groups(folder: Path) -> dict[str, search.Group]:
         return {name: search.Group(name, folder / name) for name in names}
     except (OSError, ValueError, KeyError) as exc:
         raise BundleMissing(f"the search index at {folder} is unusable ({exc}); run "
+                            f"`fednode export` again") from None
+
+
+def _passage_groups(folder: Path) -> dict[str, search.Passages]:
+    try:
+        names = sorted(entry.name for entry in os.scandir(folder) if entry.is_dir())
+        return {name: search.Passages(name, folder / name) for name in names}
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, KeyError) as exc:
+        raise BundleMissing(f"the library index at {folder} is unusable ({exc}); run "
                             f"`fednode export` again") from None
 
 

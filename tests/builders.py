@@ -239,3 +239,41 @@ def search_ids(bundle: Path, text: str, groups: tuple[str, ...] = ("public",)) -
     from sidecar.store import Snapshot
     found = search.run(Snapshot(bundle), list(groups), list(COLLECTIONS), text, "keyword", 50)
     return sorted(item["id"] for item in found["items"])
+
+
+def make_pdf(path: Path, pages: list[str], labels: list[str] | None = None) -> None:
+    """A PDF with one page per text (reportlab, a Unicode TrueType font), its printed labels
+    set as /PageLabels (pypdf) when given, e.g. ["i", "ii", "1", "2"]."""
+    import io
+    import textwrap as wrap
+
+    import reportlab
+    from pypdf import PdfReader, PdfWriter
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.ttfonts import TTFont
+    from reportlab.pdfgen import canvas
+
+    font = Path(reportlab.__file__).parent / "fonts" / "Vera.ttf"
+    pdfmetrics.registerFont(TTFont("Vera", str(font)))
+    sink = io.BytesIO()
+    pdf = canvas.Canvas(sink, invariant=1)
+    for text in pages:
+        pdf.setFont("Vera", 10)
+        y = 800
+        for paragraph in text.split("\n\n"):
+            for line in wrap.wrap(paragraph, 95):
+                pdf.drawString(50, y, line)
+                y -= 14
+            y -= 8
+        pdf.showPage()
+    pdf.save()
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(sink.getvalue())))
+    if labels:
+        roman = sum(1 for label in labels if not label.isdigit())
+        if roman:
+            writer.set_page_label(0, roman - 1, style="/r")
+        if roman < len(labels):
+            writer.set_page_label(roman, len(labels) - 1, style="/D", start=1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as handle:
+        writer.write(handle)

@@ -17,7 +17,7 @@ from typing import Any
 import jwt
 import pytest
 from aiohttp.test_utils import TestClient
-from builders import NODE_ID, Node, app_for, issue_key, species, team
+from builders import NODE_ID, Node, app_for, issue_key, make_pdf, record_text, species, team
 from click.testing import CliRunner
 
 from cli.main import main
@@ -50,6 +50,10 @@ def keyed(node: Node, export: Callable[..., BuildReport]) -> KeyedNode:
     node.write("team", "hidden", hidden, f"Reach them through the {SECRET_TEXT}.")
     node.write("team", "open", public)
     node.write("species", "knotweed", plant)
+    make_pdf(node.root / "content" / "library" / "secret.pdf", [f"The {SECRET_TEXT}."])
+    (node.root / "content" / "library" / "secret.md").write_text(record_text(
+        {"id": LIBRARY_DOC, "title": "Partner notes", "kind": "document", "summary": "Notes for partner teams.",
+         "access": "partners"}))
     export(node.root)
     tokens, ids = {}, {}
     for state, grants in {
@@ -85,8 +89,13 @@ SCOPES_OF = {"granted": keyring.SCOPES, "ungranted": keyring.SCOPES,
 COLLECTIONS_OF = {"collection_limited": ("species",)}
 
 
+LIBRARY_DOC = "44444444-4444-4444-8444-444444444444"  # a PDF in the partners group
+
+
 def requests_for(endpoint: Endpoint, hidden_id: str) -> list[tuple[str, str]]:
     """Concrete requests for a row of the endpoint table: (collection it names, URL)."""
+    if endpoint.name == "library_file":
+        return [("resources", f"/library/{LIBRARY_DOC}.pdf")]
     if endpoint.path == "/api/{collection}":
         return [("team", "/api/team"), ("species", "/api/species")]
     url = endpoint.path.format(collection="team", id=hidden_id, offset="0")
@@ -106,10 +115,11 @@ PROMISES: dict[str, tuple[bool, str | None, str | None]] = {
     "schema": (False, None, None), "key": (True, None, None),
     "changes": (True, "changes", None), "sync_changes": (False, "read", "all"),
     "sync_snapshot": (False, "read", "path"), "search": (False, "search", "path"),
-    "mcp": (True, "mcp", None), "ask": (True, "library", None),
+    "mcp": (True, "mcp", None), "ask": (True, "library", "all"),
+    "library_file": (False, "read", "path"),
     "list": (False, "read", "path"), "record": (False, "read", "path"),
 }
-NOT_OFFERED_YET = {"ask"}
+NOT_OFFERED_YET: set[str] = set()
 
 
 def test_every_endpoint_has_a_promise() -> None:
@@ -133,7 +143,7 @@ def expected(endpoint: Endpoint, collection: str, state: str) -> tuple[int, str 
             return 403, "insufficient_scope"
     if endpoint.name in NOT_OFFERED_YET:
         return 404, "not_found"
-    if endpoint.name == "record" and state != "granted":
+    if endpoint.name in ("record", "library_file") and state != "granted":
         return 404, "not_found"  # the hidden record: absent, exactly as an unknown id
     return 200, None
 
@@ -156,9 +166,10 @@ async def test_matrix(keyed: KeyedNode, aiohttp_client: Callable[..., Any]) -> N
             headers[header] = f"Bearer {token}" if header == "Authorization" else token
         kwargs: dict[str, Any] = {"headers": headers}
         if endpoint.method == "POST":
-            kwargs["json"] = {"method": "tools/list"} if endpoint.name == "mcp" else {}
+            kwargs["json"] = {"method": "tools/list"} if endpoint.name == "mcp" else \
+                {"question": "How do partners reach them?"}
         response = await client.request(endpoint.method, url, **kwargs)
-        body = await response.text()
+        body = (await response.read()).decode(errors="replace")
         status, code = expected(endpoint, collection, state)
         where = f"{endpoint.method} {url} as {state} via {header}"
         assert response.status == status, (where, body)

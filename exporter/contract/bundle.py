@@ -9,6 +9,8 @@ holds restricted records, so its folder is 0700 and its files 0600.
 - `events.parquet` the ledger, one row per `feed.Event`, `EVENT_COLUMNS`
 - `search/<group>/` the search index of one access group's records (`exporter.search`):
   tantivy's files, `vectors.npy` and `state.json`
+- `passages/<group>/` the library's passages of one access group (`exporter.library`)
+- `library/<id>.pdf` every PDF of the library, public and restricted
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ CHANGES = "changes.ndjson"
 RECORDS = "records.parquet"
 EVENTS = "events.parquet"
 SEARCH = "search"
+PASSAGES = "passages"
+LIBRARY = "library"
 
 # (column, type): "string", "int64" or "binary"
 RECORD_COLUMNS: tuple[tuple[str, str], ...] = (

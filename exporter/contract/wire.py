@@ -22,8 +22,10 @@ SEARCH_QUERY_MAX = 500  # characters of a search query
 TOOL_LIMIT_DEFAULT = 20
 CHANGES_LIMIT_DEFAULT = 200
 CHANGES_LIMIT_MAX = 1000
-BODY_LIMIT = 64 * 1024  # bytes of a POST body
-MCP_BODY_LIMIT = 1024 * 1024  # bytes of a POST body to the tool interface
+BODY_LIMIT = 1024 * 1024  # bytes of a POST body
+QUESTION_MAX = 2000  # characters of a library question
+ASK_LIMIT_DEFAULT = 3  # citations an answer draws on
+ASK_LIMIT_MAX = 10
 PUBLIC = "public"  # the access of a record every caller may read
 SCOPES: tuple[str, ...] = ("read", "search", "changes", "mcp", "library")
 # The forms of ids and times on the wire, in ASCII digits only (`\d` would take any script's).
@@ -59,6 +61,11 @@ def parse_time(text: str) -> datetime:
         return moment.astimezone(UTC)
     except OverflowError:
         raise ValueError("the time is outside the years 1 to 9999 once in UTC") from None
+
+
+def document_url(base_url: str, record_id: str) -> str:
+    """Where a library document's PDF is served (a static file when it is public)."""
+    return f"{base_url}/library/{record_id}.pdf"
 
 
 def record_url(base_url: str, collection: str, record_id: str) -> str:

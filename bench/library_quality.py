@@ -1,0 +1,93 @@
+"""Library answer quality: citation hit rate, citation precision and refusals, measured on
+the judged questions of bench/library_judged.json over the bundled sample's library.
+
+    .venv/bin/python bench/library_quality.py [--sweep]
+
+- hit rate: of the answerable questions, the share answered with at least one citation of
+  a page that answers it;
+- precision: of all citations given to answerable questions, the share on such a page;
+- refusals: of the questions the library cannot answer, the share refused (no answer).
+Questions answerable only from a restricted document count as unanswerable for a caller
+without its group (the first table), and as answerable for one with it (the second).
+`--sweep` prints the three figures for a range of support thresholds (how SUPPORT in
+sidecar/library.py was chosen)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+from builders import copy_sample  # noqa: E402
+
+from exporter.build import build  # noqa: E402
+from exporter.config import Project  # noqa: E402
+from sidecar import library  # noqa: E402
+from sidecar.store import Snapshot  # noqa: E402
+
+
+def slugs(root: Path) -> dict[str, str]:
+    """PDF slug -> the id of its record."""
+    import tomllib
+    found = {}
+    for path in (root / "content" / "library").glob("*.md"):
+        front = path.read_text("utf-8").split("+++")[1]
+        found[path.stem] = tomllib.loads(front)["id"]
+    return found
+
+
+def measure(snapshot: Snapshot, questions: list[dict[str, Any]], ids: dict[str, str],
+            groups: list[str]) -> tuple[float, float, float, int, int]:
+    hits = cited = good = refused = 0
+    answerable = unanswerable = 0
+    for question in questions:
+        can = question["answerable"] and question.get("access", "public") in groups
+        found = library.answer(snapshot, groups, question["q"], 3)
+        if not can:
+            unanswerable += 1
+            refused += not found["grounded"]
+            continue
+        answerable += 1
+        right = {(ids[p["document"]], p["page"]) for p in question["pages"]}
+        pages = [(c["document_id"], c["page"]) for c in found["citations"]]
+        hits += any(page in right for page in pages)
+        cited += len(pages)
+        good += sum(page in right for page in pages)
+    return (hits / max(answerable, 1), good / max(cited, 1), refused / max(unanswerable, 1),
+            answerable, unanswerable)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sweep", action="store_true")
+    args = parser.parse_args()
+    questions = json.loads((REPO / "bench" / "library_judged.json").read_text())["questions"]
+    with tempfile.TemporaryDirectory(prefix="fednode-library-") as name:
+        root = copy_sample(Path(name) / "node")
+        build(Project(root))
+        snapshot = Snapshot(root / ".fednode" / "bundle")
+        ids = slugs(root)
+        print("| caller | answerable | unanswerable | hit rate | precision | refused |")
+        print("|---|---|---|---|---|---|")
+        for label, groups in (("without groups", ["public"]),
+                              ("holding `sensitive`", ["public", "sensitive"])):
+            hit, precision, refused, n_yes, n_no = measure(snapshot, questions, ids, groups)
+            print(f"| {label} | {n_yes} | {n_no} | {hit:.2f} | {precision:.2f} | "
+                  f"{refused:.2f} |")
+        if args.sweep:
+            print("\n| support threshold | hit rate | precision | refused |\n|---|---|---|---|")
+            for threshold in (0.30, 0.34, 0.38, 0.40, 0.42, 0.44, 0.46, 0.50, 0.55):
+                library.SUPPORT = threshold
+                hit, precision, refused, _, _ = measure(snapshot, questions, ids, ["public"])
+                print(f"| {threshold:.2f} | {hit:.2f} | {precision:.2f} | {refused:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

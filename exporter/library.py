@@ -1,0 +1,205 @@
+"""The document library: PDFs in `content/library/`, each with its resources record beside
+it. The export reads each PDF page by page (pypdf), keeps the printed page labels, splits
+the pages into passages of whole sentences, and indexes them with the search engine
+(`search`: tantivy and wordllama), one index per access group as for records, into the
+bundle's `passages/<group>/`. Public PDFs are published under `site_out/library/`; every
+PDF is in the bundle, for the sidecar to serve to the keys that may read it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import search
+from .cache import LIBRARY_PAGES
+from .content import LIBRARY, SourceRecord
+from .contract.bundle import PASSAGES
+from .contract.wire import PUBLIC
+from .errors import Problem
+from .writer import OutputFile, private_folder
+
+ROWS = "passages.json"  # per group: [document id, page, label, text], one per vector row
+CACHE = LIBRARY_PAGES  # in .fednode/cache: the pages of each PDF, by path, size and mtime
+PASSAGE_CHARS = 600  # a passage: whole sentences of one page, up to about this long
+
+
+@dataclass(frozen=True)
+class Page:
+    number: int  # 1-based, physical
+    label: str  # as printed (the PDF's /PageLabels), or the number
+    text: str
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    access: str
+    title: str
+    pdf: Path
+    rel: str  # the PDF's path, for messages
+    sha256: str
+    pages: list[Page]
+
+    def file_name(self) -> str:
+        return f"{self.id}.pdf"
+
+
+def documents(root: Path, records: list[SourceRecord], cache: Path
+              ) -> tuple[list[Document], list[Problem]]:
+    """Every library document, its pages read (or taken from the cache when the PDF did
+    not change), and the problems of the library's records and PDFs."""
+    remembered = _load_cache(cache)
+    kept: dict[str, Any] = {}
+    found, problems = [], []
+    for record in records:
+        if not record.path.startswith(f"content/{LIBRARY}/"):
+            continue
+        fields = record.fields
+        if fields.get("kind") != "document":
+            problems.append(Problem(record.path, record.line_of("kind"), "kind",
+                                    "a library record describes its PDF: kind = \"document\""))
+            continue
+        rel = record.path[:-len(".md")] + ".pdf"
+        pdf = root / rel
+        try:
+            info = pdf.stat()
+            entry = remembered.get(rel)
+            if not (isinstance(entry, dict) and entry.get("size") == info.st_size
+                    and entry.get("mtime_ns") == info.st_mtime_ns):
+                data = pdf.read_bytes()
+                entry = {"size": info.st_size, "mtime_ns": info.st_mtime_ns,
+                         "sha256": hashlib.sha256(data).hexdigest(), "pages": _read(data)}
+        except (OSError, ValueError) as exc:
+            problems.append(Problem(rel, 0, "", f"cannot read this PDF: {exc}; replace it with "
+                                                f"a PDF whose text can be extracted"))
+            continue
+        kept[rel] = entry
+        pages = [Page(n, label, text) for n, (label, text) in enumerate(entry["pages"], 1)]
+        found.append(Document(record.id, record.access, str(fields.get("title", "")), pdf, rel,
+                              entry["sha256"], pages))
+    if not problems:
+        _save_cache(cache, kept)
+    return found, problems
+
+
+def _read(data: bytes) -> list[list[str]]:
+    """[label, text] of each page. Any failure of the reader is a ValueError."""
+    import io
+
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        labels = list(reader.page_labels)
+        return [[labels[n] if n < len(labels) else str(n + 1), page.extract_text() or ""]
+                for n, page in enumerate(reader.pages)]
+    except (PyPdfError, KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        raise ValueError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def _load_cache(folder: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((folder / CACHE).read_bytes())
+        return data if isinstance(data, dict) and data.get("version") == 1 else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_cache(folder: Path, entries: dict[str, Any]) -> None:
+    private_folder(folder)
+    path = folder / CACHE
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps({"version": 1, **entries}), "utf-8")
+    os.chmod(temporary, 0o600)
+    os.replace(temporary, path)
+
+
+def passages(page: Page) -> list[str]:
+    """Whole sentences of one page, grouped up to about PASSAGE_CHARS."""
+    out: list[str] = []
+    current = ""
+    for sentence in search.sentences(page.text):
+        if current and len(current) + len(sentence) > PASSAGE_CHARS:
+            out.append(current)
+            current = ""
+        current = f"{current} {sentence}".strip()
+    if current:
+        out.append(current)
+    return out
+
+
+def published(documents: list[Document]) -> list[OutputFile]:
+    """The public PDFs, for site_out/library/ (restricted ones never)."""
+    return [_file(d) for d in documents if d.access == PUBLIC]
+
+
+def private(documents: list[Document]) -> list[OutputFile]:
+    """Every PDF, for the bundle's library/."""
+    return [_file(d) for d in documents]
+
+
+def _file(document: Document) -> OutputFile:
+    return OutputFile(f"{LIBRARY}/{document.file_name()}", document.sha256,
+                      lambda: document.pdf.read_bytes())
+
+
+def build(bundle: Path, live: Path | None, documents: list[Document]) -> str:
+    """Write `bundle/passages/<group>/` for each access group; an unchanged group is linked
+    from the live build. Returns a digest of what is indexed."""
+    root = bundle / PASSAGES
+    shutil.rmtree(root, ignore_errors=True)
+    private_folder(root)
+    groups: dict[str, list[Document]] = {}
+    for document in documents:
+        groups.setdefault(document.access, []).append(document)
+    digest = hashlib.sha256(f"{search.SEARCH_VERSION}:{PASSAGE_CHARS}".encode())
+    for group in sorted(groups):
+        mark = hashlib.sha256(search.SEARCH_VERSION.encode())
+        for document in groups[group]:
+            mark.update(f"{document.id} {document.sha256} {document.title}\n".encode())
+        digest.update(f"{group} {mark.hexdigest()}\n".encode())
+        _group(root / group, live / PASSAGES / group if live else None, groups[group],
+               mark.hexdigest())
+    return digest.hexdigest()[:16]
+
+
+def _group(folder: Path, live: Path | None, documents: list[Document], mark: str) -> None:
+    if live is not None and _mark(live) == mark:
+        folder.mkdir(parents=True)
+        for entry in os.scandir(live):
+            os.link(entry.path, folder / entry.name)
+        return
+    rows: list[list[object]] = []
+    for document in documents:
+        for page in document.pages:
+            for text in passages(page):
+                rows.append([document.id, page.number, page.label, text])
+    index = search.create_passages(folder)
+    search.write_passages(index, [(n, str(row[3])) for n, row in enumerate(rows)])
+    titles = {d.id: d.title for d in documents}
+    vectors = search.Embedder.embed([f"{titles[str(row[0])]}: {row[3]}" for row in rows])
+    with open(folder / search.VECTORS, "wb") as handle:
+        np.save(handle, vectors)
+    (folder / ROWS).write_text(json.dumps({"mark": mark, "titles": titles, "rows": rows},
+                                          ensure_ascii=False), "utf-8")
+    for entry in os.scandir(folder):
+        if entry.name.startswith(".tantivy-"):
+            os.unlink(entry.path)
+        else:
+            os.chmod(entry.path, 0o600)
+    os.chmod(folder, 0o700)
+
+
+def _mark(folder: Path) -> str | None:
+    try:
+        found = json.loads((folder / ROWS).read_bytes()).get("mark")
+        return found if isinstance(found, str) else None
+    except (OSError, ValueError, AttributeError):
+        return None

@@ -1,0 +1,100 @@
+"""Grounded answers from the document library, on one snapshot, over the access groups the
+service layer chose: retrieve passages (keyword and meaning), rank their sentences, and
+compose the answer from the best supporting sentences, each with its citation. Where no
+sentence supports the question well enough, there is no answer — never a made-up one.
+
+Every sentence of an answer is quoted as it stands on its page (the PDF's text with its
+line breaks undone), so a reader can find it at `url` (`…pdf#page=N`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from exporter import search
+from exporter.contract.wire import document_url
+
+from .store import Snapshot
+
+PASSAGES = 8  # passages whose sentences are weighed
+DEPTH = 20  # passages each side of retrieval brings, per group
+# A sentence supports the question when its score reaches this (0..1: half the share of the
+# question's words it holds, half its closeness in meaning). Calibrated on
+# bench/library_judged.json with bench/library_quality.py: see docs/library.md.
+SUPPORT = 0.42
+NO_ANSWER = ("The library holds no passage that answers this question; try other words, or "
+             "ask about what its documents cover (GET /api/resources lists them).")
+
+
+# Words that make a question a question, not what it is about.
+ASKING = frozenset(search.stems(
+    "what when where which who whom whose why how do does did done should shall can could "
+    "would will must may might i we you me us my our your best way ways need needs please "
+    "tell know"))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    group: str
+    row: int
+    score: float
+
+
+def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
+           ) -> dict[str, Any]:
+    indexes = [snapshot.passages[name] for name in groups if name in snapshot.passages]
+    terms = set(search.stems(question)) - ASKING
+    vector = search.Embedder.embed([question])[0]
+    found: list[Candidate] = []
+    for group in indexes:
+        keyword = group.keyword(list(terms), DEPTH)
+        best = keyword[0][1] if keyword else 1.0
+        scores: dict[int, float] = {row: 0.5 * score / best for row, score in keyword}
+        for row, closeness in group.semantic(vector, DEPTH):
+            scores[row] = scores.get(row, 0.0) + 0.5 * max(0.0, closeness)
+        found += [Candidate(group.name, row, score) for row, score in scores.items()]
+    found.sort(key=lambda c: (-c.score, c.group, c.row))
+    by_name = {group.name: group for group in indexes}
+    quotes: list[tuple[str, list[Any]]] = []
+    for candidate in found[:PASSAGES]:
+        passage = by_name[candidate.group].rows[candidate.row]
+        quotes += [(sentence, passage) for sentence in search.sentences(str(passage[3]))]
+    chosen = _support(quotes, terms, vector, limit)
+    if not chosen:
+        return {"question": question, "answer": None, "citations": [], "grounded": False,
+                "message": NO_ANSWER}
+    citations = []
+    for n, (sentence, cited, _) in enumerate(chosen, start=1):
+        document_id, page, label = str(cited[0]), int(cited[1]), str(cited[2])
+        titles = next(g.titles for g in indexes if document_id in g.titles)
+        citations.append({"n": n, "document_id": document_id, "title": titles[document_id],
+                          "page": page, "page_label": label, "quote": sentence,
+                          "url": f"{document_url(snapshot.base_url, document_id)}#page={page}"})
+    text = " ".join(f"{sentence} [{n}]" for n, (sentence, _, _) in enumerate(chosen, start=1))
+    return {"question": question, "answer": text, "citations": citations, "grounded": True}
+
+
+def _support(quotes: list[tuple[str, list[Any]]], terms: set[str], vector: np.ndarray,
+             limit: int) -> list[tuple[str, list[Any], float]]:
+    """The best `limit` sentences that reach SUPPORT, best first, each once."""
+    if not quotes or not terms:
+        return []
+    unique = list(dict.fromkeys(sentence for sentence, _ in quotes))
+    closeness = search.Embedder.embed(unique) @ vector
+    score_of = {}
+    for sentence, close in zip(unique, closeness, strict=True):
+        share = len(terms & set(search.stems(sentence))) / len(terms)
+        score_of[sentence] = 0.5 * share + 0.5 * max(0.0, float(close))
+    seen: set[str] = set()
+    ranked = []
+    for sentence, row in sorted(quotes, key=lambda q: -score_of[q[0]]):
+        if sentence in seen or score_of[sentence] < SUPPORT or len(sentence) < 20:
+            continue
+        seen.add(sentence)
+        ranked.append((sentence, row, score_of[sentence]))
+        if len(ranked) == limit:
+            break
+    return ranked

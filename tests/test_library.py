@@ -1,0 +1,242 @@
+"""The document library: PDFs read page by page at export, grounded answers with page
+citations from POST /api/library/ask (and `fednode ask`), refusals where the library has no
+answer, restricted documents absent for keys without their group, PDFs served only to
+those who may read them, and the export's errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import (
+    REPO,
+    Node,
+    ServerThread,
+    app_for,
+    http_get,
+    issue_key,
+    make_pdf,
+    record_text,
+    species,
+)
+
+from exporter.build import build
+from exporter.config import Project
+from exporter.errors import ContentError
+
+GUIDE = "11111111-1111-4111-8111-111111111111"
+PROTOCOL = "22222222-2222-4222-8222-222222222222"  # access: sensitive
+GUIDE_PAGES = [
+    "Knotweed control guide. Meuse Valley Restoration Network, 2025.",
+    "Contents. Injection, page 1. Balsam, page 2.",
+    "Stem injection of Japanese knotweed is done from late August to early October, when "
+    "the plant moves sugars down into its rhizome. Each hollow stem receives a measured dose "
+    "between the second and third node.\n\nStands are checked again the following spring.",
+    "Himalayan balsam is pulled by hand before its seed pods ripen, in June and July. "
+    "Pulled plants are piled on dry ground, away from the water, so that they cannot root "
+    "again.",
+]
+PROTOCOL_PAGES = [
+    "Partner protocol.",
+    "Every injection team carries a spill kit with absorbent pads and a sealed bag. A spill "
+    "is reported to the coordinator on the same day.",
+]
+
+
+def library_node(root: Path, *, restricted: bool = True) -> Node:
+    node = Node(root)
+    node.write("species", "knotweed", species("Fallopia japonica"))
+    library = root / "content" / "library"
+    make_pdf(library / "guide.pdf", GUIDE_PAGES, ["i", "ii", "1", "2"])
+    (library / "guide.md").write_text(record_text(
+        {"id": GUIDE, "title": "Knotweed control guide", "kind": "document",
+         "summary": "How the network controls knotweed and balsam."}, "A guide."))
+    if restricted:
+        make_pdf(library / "protocol.pdf", PROTOCOL_PAGES)
+        (library / "protocol.md").write_text(record_text(
+            {"id": PROTOCOL, "title": "Spill protocol", "kind": "document",
+             "summary": "For partner teams.", "access": "sensitive"}, "Restricted."))
+    return node
+
+
+class Site:
+    def __init__(self, root: Path, restricted: bool = True) -> None:
+        self.node = library_node(root, restricted=restricted)
+        build(Project(root))
+        self.keys = {name: issue_key(root, name, **grants)[0] for name, grants in (
+            ("plain", {}), ("sensitive", {"groups": ["sensitive"]}),
+            ("species only", {"collections": ["species"]}))}
+        self.server = ServerThread(app_for(root, anonymous_rate=0))
+        self.url = self.server.__enter__().url
+
+    def ask(self, body: Any, key: str = "plain", raw: bytes | None = None,
+            content_type: str = "application/json") -> tuple[int, Any]:
+        request = urllib.request.Request(
+            self.url + "/api/library/ask", method="POST",
+            data=raw if raw is not None else json.dumps(body).encode(),
+            headers={"Content-Type": content_type, "X-API-Key": self.keys[key]})
+        try:
+            with urllib.request.urlopen(request) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    site = Site(tmp_path_factory.mktemp("library") / "node")
+    yield site
+    site.server.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def public_only(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    site = Site(tmp_path_factory.mktemp("public-library") / "node", restricted=False)
+    yield site
+    site.server.__exit__(None, None, None)
+
+
+def test_an_answer_cites_the_page_it_comes_from(site: Site) -> None:
+    status, body = site.ask({"question": "When should knotweed stems be injected?"})
+    assert status == 200 and body["grounded"] is True, body
+    first = body["citations"][0]
+    assert first["document_id"] == GUIDE and first["title"] == "Knotweed control guide"
+    assert (first["page"], first["page_label"]) == (3, "1")
+    assert first["quote"].startswith("Stem injection of Japanese knotweed is done from late "
+                                     "August")
+    assert first["url"].endswith(f"/library/{GUIDE}.pdf#page=3")
+    assert "[1]" in body["answer"] and first["quote"] in body["answer"]
+    flat = " ".join(GUIDE_PAGES[2].split())
+    for citation in body["citations"]:
+        assert citation["quote"] in " ".join(GUIDE_PAGES[citation["page"] - 1].split()) \
+            or citation["quote"] in flat
+    status, body = site.ask({"question": "When do volunteers pull balsam?", "limit": 1})
+    assert len(body["citations"]) == 1 and body["citations"][0]["page_label"] == "2"
+
+
+@pytest.mark.parametrize("question", [
+    "What is the best treatment for ragweed allergy?",
+    "How many members does the football club have?",
+])
+def test_no_support_is_no_answer(site: Site, question: str) -> None:
+    status, body = site.ask({"question": question})
+    assert status == 200
+    assert body["answer"] is None and body["grounded"] is False and body["citations"] == []
+    assert "no passage" in body["message"]
+
+
+def test_restricted_documents_are_absent_for_keys_without_their_group(
+        site: Site, public_only: Site) -> None:
+    question = {"question": "What must an injection team carry in case of a spill?"}
+    status, granted = site.ask(question, "sensitive")
+    assert granted["grounded"] and granted["citations"][0]["document_id"] == PROTOCOL
+    for words in ("What must an injection team carry in case of a spill?",
+                  "When should knotweed stems be injected?", "spill kit absorbent pads"):
+        plain = site.ask({"question": words, "limit": 5}, "plain")
+        alone = public_only.ask({"question": words, "limit": 5}, "plain")
+        assert plain == alone, words
+        assert PROTOCOL not in json.dumps(plain)
+
+
+def test_pdfs_are_published_or_served_only_to_those_who_may_read_them(site: Site) -> None:
+    root = site.node.root
+    assert (root / "site_out" / "library" / f"{GUIDE}.pdf").read_bytes() == \
+        (root / "content" / "library" / "guide.pdf").read_bytes()
+    assert not (root / "site_out" / "library" / f"{PROTOCOL}.pdf").exists()
+    assert PROTOCOL not in "".join(p.name for p in (root / "site_out").rglob("*"))
+    record = json.loads(http_get(site.url + f"/api/resources/{GUIDE}")[2])
+    assert record["document_url"].endswith(f"/library/{GUIDE}.pdf")
+    status, headers, body = http_get(site.url + f"/library/{GUIDE}.pdf")
+    assert status == 200 and body.startswith(b"%PDF") and headers["Content-Type"] == \
+        "application/pdf"
+    hidden = http_get(site.url + f"/library/{PROTOCOL}.pdf", {"X-API-Key": site.keys["plain"]})
+    never = http_get(site.url + "/library/33333333-3333-4333-8333-333333333333.pdf",
+                     {"X-API-Key": site.keys["plain"]})
+    assert hidden[0] == never[0] == 404 and hidden[2] == never[2]
+    granted = http_get(site.url + f"/library/{PROTOCOL}.pdf",
+                       {"X-API-Key": site.keys["sensitive"]})
+    assert granted[0] == 200 and granted[2].startswith(b"%PDF")
+
+
+@pytest.mark.parametrize("body, status, says", [
+    ({}, 400, "question is required"),
+    ({"question": "   "}, 400, "question is required"),
+    ({"question": 5}, 400, "question is required"),
+    ({"question": "x" * 2001}, 400, "at most 2000"),
+    ({"question": "knotweed", "limit": 0}, 400, "limit must be a whole number from 1 to 10"),
+    ({"question": "knotweed", "limit": 11}, 400, "from 1 to 10"),
+    ({"question": "knotweed", "limit": "3"}, 400, "from 1 to 10"),
+    ({"question": "knotweed", "limit": True}, 400, "from 1 to 10"),
+    ({"question": "knotweed", "top": 3}, 400, "unknown field 'top'"),
+])
+def test_bad_bodies_name_the_field(site: Site, body: Any, status: int, says: str) -> None:
+    found, answer = site.ask(body)
+    assert found == status and answer["error"]["code"] == "invalid_parameter"
+    assert says in answer["error"]["message"]
+
+
+def test_transport_errors(site: Site) -> None:
+    assert site.ask(None, raw=b"{")[1]["error"]["code"] == "invalid_parameter"
+    assert site.ask(None, raw=b"[]")[0] == 400
+    status, body = site.ask({"question": "x"}, content_type="text/plain")
+    assert (status, body["error"]["code"]) == (415, "unsupported_media_type")
+    status, body = site.ask(None, raw=b'{"question": "' + b"x" * (1024 * 1024) + b'"}')
+    assert (status, body["error"]["code"]) == (413, "payload_too_large")
+    status, body = site.ask({"question": "knotweed"}, "species only")
+    assert (status, body["error"]["code"]) == (403, "insufficient_scope")
+
+
+def test_fednode_ask_answers_from_the_local_bundle(site: Site) -> None:
+    command = [str(Path(sys.executable).parent / "fednode"), "ask",
+               "When should knotweed stems be injected?", "--project", str(site.node.root)]
+    shown = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    assert "Stem injection of Japanese knotweed" in shown and "[1] Knotweed control guide, " \
+        "page 1 (PDF page 3)" in shown
+    hidden = subprocess.run([*command[:2], "What must a team carry for a spill?", *command[3:]],
+                            capture_output=True, text=True, check=True).stdout
+    assert "no passage" in hidden
+    granted = subprocess.run([*command[:2], "What must a team carry for a spill?",
+                              *command[3:], "--group", "sensitive"],
+                             capture_output=True, text=True, check=True).stdout
+    assert "spill kit" in granted and "Spill protocol" in granted
+
+
+def test_a_broken_pdf_or_a_missing_partner_is_a_clear_error(tmp_path: Path) -> None:
+    node = library_node(tmp_path / "node", restricted=False)
+    pdf = node.root / "content" / "library" / "guide.pdf"
+    pdf.write_bytes(b"%PDF-1.4 this is not a PDF at all")
+    with pytest.raises(ContentError) as caught:
+        build(Project(node.root))
+    problem = caught.value.problems[0]
+    assert problem.path == "content/library/guide.pdf" and "cannot read this PDF" in \
+        problem.message
+    pdf.unlink()
+    with pytest.raises(ContentError) as caught:
+        build(Project(node.root))
+    assert "needs its PDF beside it: guide.pdf" in str(caught.value.problems[0])
+    make_pdf(node.root / "content" / "library" / "orphan.pdf", ["Alone."])
+    make_pdf(pdf, GUIDE_PAGES)
+    with pytest.raises(ContentError) as caught:
+        build(Project(node.root))
+    assert "needs its record beside it: orphan.md" in str(caught.value.problems[0])
+
+
+def test_an_unchanged_pdf_is_not_read_again(tmp_path: Path) -> None:
+    node = library_node(tmp_path / "node", restricted=False)
+    build(Project(node.root))
+    pdf = node.root / "content" / "library" / "guide.pdf"
+    info = pdf.stat()
+    pdf.write_bytes(b"x" * info.st_size)  # not a PDF any more, same size and time
+    os.utime(pdf, ns=(info.st_atime_ns, info.st_mtime_ns))
+    build(Project(node.root))  # would fail if it read the file
+    shutil.rmtree(node.root / ".fednode" / "cache")
+    with pytest.raises(ContentError):
+        build(Project(node.root))
+    assert REPO.exists()
