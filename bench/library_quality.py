@@ -82,11 +82,15 @@ def main() -> None:
             print(f"| {label} | {n_yes} | {n_no} | {hit:.2f} | {precision:.2f} | "
                   f"{refused:.2f} |")
         if args.sweep:
-            print("\n| support threshold | hit rate | precision | refused |\n|---|---|---|---|")
-            for threshold in (0.30, 0.34, 0.38, 0.40, 0.42, 0.44, 0.46, 0.50, 0.55):
-                library.SUPPORT = threshold
-                hit, precision, refused, _, _ = measure(snapshot, questions, ids, ["public"])
-                print(f"| {threshold:.2f} | {hit:.2f} | {precision:.2f} | {refused:.2f} |")
+            print("\n| evidence | support | hit rate | precision | refused |\n"
+                  "|---|---|---|---|---|")
+            for evidence in (0.35, 0.40, 0.42, 0.44, 0.46, 0.48, 0.50, 0.55):
+                for support in (0.25, 0.30, 0.35):
+                    library.SUPPORT, library.EVIDENCE = support, evidence
+                    hit, precision, refused, _, _ = measure(snapshot, questions, ids,
+                                                            ["public"])
+                    print(f"| {evidence:.2f} | {support:.2f} | {hit:.2f} | {precision:.2f} | "
+                          f"{refused:.2f} |")
 
 
 if __name__ == "__main__":

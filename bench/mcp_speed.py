@@ -12,13 +12,11 @@ side. Prints p50 and p95 of each kind, and the difference of the medians."""
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -27,24 +25,9 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from builders import copy_sample  # noqa: E402
 from keyed_reads import FEDNODE, HUGE, REFERENCE, free_port  # noqa: E402
-from search_speed import wait_for  # noqa: E402
+from timing import latencies, wait_for  # noqa: E402
 
 KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"
-
-
-def timed(port: int, requests: int, method: str, path: str, body: bytes | None,
-          headers: dict[str, str]) -> list[float]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    out = []
-    for _ in range(requests):
-        started = time.perf_counter()
-        connection.request(method, path, body=body, headers=headers)
-        response = connection.getresponse()
-        response.read()
-        out.append((time.perf_counter() - started) * 1000)
-        if response.status != 200:
-            raise SystemExit(f"{method} {path}: {response.status}")
-    return out
 
 
 def main() -> None:
@@ -85,14 +68,13 @@ def main() -> None:
                     {**headers, "Content-Type": "application/json"}),
             }
             found: dict[str, list[float]] = {kind: [] for kind in kinds}
-            for spec in kinds.values():  # warm up
-                timed(spec[0], 100, spec[1], spec[2], spec[3], spec[4])
+            for port_of, *request in kinds.values():  # warm up
+                latencies(port_of, [tuple(request)] * 100)  # type: ignore[list-item]
             for round_ in range(args.rounds):
                 order = list(kinds) if round_ % 2 == 0 else list(reversed(kinds))
                 for kind in order:
-                    spec = kinds[kind]
-                    found[kind] += timed(spec[0], args.requests, spec[1], spec[2], spec[3],
-                                         spec[4])
+                    port_of, *request = kinds[kind]
+                    found[kind] += latencies(port_of, [tuple(request)] * args.requests)  # type: ignore[list-item]
         finally:
             for server in servers:
                 server.terminate()

@@ -33,6 +33,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from builders import copy_sample, multiply  # noqa: E402
 from keyed_reads import REFERENCE, free_port  # noqa: E402
+from timing import latencies, wait_for  # noqa: E402
 
 FEDNODE = str(Path(sys.executable).parent / "fednode")
 
@@ -75,32 +76,6 @@ def edit_markdown(root: Path) -> None:
                              target.read_text(), count=1))
 
 
-def wait_for(port: int) -> None:
-    for _ in range(600):
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            connection.request("GET", "/api/manifest")
-            connection.getresponse().read()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit(f"nothing answered on port {port}")
-
-
-def latencies(port: int, paths: list[str]) -> list[float]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    out = []
-    for path in paths:
-        started = time.perf_counter()
-        connection.request("GET", path)
-        response = connection.getresponse()
-        response.read()
-        out.append((time.perf_counter() - started) * 1000)
-        if response.status != 200:
-            raise SystemExit(f"{path}: {response.status}")
-    return out
-
-
 def summary(label: str, values: list[float]) -> str:
     values = sorted(values)
     p95 = values[int(len(values) * 0.95) - 1]
@@ -141,8 +116,9 @@ def main() -> None:
             for mode in ("keyword", "semantic", "hybrid"):
                 paths = [f"/api/search?q={quote(texts[n % len(texts)])}&mode={mode}"
                          for n in range(args.requests)]
-                latencies(port, paths[:20])  # warm up
-                rows.append(summary(f"fednode, {mode}", latencies(port, paths)))
+                latencies(port, [("GET", p, None, {}) for p in paths[:20]])  # warm up
+                rows.append(summary(f"fednode, {mode}",
+                                    latencies(port, [("GET", p, None, {}) for p in paths])))
                 connection = http.client.HTTPConnection("127.0.0.1", port)
                 connection.request("GET", paths[0])
                 sizes.append(len(connection.getresponse().read()))
@@ -152,10 +128,10 @@ def main() -> None:
                                           str(reference_port), str(body)])
             try:
                 wait_for(reference_port)
-                paths = ["/api/search"] * args.requests
-                latencies(reference_port, paths[:20])
+                constant = [("GET", "/api/search", None, {})] * args.requests
+                latencies(reference_port, constant[:20])
                 rows.insert(0, summary(f"aiohttp, constant {body.stat().st_size} B body",
-                                       latencies(reference_port, paths)))
+                                       latencies(reference_port, constant)))
             finally:
                 reference.terminate()
             rss = int(Path(f"/proc/{server.pid}/status").read_text().split("VmRSS:")[1]

@@ -29,7 +29,7 @@ import tantivy
 from .contract.wire import COLLECTIONS
 
 # Bump when what is indexed, or how, changes: every group is then indexed afresh.
-SEARCH_VERSION = "3"
+SEARCH_VERSION = "4"
 STATE = "state.json"  # per group: the version and the rows, in the order of VECTORS
 VECTORS = "vectors.npy"  # per group: float32 (rows, DIMENSIONS), unit length
 DIMENSIONS = 256
@@ -206,13 +206,27 @@ class Embedder:
 
 # ---- asking (sidecar side) ----------------------------------------------------------------
 
+HEADING_CHARS = 60
+_CONTINUES = tuple(",;:-–—(\"“'‘/")  # a line ending so goes on in the next
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"”’)]?\s+(?=[A-Z0-9“\"(‘'])")
 
 
 def sentences(text: str) -> list[str]:
-    """Text as sentences, with the line breaks of a PDF's layout undone."""
-    flat = " ".join(text.split())
-    return [s.strip() for s in _SENTENCE_END.split(flat) if s.strip()]
+    """Text as sentences, with the line breaks of a PDF's layout undone. A short line (a
+    heading, a paragraph's last line) ends what came before it, so a heading is a sentence
+    of its own."""
+    blocks: list[str] = []
+    current: list[str] = []
+    for line in (line.strip() for line in text.splitlines()):
+        if not line:
+            continue
+        current.append(line)
+        if len(line) < HEADING_CHARS and not line.endswith(_CONTINUES):
+            blocks.append(" ".join(current))
+            current = []
+    blocks.append(" ".join(current))
+    return [s.strip() for block in blocks for s in _SENTENCE_END.split(" ".join(block.split()))
+            if s.strip()]
 
 
 def words(text: str) -> list[str]:

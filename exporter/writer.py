@@ -178,7 +178,8 @@ class Release:
             else:
                 folder = destination.rpartition("/")[0]
                 if folder not in made:
-                    os.makedirs(folder, exist_ok=True)
+                    os.makedirs(folder, mode=0o700 if tree == "bundle" else 0o777,
+                                exist_ok=True)
                     made.add(folder)
             if previous.get(item.path) == item.fingerprint:
                 try:

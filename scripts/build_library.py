@@ -86,16 +86,16 @@ class SourceError(Exception):
 def parse(path: Path) -> Source:
     lines = path.read_text("utf-8").splitlines()
     header: dict[str, str] = {}
-    n = 0
-    while n < len(lines) and not PAGE_MARK.match(lines[n]):
-        text = lines[n].strip()
+    start = 0
+    while start < len(lines) and not PAGE_MARK.match(lines[start]):
+        text = lines[start].strip()
         if text:
             m = HEADER_LINE.match(text)
             if not m:
-                raise SourceError(f"{path.name}:{n + 1}: expected `key: value` before the "
+                raise SourceError(f"{path.name}:{start + 1}: expected `key: value` before the "
                                   f"first page, found {text!r}")
             header[m.group(1)] = m.group(2).strip()
-        n += 1
+        start += 1
     for key in ("title", "authors", "year"):
         if not header.get(key):
             raise SourceError(f"{path.name}: the header needs `{key}:`")
@@ -107,7 +107,7 @@ def parse(path: Path) -> Source:
             pages[-1].blocks.append(("p", " ".join(paragraph)))
             paragraph.clear()
 
-    for n in range(n, len(lines)):
+    for n in range(start, len(lines)):
         raw = lines[n]
         m = PAGE_MARK.match(raw)
         if m:
@@ -166,8 +166,8 @@ def register_fonts() -> None:
 
 
 def styles() -> dict[str, ParagraphStyle]:
-    body = ParagraphStyle("body", fontName="Vera", fontSize=10.2, leading=14.6,
-                          textColor=INK, spaceAfter=6.5, hyphenationLang="",
+    body = ParagraphStyle("body", fontName="Vera", fontSize=11, leading=16,
+                          textColor=INK, spaceAfter=7, hyphenationLang="",
                           embeddedHyphenation=0, uriWasteReduce=0)
     return {
         "p": body,
@@ -272,10 +272,10 @@ def check(source: Source, out: Path) -> list[str]:
         problems.append(f"{len(reader.pages)} PDF pages for {len(source.pages)} source pages")
     if list(reader.page_labels) != labels:
         problems.append(f"page labels {list(reader.page_labels)} != {labels}")
-    meta = reader.metadata or {}
+    meta: dict[str, object] = dict(reader.metadata or {})
     if meta.get("/Title") != source.title or meta.get("/Author") != source.authors:
         problems.append(f"metadata {meta.get('/Title')!r} / {meta.get('/Author')!r}")
-    for page, pdf_page in zip(source.pages, reader.pages):
+    for page, pdf_page in zip(source.pages, reader.pages, strict=False):
         text = _flat(pdf_page.extract_text() or "")
         for _, block in page.blocks:
             if _flat(plain(block)) not in text:

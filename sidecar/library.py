@@ -8,6 +8,7 @@ line breaks undone), so a reader can find it at `url` (`…pdf#page=N`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,9 +23,11 @@ from .store import Snapshot
 PASSAGES = 8  # passages whose sentences are weighed
 DEPTH = 20  # passages each side of retrieval brings, per group
 # A sentence supports the question when its score reaches this (0..1: half the share of the
-# question's words it holds, half its closeness in meaning). Calibrated on
+# question's words it holds, each weighted by how rare it is in the library, half its
+# closeness in meaning). Calibrated on
 # bench/library_judged.json with bench/library_quality.py: see docs/library.md.
-SUPPORT = 0.42
+SUPPORT = 0.30
+EVIDENCE = 0.40  # the question is answered only if the best passage reaches this
 NO_ANSWER = ("The library holds no passage that answers this question; try other words, or "
              "ask about what its documents cover (GET /api/resources lists them).")
 
@@ -62,7 +65,10 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
     for candidate in found[:PASSAGES]:
         passage = by_name[candidate.group].rows[candidate.row]
         quotes += [(sentence, passage) for sentence in search.sentences(str(passage[3]))]
-    chosen = _support(quotes, terms, vector, limit)
+    weights = _weights(indexes, terms)
+    chosen = _support(quotes, weights, vector, limit) if _evidence(
+        [by_name[c.group].rows[c.row] for c in found[:PASSAGES]], weights,
+        [c for c in found[:PASSAGES]], by_name, vector) >= EVIDENCE else []
     if not chosen:
         return {"question": question, "answer": None, "citations": [], "grounded": False,
                 "message": NO_ANSWER}
@@ -77,22 +83,52 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
     return {"question": question, "answer": text, "citations": citations, "grounded": True}
 
 
-def _support(quotes: list[tuple[str, list[Any]]], terms: set[str], vector: np.ndarray,
-             limit: int) -> list[tuple[str, list[Any], float]]:
+def _evidence(passages: list[list[Any]], weights: dict[str, float],
+              candidates: list[Candidate], by_name: dict[str, search.Passages],
+              vector: np.ndarray) -> float:
+    """How well the library covers the question: for the best passage, half the weighted
+    share of the question's words it holds, half its closeness in meaning."""
+    whole = sum(weights.values())
+    if not whole:
+        return 0.0
+    best = 0.0
+    for passage, candidate in zip(passages, candidates, strict=True):
+        share = sum(weights[t] for t in set(search.stems(str(passage[3]))) if t in weights)
+        closeness = float(by_name[candidate.group].vectors[candidate.row] @ vector)
+        best = max(best, 0.5 * share / whole + 0.5 * max(0.0, closeness))
+    return best
+
+
+def _weights(indexes: list[search.Passages], terms: set[str]) -> dict[str, float]:
+    """How much each of the question's words tells (BM25's inverse document frequency over
+    the passages this caller may read): a word the library never uses weighs the most, and
+    a sentence without it supports the question little."""
+    total = sum(len(group.rows) for group in indexes)
+    weights = {}
+    for term in terms:
+        found = sum(group.searcher.doc_freq("text", term) for group in indexes)
+        weights[term] = math.log(1 + (total - found + 0.5) / (found + 0.5))
+    return weights
+
+
+def _support(quotes: list[tuple[str, list[Any]]], weights: dict[str, float],
+             vector: np.ndarray, limit: int) -> list[tuple[str, list[Any], float]]:
     """The best `limit` sentences that reach SUPPORT, best first, each once."""
-    if not quotes or not terms:
+    whole = sum(weights.values())
+    if not quotes or not whole:
         return []
     unique = list(dict.fromkeys(sentence for sentence, _ in quotes))
     closeness = search.Embedder.embed(unique) @ vector
     score_of = {}
     for sentence, close in zip(unique, closeness, strict=True):
-        share = len(terms & set(search.stems(sentence))) / len(terms)
+        share = sum(weights[t] for t in set(search.stems(sentence)) if t in weights) / whole
         score_of[sentence] = 0.5 * share + 0.5 * max(0.0, float(close))
     seen: set[str] = set()
     ranked = []
     for sentence, row in sorted(quotes, key=lambda q: -score_of[q[0]]):
-        if sentence in seen or score_of[sentence] < SUPPORT or len(sentence) < 20:
-            continue
+        if sentence in seen or score_of[sentence] < SUPPORT or len(sentence) < 20 or \
+                not sentence.rstrip("\"”’)").endswith((".", "!", "?")):
+            continue  # a heading, a caption, a fragment: not a statement to quote
         seen.add(sentence)
         ranked.append((sentence, row, score_of[sentence]))
         if len(ranked) == limit:

@@ -28,10 +28,11 @@ from typing import Any
 from aiohttp import web
 
 from exporter import __version__
-from exporter.contract.wire import BODY_LIMIT, encode
+from exporter.contract.wire import encode
 
 from . import service, tools
-from .errors import APIError, InvalidParameter, NotFound, PayloadTooLarge, UnsupportedMediaType
+from .errors import APIError, InvalidParameter, NotFound
+from .params import read_body
 from .store import Store
 
 MODERN = ("2026-07-28",)
@@ -75,7 +76,7 @@ async def handle(request: web.Request, store: Store, caller: service.Caller,
         raise OriginNotAllowed(f"this node's tool interface does not accept calls from the "
                                f"web page at {origin[:80]!r}; the node's operator can allow it "
                                f"in content/node.toml (mcp_origins)")
-    raw = await _read(request)
+    raw = await read_body(request)
     try:
         body = json.loads(raw)
     except (ValueError, RecursionError) as exc:
@@ -99,19 +100,6 @@ async def handle(request: web.Request, store: Store, caller: service.Caller,
 
 class OriginNotAllowed(APIError):
     status, code = 403, "origin_not_allowed"
-
-
-async def _read(request: web.Request) -> bytes:
-    if request.content_type != "application/json":
-        raise UnsupportedMediaType(f"send the body as JSON with 'Content-Type: "
-                                   f"application/json', not {request.content_type!r}")
-    if request.content_length is not None and request.content_length > BODY_LIMIT:
-        raise PayloadTooLarge(f"the body is {request.content_length} bytes; the limit is "
-                              f"{BODY_LIMIT}")
-    try:
-        return await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise PayloadTooLarge(f"the body is over the limit of {BODY_LIMIT} bytes") from None
 
 
 def _message(body: Any) -> Message:

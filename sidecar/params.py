@@ -79,8 +79,8 @@ def timestamp(param: Param, raw: str) -> str:
     return format_time(moment)
 
 
-async def read_json_body(request: web.Request) -> dict[str, Any]:
-    """The JSON object a POST endpoint takes."""
+async def read_body(request: web.Request) -> bytes:
+    """A POST body's bytes: JSON by its Content-Type (415), at most BODY_LIMIT (413)."""
     if request.content_type != "application/json":
         raise UnsupportedMediaType(f"send the body as JSON with 'Content-Type: "
                                    f"application/json', not {request.content_type!r}")
@@ -93,6 +93,12 @@ async def read_json_body(request: web.Request) -> dict[str, Any]:
         raise PayloadTooLarge(f"the body is over the limit of {BODY_LIMIT} bytes") from None
     if len(raw) > BODY_LIMIT:
         raise PayloadTooLarge(f"the body is over the limit of {BODY_LIMIT} bytes")
+    return raw
+
+
+async def read_json_body(request: web.Request) -> dict[str, Any]:
+    """The JSON object a POST endpoint takes."""
+    raw = await read_body(request)
     try:
         body = json.loads(raw)
     except (ValueError, RecursionError) as exc:

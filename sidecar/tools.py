@@ -44,7 +44,7 @@ class Tool:
     input_schema: dict[str, Any]
     output_schema: dict[str, Any]
     run: Callable[[Store, service.Caller, dict[str, Any]], Awaitable[Any]]
-
+    scope: str | None = None  # the scope the same read over REST needs
     def listing(self) -> dict[str, Any]:
         return {"name": self.name, "title": self.title, "description": self.description,
                 "inputSchema": self.input_schema, "outputSchema": self.output_schema,
@@ -106,7 +106,7 @@ def _getter(collection: str, noun: str) -> Tool:
             "limit": {"type": "integer", "minimum": 1, "maximum": LIST_LIMIT_MAX,
                       "default": TOOL_LIMIT_DEFAULT, "description": "records to return"},
         }, []),
-        output_schema=_RECORDS_OUT, run=run)
+        output_schema=_RECORDS_OUT, run=run, scope="read")
 
 
 def _tool_of(collection: str) -> str:
@@ -181,7 +181,7 @@ TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
                                                        "items": {"type": "string"}},
                                        "items": {"type": "array", "items": _SEARCH_ITEM},
                                        "counts": {"type": "object"}}},
-         run=_search),
+         run=_search, scope="search"),
     _getter("species", "species"),
     _getter("treatments", "treatment (control method)"),
     _getter("resources", "resource (pages, documents, links, datasets, events)"),
@@ -207,6 +207,11 @@ class Outcome:
 async def call(store: Store, caller: service.Caller, name: str,
                arguments: dict[str, Any]) -> Outcome:
     """Run one tool for this caller (the tool is known: the protocol layer checked)."""
+    scope = TOOLS[name].scope
+    if scope and caller.key is not None and scope not in caller.key.scopes:
+        return Outcome(None, f"insufficient_scope: {name} reads what GET needs the {scope!r} "
+                             f"scope for, and this key lacks it; ask the node's operator for "
+                             f"a key with the scopes mcp and {scope}", True)
     try:
         found = await TOOLS[name].run(store, caller, arguments)
     except ToolError as exc:

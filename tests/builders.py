@@ -88,7 +88,8 @@ def copy_sample(destination: Path) -> Path:
 def multiply(content: Path, count: int) -> int:
     """Add `count` synthetic records cloned from the sample's public Markdown records, each
     with a fresh id and a distinct title, spread over the collections like the sample."""
-    templates = [p for p in sorted(content.glob("*/*.md")) if "access =" not in p.read_text()]
+    templates = [p for p in sorted(content.glob("*/*.md"))
+                 if "access =" not in p.read_text() and p.parent.name != "library"]
     written = 0
     for n in range(count):
         template = templates[n % len(templates)]

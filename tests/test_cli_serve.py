@@ -47,8 +47,8 @@ def test_export_then_serve_answers_with_the_static_bytes(tmp_path: Path) -> None
     assert missing.returncode == 1 and "Run `fednode export` first" in missing.stderr
     export = subprocess.run([*FEDNODE, "export", "--project", str(root)], env=ENV,
                             capture_output=True, text=True, timeout=120, check=True)
-    assert export.stdout.startswith("exported species 42, resources 17, treatments 13, "
-                                    "germination 18, team 7; 9 restricted kept private;")
+    assert export.stdout.startswith("exported species 42, resources 21, treatments 13, "
+                                    "germination 18, team 7; 10 restricted kept private;")
     port = free_port()
     server = subprocess.Popen([*FEDNODE, "serve", "--project", str(root), "--port", str(port)],
                               env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

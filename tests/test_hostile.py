@@ -40,7 +40,7 @@ def restricted(hostile_root: Path) -> list[str]:
     rows = duckdb.sql(f"SELECT id FROM read_parquet("
                       f"'{hostile_root}/.fednode/bundle/records.parquet') "
                       "WHERE access <> 'public'").fetchall()
-    assert len(rows) == 9
+    assert len(rows) == 10
     return [row[0] for row in rows]
 
 

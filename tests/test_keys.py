@@ -52,8 +52,8 @@ def keyed(node: Node, export: Callable[..., BuildReport]) -> KeyedNode:
     node.write("species", "knotweed", plant)
     make_pdf(node.root / "content" / "library" / "secret.pdf", [f"The {SECRET_TEXT}."])
     (node.root / "content" / "library" / "secret.md").write_text(record_text(
-        {"id": LIBRARY_DOC, "title": "Partner notes", "kind": "document", "summary": "Notes for partner teams.",
-         "access": "partners"}))
+        {"id": LIBRARY_DOC, "title": "Partner notes", "kind": "document",
+         "summary": "Notes for partner teams.", "access": "partners"}))
     export(node.root)
     tokens, ids = {}, {}
     for state, grants in {

@@ -37,6 +37,8 @@ class Node:
             "plain": issue_key(root, "plain")[0],
             "species only": issue_key(root, "species only", collections=["species"])[0],
             "no mcp": issue_key(root, "no mcp", scopes=["read", "search"])[0],
+            "mcp alone": issue_key(root, "mcp alone", scopes=["mcp"])[0],
+            "mcp and read": issue_key(root, "mcp and read", scopes=["mcp", "read"])[0],
         }
         self.server = ServerThread(app_for(root, anonymous_rate=0))
         self.url = self.server.__enter__().url
@@ -355,3 +357,18 @@ def test_origins_allowed_in_node_toml(tmp_path: Path) -> None:
                     assert response.status == status
             except urllib.error.HTTPError as error:
                 assert error.code == status
+
+
+async def test_a_tool_needs_the_scope_its_rest_read_needs(node: Node) -> None:
+    """mcp opens the interface; each tool also needs the scope of the same read over REST."""
+    assert not (await tool(node, "mcp alone", "node_info", {}))["isError"]
+    for key, name, arguments, allowed in (
+            ("mcp alone", "search", {"query": "knotweed"}, False),
+            ("mcp alone", "get_species", {}, False),
+            ("mcp and read", "get_species", {}, True),
+            ("mcp and read", "search", {"query": "knotweed"}, False)):
+        result = await tool(node, key, name, arguments)
+        assert result["isError"] is not allowed, (key, name)
+        if not allowed:
+            assert "insufficient_scope" in result["content"][0]["text"]
+    assert node.rest("/api/search?q=knotweed", "mcp and read")[0] == 403
