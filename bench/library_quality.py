@@ -9,8 +9,8 @@ the judged questions of bench/library_judged.json over the bundled sample's libr
 - refusals: of the questions the library cannot answer, the share refused (no answer).
 Questions answerable only from a restricted document count as unanswerable for a caller
 without its group (the first table), and as answerable for one with it (the second).
-`--sweep` prints the three figures for a range of support thresholds (how SUPPORT in
-sidecar/library.py was chosen)."""
+`--sweep` prints the three figures for a range of evidence thresholds and weights (how
+EVIDENCE and EVIDENCE_WORDS in sidecar/library.py were chosen)."""
 
 from __future__ import annotations
 
@@ -82,14 +82,14 @@ def main() -> None:
             print(f"| {label} | {n_yes} | {n_no} | {hit:.2f} | {precision:.2f} | "
                   f"{refused:.2f} |")
         if args.sweep:
-            print("\n| evidence | support | hit rate | precision | refused |\n"
+            print("\n| words' weight | evidence | hit rate | precision | refused |\n"
                   "|---|---|---|---|---|")
-            for evidence in (0.35, 0.40, 0.42, 0.44, 0.46, 0.48, 0.50, 0.55):
-                for support in (0.25, 0.30, 0.35):
-                    library.SUPPORT, library.EVIDENCE = support, evidence
+            for words in (0.15, 0.3, 0.5, 0.7):
+                for evidence in (0.35, 0.40, 0.43, 0.45, 0.50):
+                    library.EVIDENCE_WORDS, library.EVIDENCE = words, evidence
                     hit, precision, refused, _, _ = measure(snapshot, questions, ids,
                                                             ["public"])
-                    print(f"| {evidence:.2f} | {support:.2f} | {hit:.2f} | {precision:.2f} | "
+                    print(f"| {words:.2f} | {evidence:.2f} | {hit:.2f} | {precision:.2f} | "
                           f"{refused:.2f} |")
 
 

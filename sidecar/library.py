@@ -27,7 +27,8 @@ DEPTH = 20  # passages each side of retrieval brings, per group
 # closeness in meaning). Calibrated on
 # bench/library_judged.json with bench/library_quality.py: see docs/library.md.
 SUPPORT = 0.30
-EVIDENCE = 0.40  # the question is answered only if the best passage reaches this
+EVIDENCE = 0.43  # the question is answered only if the best passage reaches this
+EVIDENCE_WORDS = 0.3  # the weight of words in the evidence; the rest is meaning
 NO_ANSWER = ("The library holds no passage that answers this question; try other words, or "
              "ask about what its documents cover (GET /api/resources lists them).")
 
@@ -86,8 +87,8 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
 def _evidence(passages: list[list[Any]], weights: dict[str, float],
               candidates: list[Candidate], by_name: dict[str, search.Passages],
               vector: np.ndarray) -> float:
-    """How well the library covers the question: for the best passage, half the weighted
-    share of the question's words it holds, half its closeness in meaning."""
+    """How well the library covers the question: for the best passage, the weighted share
+    of the question's words it holds and its closeness in meaning, weighed together."""
     whole = sum(weights.values())
     if not whole:
         return 0.0
@@ -95,7 +96,8 @@ def _evidence(passages: list[list[Any]], weights: dict[str, float],
     for passage, candidate in zip(passages, candidates, strict=True):
         share = sum(weights[t] for t in set(search.stems(str(passage[3]))) if t in weights)
         closeness = float(by_name[candidate.group].vectors[candidate.row] @ vector)
-        best = max(best, 0.5 * share / whole + 0.5 * max(0.0, closeness))
+        best = max(best, EVIDENCE_WORDS * share / whole +
+                   (1 - EVIDENCE_WORDS) * max(0.0, closeness))
     return best
 
 
