@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from . import bundle_writer, library, search_index
+from . import bundle_writer, library, openapi, search_index
 from .cache import Cache, SortKey
 from .config import NodeConfig, Project, load_node_config
 from .content import SourceRecord, discover, read
@@ -30,6 +30,7 @@ from .contract.feed import (
 from .contract.wire import (
     COLLECTIONS,
     LIST_LIMIT_DEFAULT,
+    encode,
     format_time,
     list_page,
     parse_time,
@@ -222,9 +223,12 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     manifest_bytes = manifest(node, known, dict(report.public), changes.updated_at,
                               sync_section)
     schema_bytes = schema_document(known)
+    openapi_bytes = encode(openapi.document(node, known))
     index_bytes = index_html(node, known, dict(report.public))
 
     site = [*_static_files(node, public, manifest_bytes, schema_bytes, index_bytes),
+            constant("api/openapi.json", openapi_bytes,
+                     hashlib.sha256(openapi_bytes).hexdigest()),
             *sync_files, *library.published(content.documents)]
     report.site = _write(release, "site", site, "writing site", progress)
     checkpoint("site")
@@ -238,7 +242,8 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     progress("writing bundle", 0, len(rendered))
     private = [*library.private(content.documents), *bundle_writer.bundle_files(
         node_id=node.id, base_url=node.base_url, sidecar_url=node.sidecar_url,
-        manifest=manifest_bytes, schema=schema_bytes, index=index_bytes, changes=changes.body,
+        manifest=manifest_bytes, schema=schema_bytes, openapi=openapi_bytes, index=index_bytes,
+        changes=changes.body,
         records=bundle_writer.records_table(rendered, _positions(rendered), previous),
         events=bundle_writer.events_table(ledger.events), search=search,
         origins=node.allowed_origins)]

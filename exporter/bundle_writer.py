@@ -19,6 +19,7 @@ from .contract.bundle import (
     INDEX,
     MANIFEST,
     META,
+    OPENAPI,
     RECORD_COLUMNS,
     RECORDS,
     SCHEMA,
@@ -74,9 +75,10 @@ def _parquet(columns: dict[str, list[Any]], schema: pa.Schema) -> bytes:
 
 
 def bundle_files(*, node_id: str, base_url: str, sidecar_url: str, manifest: bytes,
-                 schema: bytes, index: bytes, changes: bytes, records: bytes, events: bytes,
-                 search: str, origins: list[str]) -> Iterator[OutputFile]:
-    files = ((MANIFEST, manifest), (SCHEMA, schema), (INDEX, index), (CHANGES, changes),
+                 schema: bytes, openapi: bytes, index: bytes, changes: bytes, records: bytes,
+                 events: bytes, search: str, origins: list[str]) -> Iterator[OutputFile]:
+    files = ((MANIFEST, manifest), (SCHEMA, schema), (OPENAPI, openapi), (INDEX, index),
+             (CHANGES, changes),
              (RECORDS, records), (EVENTS, events))
     digest = hashlib.sha256()
     for _, data in files:

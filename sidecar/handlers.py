@@ -56,6 +56,10 @@ async def schema(request: web.Request, query: dict[str, Any]) -> web.Response:
     return open_response(request, await service.document(request.app[STORE], "schema"))
 
 
+async def openapi(request: web.Request, query: dict[str, Any]) -> web.Response:
+    return open_response(request, await service.document(request.app[STORE], "openapi"))
+
+
 async def list_records(request: web.Request, query: dict[str, Any]) -> web.Response:
     body = await service.list_records(
         request.app[STORE], request[CALLER], request.match_info["collection"],
@@ -98,7 +102,7 @@ async def search(request: web.Request, query: dict[str, Any]) -> web.Response:
         raise InvalidParameter("q is required: the words to search for, e.g. ?q=knotweed")
     return json_response(await service.search(
         request.app[STORE], request[CALLER], text=text, collections=query["collections"],
-        limit=query["limit"], mode=query["mode"] or "hybrid"))
+        limit=query["limit"], mode="hybrid" if query["mode"] is None else query["mode"]))
 
 
 async def tool_interface(request: web.Request, query: dict[str, Any]) -> web.Response:
@@ -117,11 +121,13 @@ async def ask(request: web.Request, query: dict[str, Any]) -> web.Response:
     if not isinstance(question, str) or not question.split():
         raise InvalidParameter("question is required: the question to answer, as text, e.g. "
                                "{\"question\": \"When should knotweed be injected?\"}")
-    question = " ".join(question.split())
     if len(question) > QUESTION_MAX:
         raise InvalidParameter(f"question is {len(question)} characters long; shorten it to at "
                                f"most {QUESTION_MAX}")
+    question = " ".join(question.split())
     limit = body.get("limit", ASK_LIMIT_DEFAULT)
+    if isinstance(limit, float) and limit.is_integer():
+        limit = int(limit)  # 3.0 is the number 3, as JSON Schema's integer says
     if isinstance(limit, bool) or not isinstance(limit, int) or \
             not 1 <= limit <= ASK_LIMIT_MAX:
         raise InvalidParameter(f"limit must be a whole number from 1 to {ASK_LIMIT_MAX}, got "
@@ -157,7 +163,7 @@ HANDLERS: dict[str, Adapter] = {
     "index": index, "manifest": manifest, "schema": schema, "key": key, "changes": changes,
     "sync_changes": sync_changes, "sync_snapshot": sync_snapshot, "list": list_records,
     "record": read_record, "search": search, "mcp": tool_interface, "ask": ask,
-    "library_file": library_file,
+    "library_file": library_file, "openapi": openapi,
 }
 
 

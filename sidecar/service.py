@@ -8,8 +8,6 @@ together). REST handlers are thin adapters over these functions; so will the MCP
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -155,10 +153,11 @@ async def snapshot_file(store: Store, caller: Caller, collection: str, offset: i
     return body
 
 
-async def document(store: Store, name: Literal["manifest", "schema", "index"]) -> bytes:
+async def document(store: Store, name: Literal["manifest", "schema", "openapi", "index"]
+                   ) -> bytes:
     """One of the node's open documents, as exported (the same for every caller)."""
     snapshot = await store.current()
-    return {"manifest": snapshot.manifest, "schema": snapshot.schema,
+    return {"manifest": snapshot.manifest, "schema": snapshot.schema, "openapi": snapshot.openapi,
             "index": snapshot.index}[name]
 
 
@@ -196,23 +195,19 @@ _CURSOR = re.compile(f"({TIME_PATTERN})\\|([a-z]{{1,20}})\\|({UUID_PATTERN})")
 
 @dataclass(frozen=True)
 class Position:
-    """Where a page of the feed starts: after this item. Opaque to clients."""
+    """Where a page of the feed starts: after this item, written `at|collection|id`. Clients
+    pass it back as the `next` link gives it."""
 
     at: str
     collection: str
     id: str
 
     def encode(self) -> str:
-        text = f"{self.at}|{self.collection}|{self.id}"
-        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+        return f"{self.at}|{self.collection}|{self.id}"
 
     @classmethod
     def decode(cls, token: str) -> Position:
-        try:
-            text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("ascii")
-        except (binascii.Error, ValueError):
-            text = ""
-        found = _CURSOR.fullmatch(text)
+        found = _CURSOR.fullmatch(token)
         if found is None or found.group(2) not in COLLECTIONS:
             raise InvalidParameter("cursor is not one this node gave; follow the `next` link "
                                    "as it is, or start again from `since`")
@@ -252,7 +247,7 @@ async def changes(store: Store, caller: Caller, *, since: str, limit: int,
         last = rows[-1]
         limit_part = f"&limit={limit}" if limit != CHANGES_LIMIT_DEFAULT else ""
         next_url = (f"{base}/api/changes?since={quote(since, safe=':')}{limit_part}"
-                    f"&cursor={Position(last.at, last.collection, last.id).encode()}")
+                    f"&cursor={quote(Position(last.at, last.collection, last.id).encode())}")
     return {
         "items": [{"collection": row.collection, "id": row.id,
                    "op": "upsert" if row.visible else "delete", "updated_at": row.at,
@@ -268,12 +263,12 @@ async def search(store: Store, caller: Caller, *, text: str, collections: str | 
                  limit: int, mode: str) -> dict[str, Any]:
     """Search what this caller may read: the indexes of its groups, within its collections
     (a named collection outside the key's limits is 403, as on lists)."""
-    text = " ".join(text.split())
-    if not text:
-        raise InvalidParameter("q is empty; give the words to search for, e.g. ?q=knotweed")
     if len(text) > SEARCH_QUERY_MAX:
         raise InvalidParameter(f"q is {len(text)} characters long; shorten it to at most "
                                f"{SEARCH_QUERY_MAX}")
+    text = " ".join(text.split())
+    if not text:
+        raise InvalidParameter("q is empty; give the words to search for, e.g. ?q=knotweed")
     if mode not in searching.MODES:
         raise InvalidParameter(f"mode must be one of {', '.join(searching.MODES)}, got "
                                f"{mode[:40]!r}")

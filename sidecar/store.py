@@ -59,6 +59,7 @@ class Snapshot:
             self.stamp = meta_path.stat().st_mtime_ns
             self.manifest = (path / bundle.MANIFEST).read_bytes()
             self.schema = (path / bundle.SCHEMA).read_bytes()
+            self.openapi = (path / bundle.OPENAPI).read_bytes()
             self.index = (path / bundle.INDEX).read_bytes()
             self.public_changes = (path / bundle.CHANGES).read_bytes()
         except (OSError, bundle.BundleError) as exc:

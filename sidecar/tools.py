@@ -124,7 +124,7 @@ async def _search(store: Store, caller: service.Caller, arguments: dict[str, Any
     if query is None or not query.split():
         raise ToolError("query is required and may not be empty: the words to search for, "
                         "e.g. {\"query\": \"japanese knotweed control\"}")
-    if len(" ".join(query.split())) > SEARCH_QUERY_MAX:
+    if len(query) > SEARCH_QUERY_MAX:
         raise ToolError(f"query is too long; shorten it to at most {SEARCH_QUERY_MAX} "
                         f"characters")
     collections = arguments.get("collections")

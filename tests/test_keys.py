@@ -112,7 +112,7 @@ def requests_for(endpoint: Endpoint, hidden_id: str) -> list[tuple[str, str]]:
 # in its path or its query, or the answer covers every collection).
 PROMISES: dict[str, tuple[bool, str | None, str | None]] = {
     "index": (False, None, None), "manifest": (False, None, None),
-    "schema": (False, None, None), "key": (True, None, None),
+    "schema": (False, None, None), "openapi": (False, None, None), "key": (True, None, None),
     "changes": (True, "changes", None), "sync_changes": (False, "read", "all"),
     "sync_snapshot": (False, "read", "path"), "search": (False, "search", "path"),
     "mcp": (True, "mcp", None), "ask": (True, "library", "all"),

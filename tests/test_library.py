@@ -173,6 +173,7 @@ def test_pdfs_are_published_or_served_only_to_those_who_may_read_them(site: Site
     ({"question": "knotweed", "limit": 0}, 400, "limit must be a whole number from 1 to 10"),
     ({"question": "knotweed", "limit": 11}, 400, "from 1 to 10"),
     ({"question": "knotweed", "limit": "3"}, 400, "from 1 to 10"),
+    ({"question": "knotweed", "limit": 2.5}, 400, "from 1 to 10"),
     ({"question": "knotweed", "limit": True}, 400, "from 1 to 10"),
     ({"question": "knotweed", "top": 3}, 400, "unknown field 'top'"),
 ])

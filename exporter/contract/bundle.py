@@ -3,8 +3,9 @@ sidecar (which reads it). It lives under `.fednode/bundle/`, never under `site_o
 holds restricted records, so its folder is 0700 and its files 0600.
 
 - `meta.json`     `Meta`: format version, build id, node id, base and sidecar URLs
-- `manifest.json` `schema.json` `index.html` `changes.ndjson`: the exact bytes of the static
-  files `api/manifest.json`, `api/schema.json`, `index.html` and `api/sync/changes.ndjson`
+- `manifest.json` `schema.json` `openapi.json` `index.html` `changes.ndjson`: the exact bytes
+  of the static files `api/manifest.json`, `api/schema.json`, `api/openapi.json`,
+  `index.html` and `api/sync/changes.ndjson`
 - `records.parquet` one row per live record (public and restricted), `RECORD_COLUMNS`
 - `events.parquet` the ledger, one row per `feed.Event`, `EVENT_COLUMNS`
 - `search/<group>/` the search index of one access group's records (`exporter.search`):
@@ -24,6 +25,7 @@ FORMAT = 3
 META = "meta.json"
 MANIFEST = "manifest.json"
 SCHEMA = "schema.json"
+OPENAPI = "openapi.json"
 INDEX = "index.html"
 CHANGES = "changes.ndjson"
 RECORDS = "records.parquet"

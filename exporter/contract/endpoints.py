@@ -69,6 +69,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              capability="manifest", public=True),
     Endpoint("schema", "GET", "/api/schema", "open", None, JSON,
              "JSON Schema of every collection", capability="schema", public=True),
+    Endpoint("openapi", "GET", "/api/openapi.json", "open", None, JSON,
+             "OpenAPI 3.1 description of this API", capability="openapi", public=True),
     Endpoint("key", "GET", "/api/keys/me", "keyed", None, JSON,
              "What the calling key holds", capability="keys"),
     Endpoint("changes", "GET", "/api/changes", "keyed", "changes", JSON,
