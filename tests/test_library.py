@@ -26,6 +26,8 @@ from builders import (
     record_text,
     species,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from exporter.build import build
 from exporter.config import Project
@@ -241,3 +243,26 @@ def test_an_unchanged_pdf_is_not_read_again(tmp_path: Path) -> None:
     with pytest.raises(ContentError):
         build(Project(node.root))
     assert REPO.exists()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cuts=st.lists(st.tuples(st.integers(0, 10**6), st.binary(min_size=0, max_size=8)),
+                     min_size=1, max_size=6), keep=st.integers(20, 10**6))
+def test_a_damaged_pdf_is_an_error_or_an_export_never_a_crash(
+        cuts: list[tuple[int, bytes]], keep: int) -> None:
+    """Bytes overwritten anywhere, the file cut short: the export either reads the PDF or
+    stops with `content/library/guide.pdf: cannot read this PDF: ...`."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        node = library_node(Path(folder) / "node", restricted=False)
+        pdf = node.root / "content" / "library" / "guide.pdf"
+        data = bytearray(pdf.read_bytes())
+        for at, patch in cuts:
+            at %= len(data)
+            data[at:at + len(patch)] = patch
+        pdf.write_bytes(bytes(data[:keep]))
+        try:
+            build(Project(node.root))
+        except ContentError as exc:
+            assert exc.problems[0].path == "content/library/guide.pdf"
+            assert "cannot read this PDF" in exc.problems[0].message
