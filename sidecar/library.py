@@ -55,21 +55,22 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
     found: list[Candidate] = []
     for group in indexes:
         keyword = group.keyword(list(terms), DEPTH)
-        best = keyword[0][1] if keyword else 1.0
-        scores: dict[int, float] = {row: 0.5 * score / best for row, score in keyword}
+        top = keyword[0][1] if keyword else 1.0
+        scores: dict[int, float] = {row: 0.5 * score / top for row, score in keyword}
         for row, closeness in group.semantic(vector, DEPTH):
             scores[row] = scores.get(row, 0.0) + 0.5 * max(0.0, closeness)
         found += [Candidate(group.name, row, score) for row, score in scores.items()]
     found.sort(key=lambda c: (-c.score, c.group, c.row))
+    passages = found[:PASSAGES]
     by_name = {group.name: group for group in indexes}
-    quotes: list[tuple[str, list[Any]]] = []
-    for candidate in found[:PASSAGES]:
-        passage = by_name[candidate.group].rows[candidate.row]
-        quotes += [(sentence, passage) for sentence in search.sentences(str(passage[3]))]
     weights = _weights(indexes, terms)
-    chosen = _support(quotes, weights, vector, limit) if _evidence(
-        [by_name[c.group].rows[c.row] for c in found[:PASSAGES]], weights,
-        [c for c in found[:PASSAGES]], by_name, vector) >= EVIDENCE else []
+    chosen = []
+    if _evidence(passages, by_name, weights, vector) >= EVIDENCE:
+        quotes: list[tuple[str, list[Any]]] = []
+        for candidate in passages:
+            passage = by_name[candidate.group].rows[candidate.row]
+            quotes += [(sentence, passage) for sentence in search.sentences(str(passage[3]))]
+        chosen = _support(quotes, weights, vector, limit)
     if not chosen:
         return {"question": question, "answer": None, "citations": [], "grounded": False,
                 "message": NO_ANSWER}
@@ -84,18 +85,19 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
     return {"question": question, "answer": text, "citations": citations, "grounded": True}
 
 
-def _evidence(passages: list[list[Any]], weights: dict[str, float],
-              candidates: list[Candidate], by_name: dict[str, search.Passages],
-              vector: np.ndarray) -> float:
+def _evidence(candidates: list[Candidate], by_name: dict[str, search.Passages],
+              weights: dict[str, float], vector: np.ndarray) -> float:
     """How well the library covers the question: for the best passage, the weighted share
     of the question's words it holds and its closeness in meaning, weighed together."""
     whole = sum(weights.values())
     if not whole:
         return 0.0
     best = 0.0
-    for passage, candidate in zip(passages, candidates, strict=True):
-        share = sum(weights[t] for t in set(search.stems(str(passage[3]))) if t in weights)
-        closeness = float(by_name[candidate.group].vectors[candidate.row] @ vector)
+    for candidate in candidates:
+        group = by_name[candidate.group]
+        passage = str(group.rows[candidate.row][3])
+        share = sum(weights[t] for t in set(search.stems(passage)) if t in weights)
+        closeness = float(group.vectors[candidate.row] @ vector)
         best = max(best, EVIDENCE_WORDS * share / whole +
                    (1 - EVIDENCE_WORDS) * max(0.0, closeness))
     return best
