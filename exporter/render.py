@@ -95,7 +95,8 @@ def render_record(record: SourceRecord, entry: Entry, collection: Collection,
     # Everything the bytes depend on, spelled out (cheaper than hashing it per record).
     in_library = record.path.startswith(LIBRARY_PATH)
     key = "|".join((RENDER_VERSION, record.hash, entry.created_at, entry.updated_at,
-                    node.base_url, collection.name, "library" if in_library else ""))
+                    node.base_url, collection.name,
+                    f"library {node.sidecar_url}" if in_library else ""))
     row = previous.find(record.id, key)
     if row is not None:
         return Rendered(collection.name, record.id, record.access, previous.titles[row],
@@ -116,8 +117,9 @@ def render_record(record: SourceRecord, entry: Entry, collection: Collection,
     for name in _field_order(collection):
         if name in fields:
             out[name] = fields[name]
-    if in_library:
-        out["document_url"] = document_url(node.base_url, record.id)
+    if in_library:  # a restricted PDF is served by the sidecar only
+        root = node.base_url if record.access == PUBLIC else node.sidecar_url
+        out["document_url"] = document_url(root, record.id)
     return Rendered(collection.name, record.id, record.access, title, entry.created_at,
                     entry.updated_at, record.hash, encode(out), key)
 

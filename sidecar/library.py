@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from exporter import search
-from exporter.contract.wire import document_url
+from exporter.contract.wire import PUBLIC, document_url
 
 from .store import Snapshot
 
@@ -77,10 +77,13 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
     citations = []
     for n, (sentence, cited, _) in enumerate(chosen, start=1):
         document_id, page, label = str(cited[0]), int(cited[1]), str(cited[2])
-        titles = next(g.titles for g in indexes if document_id in g.titles)
-        citations.append({"n": n, "document_id": document_id, "title": titles[document_id],
-                          "page": page, "page_label": label, "quote": sentence,
-                          "url": f"{document_url(snapshot.base_url, document_id)}#page={page}"})
+        group = next(g for g in indexes if document_id in g.titles)
+        # A public PDF is a static file; a restricted one is served by the sidecar only.
+        root = snapshot.base_url if group.name == PUBLIC else snapshot.meta.sidecar_url
+        citations.append({"n": n, "document_id": document_id,
+                          "title": group.titles[document_id], "page": page,
+                          "page_label": label, "quote": sentence,
+                          "url": f"{document_url(root, document_id)}#page={page}"})
     text = " ".join(f"{sentence} [{n}]" for n, (sentence, _, _) in enumerate(chosen, start=1))
     return {"question": question, "answer": text, "citations": citations, "grounded": True}
 

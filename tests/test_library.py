@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from builders import (
+    NODE_TOML,
     REPO,
     Node,
     ServerThread,
@@ -53,7 +54,7 @@ PROTOCOL_PAGES = [
 
 
 def library_node(root: Path, *, restricted: bool = True) -> Node:
-    node = Node(root)
+    node = Node(root, NODE_TOML + 'sidecar_url = "https://api.example.org"\n')
     node.write("species", "knotweed", species("Fallopia japonica"))
     library = root / "content" / "library"
     make_pdf(library / "guide.pdf", GUIDE_PAGES, ["i", "ii", "1", "2"])
@@ -139,6 +140,10 @@ def test_restricted_documents_are_absent_for_keys_without_their_group(
     question = {"question": "What must an injection team carry in case of a spill?"}
     status, granted = site.ask(question, "sensitive")
     assert granted["grounded"] and granted["citations"][0]["document_id"] == PROTOCOL
+    # A restricted PDF is served by the sidecar only; a public one is a static file.
+    assert granted["citations"][0]["url"].startswith("https://api.example.org/library/")
+    public = site.ask({"question": "When should knotweed stems be injected?"})[1]
+    assert public["citations"][0]["url"].startswith("https://node.example.org/library/")
     for words in ("What must an injection team carry in case of a spill?",
                   "When should knotweed stems be injected?", "spill kit absorbent pads"):
         plain = site.ask({"question": words, "limit": 5}, "plain")
@@ -154,7 +159,10 @@ def test_pdfs_are_published_or_served_only_to_those_who_may_read_them(site: Site
     assert not (root / "site_out" / "library" / f"{PROTOCOL}.pdf").exists()
     assert PROTOCOL not in "".join(p.name for p in (root / "site_out").rglob("*"))
     record = json.loads(http_get(site.url + f"/api/resources/{GUIDE}")[2])
-    assert record["document_url"].endswith(f"/library/{GUIDE}.pdf")
+    assert record["document_url"] == f"https://node.example.org/library/{GUIDE}.pdf"
+    record = json.loads(http_get(site.url + f"/api/resources/{PROTOCOL}",
+                                 {"X-API-Key": site.keys["sensitive"]})[2])
+    assert record["document_url"] == f"https://api.example.org/library/{PROTOCOL}.pdf"
     status, headers, body = http_get(site.url + f"/library/{GUIDE}.pdf")
     assert status == 200 and body.startswith(b"%PDF") and headers["Content-Type"] == \
         "application/pdf"
