@@ -77,7 +77,7 @@ def test_netlify_sends_keyed_paths_to_the_sidecar_before_any_static_rule() -> No
         assert rules[index].get("force") is True
     targets = {rule["to"] for rule in rules}
     assert {"/api/manifest.json", "/api/schema.json", "/api/:collection/index.json",
-            "/api/:collection/offset/:offset.json", "/api/:collection/:id.json"} <= targets
+            "/api/:collection/:id.json"} <= targets
 
 
 @pytest.mark.slow

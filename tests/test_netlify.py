@@ -1,0 +1,131 @@
+"""The CDN's routing, proven with the real Netlify CLI (netlify-cli 26.2.0 from npm) running
+offline over an exported site_out/: each request of a table lands where netlify.toml says,
+on a static file or on the real sidecar, with its method, query, headers and body.
+
+`netlify dev` cannot load Edge Functions offline, and applies neither `[[headers]]`
+Content-Type/Cache-Control nor custom headers to proxied answers: those are checked from the
+config (test_cli_serve.py), not here."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import REPO, ServerThread, app_for, copy_sample, issue_key
+
+from exporter.build import build
+from exporter.config import Project
+
+CLI_VERSION = "26.2.0"
+CACHE = REPO / ".cache" / f"netlify-cli-{CLI_VERSION}"
+KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"
+
+
+def netlify() -> Path:
+    """The CLI, installed from npm into .cache/ on first use."""
+    binary = CACHE / "node_modules" / ".bin" / "netlify"
+    if not binary.exists():
+        if shutil.which("npm") is None:
+            pytest.skip("npm is not installed: the Netlify routing test needs Node and npm")
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(CACHE),
+                        f"netlify-cli@{CLI_VERSION}"], check=True, capture_output=True,
+                       timeout=900)
+    return binary
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def request(url: str, method: str = "GET", body: Any = None,
+            headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    data = json.dumps(body).encode() if body is not None else None
+    sent = urllib.request.Request(url, data=data, method=method, headers={
+        **({"Content-Type": "application/json"} if data else {}), **(headers or {})})
+    try:
+        with urllib.request.urlopen(sent, timeout=30) as answer:
+            return answer.status, dict(answer.headers), answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+@pytest.mark.slow
+def test_requests_land_where_netlify_toml_says(tmp_path: Path) -> None:
+    cli = netlify()
+    root = copy_sample(tmp_path / "node")
+    build(Project(root))
+    key, _ = issue_key(root, "cdn", groups=["partners"], rate=10**6)
+    with ServerThread(app_for(root, anonymous_rate=0)) as sidecar:
+        site = tmp_path / "deploy"
+        shutil.copytree(root / "site_out", site / "site_out", symlinks=False)
+        config = (REPO / "netlify.toml").read_text().replace("https://SIDECAR", sidecar.url)
+        port = free_port()
+        config = config.replace('framework = "#static"',
+                                f'framework = "#static"\nport = {port}', 1)
+        assert f"port = {port}" in config
+        (site / "netlify.toml").write_text(config)
+        log = open(tmp_path / "netlify-dev.log", "w")  # noqa: SIM115 - closed below
+        dev = subprocess.Popen([str(cli), "dev", "--offline", "--internal-disable-edge-functions"],
+                               cwd=site, stdout=log, stderr=subprocess.STDOUT,
+                               env={**os.environ, "NETLIFY_TELEMETRY_DISABLED": "1",
+                                    "BROWSER": "none"})
+        base = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(120):
+                if dev.poll() is not None:
+                    pytest.fail("netlify dev stopped: " +
+                                (tmp_path / "netlify-dev.log").read_text()[-2000:])
+                try:
+                    if request(base + "/api/manifest")[0] == 200:
+                        break
+                except OSError:
+                    time.sleep(0.5)
+            else:
+                pytest.fail("netlify dev did not answer within a minute: " +
+                            (tmp_path / "netlify-dev.log").read_text()[-2000:])
+            keyed = {"X-API-Key": key}
+            table: list[tuple[str, str, Any, dict[str, str], str, int]] = [
+                ("GET", "/api/manifest", None, {}, "static", 200),
+                ("GET", "/api/schema", None, {}, "static", 200),
+                ("GET", "/api/openapi.json", None, {}, "static", 200),
+                ("GET", "/api/species", None, {}, "static", 200),
+                ("GET", f"/api/species/{KNOTWEED}", None, {}, "static", 200),
+                ("GET", "/api/sync/changes.ndjson", None, {}, "static", 200),
+                ("GET", "/api/species?limit=2", None, {}, "sidecar", 200),
+                ("GET", "/api/species?offset=10", None, {}, "sidecar", 200),
+                ("GET", "/api/team?updated_since=2020-01-01T00:00:00Z", None, {}, "sidecar", 200),
+                ("GET", "/api/search?q=knotweed&limit=3", None, {}, "sidecar", 200),
+                ("GET", "/api/changes?since=2020-01-01T00:00:00Z", None, keyed, "sidecar", 200),
+                ("GET", "/api/changes?since=2020-01-01T00:00:00Z", None, {}, "sidecar", 401),
+                ("GET", "/api/keys/me", None, keyed, "sidecar", 200),
+                ("POST", "/api/mcp", {"method": "tools/list"}, keyed, "sidecar", 200),
+                ("POST", "/api/library/ask", {"question": "When is knotweed injected?"}, keyed,
+                 "sidecar", 200),
+            ]
+            for method, path, body, headers, where, status in table:
+                got, answer_headers, data = request(base + path, method, body, headers)
+                server = {k.lower(): v for k, v in answer_headers.items()}.get("server", "")
+                landed = "sidecar" if "aiohttp" in server else "static"
+                assert (landed, got) == (where, status), (method, path, data[:200])
+                if where == "sidecar" and status == 200 and path.startswith("/api/species?"):
+                    assert json.loads(data)["limit"] == (2 if "limit" in path else 50)
+            # A static answer is the sidecar's answer, byte for byte.
+            for path in ("/api/manifest", f"/api/species/{KNOTWEED}", "/api/species"):
+                assert request(base + path)[2] == request(sidecar.url + path)[2], path
+        finally:
+            dev.terminate()
+            try:
+                dev.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                dev.kill()
+            log.close()
