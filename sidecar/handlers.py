@@ -5,18 +5,17 @@ table (`add_routes`); a handler exists for every row and for nothing else."""
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from exporter.contract.endpoints import BY_NAME, ENDPOINTS, JSON, NDJSON, Endpoint
-from exporter.contract.wire import ASK_LIMIT_DEFAULT, ASK_LIMIT_MAX, QUESTION_MAX, encode
+from exporter.contract.wire import encode
 
 from . import mcp, service
 from .errors import InvalidParameter, NotFound
-from .params import integer_segment, parse_query, read_json_body
+from .params import ask_body, integer_segment, parse_query, read_json_body
 from .state import CALLER, LIMITER, STORE
 
 
@@ -112,26 +111,7 @@ async def tool_interface(request: web.Request, query: dict[str, Any]) -> web.Res
 
 
 async def ask(request: web.Request, query: dict[str, Any]) -> web.Response:
-    body = await read_json_body(request)
-    for name in body:
-        if name not in ("question", "limit"):
-            raise InvalidParameter(f"unknown field {name[:40]!r}; send {{\"question\": "
-                                   f"\"...\", \"limit\": {ASK_LIMIT_DEFAULT}}}")
-    question = body.get("question")
-    if not isinstance(question, str) or not question.split():
-        raise InvalidParameter("question is required: the question to answer, as text, e.g. "
-                               "{\"question\": \"When should knotweed be injected?\"}")
-    if len(question) > QUESTION_MAX:
-        raise InvalidParameter(f"question is {len(question)} characters long; shorten it to at "
-                               f"most {QUESTION_MAX}")
-    question = " ".join(question.split())
-    limit = body.get("limit", ASK_LIMIT_DEFAULT)
-    if isinstance(limit, float) and limit.is_integer():
-        limit = int(limit)  # 3.0 is the number 3, as JSON Schema's integer says
-    if isinstance(limit, bool) or not isinstance(limit, int) or \
-            not 1 <= limit <= ASK_LIMIT_MAX:
-        raise InvalidParameter(f"limit must be a whole number from 1 to {ASK_LIMIT_MAX}, got "
-                               f"{json.dumps(limit)[:40]}")
+    question, limit = ask_body(await read_json_body(request))
     return json_response(await service.ask(request.app[STORE], request[CALLER],
                                             question=question, limit=limit))
 

@@ -12,7 +12,14 @@ from aiohttp import web
 from multidict import MultiMapping
 
 from exporter.contract.endpoints import INTEGER_MAX, Endpoint, Param
-from exporter.contract.wire import BODY_LIMIT, format_time, parse_time
+from exporter.contract.wire import (
+    ASK_LIMIT_DEFAULT,
+    ASK_LIMIT_MAX,
+    BODY_LIMIT,
+    QUESTION_MAX,
+    format_time,
+    parse_time,
+)
 
 from .errors import InvalidParameter, PayloadTooLarge, UnsupportedMediaType
 
@@ -108,3 +115,26 @@ async def read_json_body(request: web.Request) -> dict[str, Any]:
         raise InvalidParameter(f"the body must be a JSON object, not {type(body).__name__}; "
                                f"for example {{\"method\": \"tools/list\"}}")
     return body
+
+
+def ask_body(body: dict[str, Any]) -> tuple[str, int]:
+    """The library question and its limit, from the body of POST /api/library/ask."""
+    for name in body:
+        if name not in ("question", "limit"):
+            raise InvalidParameter(f"unknown field {name[:40]!r}; send {{\"question\": "
+                                   f"\"...\", \"limit\": {ASK_LIMIT_DEFAULT}}}")
+    question = body.get("question")
+    if not isinstance(question, str) or not question.split():
+        raise InvalidParameter("question is required: the question to answer, as text, e.g. "
+                               "{\"question\": \"When should knotweed be injected?\"}")
+    if len(question) > QUESTION_MAX:
+        raise InvalidParameter(f"question is {len(question)} characters long; shorten it to at "
+                               f"most {QUESTION_MAX}")
+    limit = body.get("limit", ASK_LIMIT_DEFAULT)
+    if isinstance(limit, float) and limit.is_integer():
+        limit = int(limit)  # 3.0 is the number 3, as JSON Schema's integer says
+    if isinstance(limit, bool) or not isinstance(limit, int) or \
+            not 1 <= limit <= ASK_LIMIT_MAX:
+        raise InvalidParameter(f"limit must be a whole number from 1 to {ASK_LIMIT_MAX}, got "
+                               f"{json.dumps(limit)[:40]}")
+    return " ".join(question.split()), limit
