@@ -1,10 +1,11 @@
-"""What a caller may read: the service layer between HTTP (or, later, MCP) and the store.
+"""What a caller may read: the service layer between HTTP (REST and MCP) and the store.
 
 Every function takes the `Caller` and returns data. The visibility rule — "public, or a
 group this caller holds, within its collections" — is written once here, in `rule`, and
 every query of records or events goes through it (the exporter's public change list uses
 its Python spelling, `feed.visible_events`; tests/test_visibility.py holds the two
-together). REST handlers are thin adapters over these functions; so will the MCP tools be."""
+together); search and the library apply it by reading only the caller's access groups'
+indexes. REST handlers and the MCP tools are thin adapters over these functions."""
 
 from __future__ import annotations
 
