@@ -1,0 +1,46 @@
+"""The Edge Function that sends keyed requests on open paths to the sidecar
+(netlify/edge-functions/keyed.ts), tested alone with Deno (from npm) against the real
+sidecar: `netlify dev` cannot load Edge Functions offline."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from builders import REPO, ServerThread, app_for, copy_sample, issue_key
+
+from exporter.build import build
+from exporter.config import Project
+
+DENO_CACHE = REPO / ".cache" / "deno"
+PARTNER_SURVEY = "e312fd28-7dc8-45bb-bd5a-c64d8125e7de"  # a resource for partners only
+
+
+def deno() -> Path:
+    binary = DENO_CACHE / "node_modules" / ".bin" / "deno"
+    if not binary.exists():
+        if shutil.which("npm") is None:
+            pytest.skip("npm is not installed: the Edge Function test needs Deno from npm")
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(DENO_CACHE),
+                        "deno@2"], check=True, capture_output=True, timeout=600)
+    return binary
+
+
+@pytest.mark.slow
+def test_the_edge_function_forwards_keyed_requests(tmp_path: Path) -> None:
+    binary = deno()
+    root = copy_sample(tmp_path / "node")
+    build(Project(root))
+    key, _ = issue_key(root, "edge", groups=["partners"], rate=10**6)
+    with ServerThread(app_for(root, anonymous_rate=0)) as sidecar:
+        result = subprocess.run(
+            [str(binary), "test", "--allow-net=127.0.0.1", "--allow-env", "--no-remote",
+             str(REPO / "netlify" / "edge-functions" / "keyed_test.ts")],
+            capture_output=True, text=True, timeout=300,
+            env={**os.environ, "SIDECAR": sidecar.url, "KEY": key, "HIDDEN": PARTNER_SURVEY,
+                 "DENO_DIR": str(tmp_path / "deno-cache"), "NO_COLOR": "1"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "4 passed" in result.stdout
