@@ -38,8 +38,9 @@ class Vectors:
     are embedded on a thread of their own, started early (`start`) so that the export's
     other phases run meanwhile (the tokenizer and numpy let go of the GIL)."""
 
-    def __init__(self, live: Path | None) -> None:
-        self.live = _live_groups(live)  # group -> its rows, in the live build
+    def __init__(self, live: Path | None, version: str) -> None:
+        self.version = version
+        self.live = _live_groups(live, version)  # group -> its rows, in the live build
         self.matrices: list[np.ndarray] = []
         self.known: dict[str, tuple[int, int]] = {}  # hash -> (matrix, row)
         for group, rows in self.live.items():
@@ -61,7 +62,7 @@ class Vectors:
     def start(cls, live: Path | None, records: list[SourceRecord],
               known: dict[str, Collection]) -> Vectors:
         """Begin embedding every record whose text the live build has not embedded."""
-        vectors = cls(live)
+        vectors = cls(live, index_version(known))
         missing: dict[str, str] = {}
         for record in records:
             if record.hash not in vectors.known and record.hash not in missing:
@@ -110,7 +111,7 @@ def build(bundle: Path, live: Path | None, rendered: list[Rendered],
     for r in rendered:
         groups.setdefault(r.access, []).append((r.collection, r.id, r.content_hash))
     moved = _moved(vectors.live, groups)
-    digest = hashlib.sha256(search.SEARCH_VERSION.encode())
+    digest = hashlib.sha256(vectors.version.encode())
     for group in sorted(groups):
         rows = groups[group]
         digest.update(f"{group}\n".encode())
@@ -131,22 +132,29 @@ def _moved(live: dict[str, list[Row]], groups: dict[str, list[Row]]) -> set[str]
     return left
 
 
-def _live_groups(live: Path | None) -> dict[str, list[Row]]:
-    """Each group of the live build's index, with its rows."""
+def index_version(known: dict[str, Collection]) -> str:
+    """What an index depends on besides the records: the engine's version and which fields
+    each collection searches (`x-fednode.search`). A change of either indexes afresh."""
+    fields = repr([(c.name, c.search_names, c.search_text) for c in known.values()])
+    return f"{search.SEARCH_VERSION}:" + hashlib.sha256(fields.encode()).hexdigest()[:12]
+
+
+def _live_groups(live: Path | None, version: str) -> dict[str, list[Row]]:
+    """Each group of the live build's index, with its rows (if made by this version)."""
     found: dict[str, list[Row]] = {}
     if live is None or not (live / SEARCH).is_dir():
         return found
     for folder in sorted((live / SEARCH).iterdir()):
-        state = _state(folder)
+        state = _state(folder, version)
         if state is not None:
             found[folder.name] = state
     return found
 
 
-def _state(folder: Path) -> list[Row] | None:
+def _state(folder: Path, version: str) -> list[Row] | None:
     try:
         state = json.loads((folder / search.STATE).read_bytes())
-        if state["version"] != search.SEARCH_VERSION:
+        if state["version"] != version:
             return None
         return [tuple(row) for row in state["rows"]]  # type: ignore[misc]
     except (OSError, ValueError, KeyError, TypeError):
@@ -171,7 +179,7 @@ def _group(folder: Path, live: Path | None, before: list[Row] | None, rows: list
         search.write(search.create(folder), _docs(rows, sources, known))
     _save_npy(folder / search.VECTORS, vectors.of(rows))
     _write(folder / search.STATE, json.dumps(
-        {"version": search.SEARCH_VERSION, "rows": rows}, separators=(",", ":")).encode())
+        {"version": vectors.version, "rows": rows}, separators=(",", ":")).encode())
     for entry in os.scandir(folder):  # tantivy's empty lock files; and every file 0600
         if entry.name.startswith(".tantivy-"):
             os.unlink(entry.path)

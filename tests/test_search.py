@@ -286,3 +286,18 @@ def test_a_new_export_is_searchable_without_a_restart(tmp_path: Path) -> None:
         after = json.loads(http_get(server.url + "/api/search?q=Solidago")[2])
     assert before["items"] == [] and before["counts"]["species"] == 0
     assert [item["title"] for item in after["items"]] == ["Solidago gigantea"]
+
+
+def test_a_change_of_searched_fields_indexes_afresh() -> None:
+    """The index's version covers which fields each collection searches: an upgrade that
+    changes them never reuses an index (or vectors) made from other fields."""
+    import copy
+    import dataclasses
+
+    from exporter.schemas import collections
+    from exporter.search_index import index_version
+    known = collections()
+    schema = copy.deepcopy(known["species"].schema)
+    schema["x-fednode"]["search"]["names"] = ["scientificName"]
+    changed = {**known, "species": dataclasses.replace(known["species"], schema=schema)}
+    assert index_version(changed) != index_version(known) == index_version(collections())
