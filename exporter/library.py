@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from . import search
 from .cache import LIBRARY_PAGES
 from .content import LIBRARY, SourceRecord
@@ -25,7 +23,6 @@ from .contract.wire import PUBLIC
 from .errors import Problem
 from .writer import OutputFile, private_folder
 
-ROWS = "passages.json"  # per group: [document id, page, label, text], one per vector row
 CACHE = LIBRARY_PAGES  # in .fednode/cache: the pages of each PDF, by path, size and mtime
 PASSAGE_CHARS = 600  # a passage: whole sentences of one page, up to about this long
 
@@ -162,7 +159,7 @@ def build(bundle: Path, live: Path | None, documents: list[Document]) -> str:
         groups.setdefault(document.access, []).append(document)
     digest = hashlib.sha256(f"{search.SEARCH_VERSION}:{PASSAGE_CHARS}".encode())
     for group in sorted(groups):
-        mark = hashlib.sha256(search.SEARCH_VERSION.encode())
+        mark = hashlib.sha256(f"{search.SEARCH_VERSION}:{PASSAGE_CHARS}".encode())
         for document in groups[group]:
             mark.update(f"{document.id} {document.sha256} {document.title}\n".encode())
         digest.update(f"{group} {mark.hexdigest()}\n".encode())
@@ -173,34 +170,26 @@ def build(bundle: Path, live: Path | None, documents: list[Document]) -> str:
 
 def _group(folder: Path, live: Path | None, documents: list[Document], mark: str) -> None:
     if live is not None and _mark(live) == mark:
-        folder.mkdir(parents=True)
-        for entry in os.scandir(live):
-            os.link(entry.path, folder / entry.name)
+        search.link_tree(live, folder)
         return
     rows: list[list[object]] = []
     for document in documents:
         for page in document.pages:
             for text in passages(page):
                 rows.append([document.id, page.number, page.label, text])
-    index = search.create_passages(folder)
-    search.write_passages(index, [(n, str(row[3])) for n, row in enumerate(rows)])
+    search.write(search.create(folder, search.PASSAGE_SCHEMA),
+                 [search.passage_document(n, str(row[3])) for n, row in enumerate(rows)])
     titles = {d.id: d.title for d in documents}
-    vectors = search.Embedder.embed([f"{titles[str(row[0])]}: {row[3]}" for row in rows])
-    with open(folder / search.VECTORS, "wb") as handle:
-        np.save(handle, vectors)
-    (folder / ROWS).write_text(json.dumps({"mark": mark, "titles": titles, "rows": rows},
-                                          ensure_ascii=False), "utf-8")
-    for entry in os.scandir(folder):
-        if entry.name.startswith(".tantivy-"):
-            os.unlink(entry.path)
-        else:
-            os.chmod(entry.path, 0o600)
-    os.chmod(folder, 0o700)
+    search.save_vectors(folder / search.VECTORS, search.Embedder.embed(
+        [f"{titles[str(row[0])]}: {row[3]}" for row in rows]))
+    (folder / search.PASSAGE_ROWS).write_text(json.dumps(
+        {"mark": mark, "titles": titles, "rows": rows}, ensure_ascii=False), "utf-8")
+    search.seal(folder)
 
 
 def _mark(folder: Path) -> str | None:
     try:
-        found = json.loads((folder / ROWS).read_bytes()).get("mark")
+        found = json.loads((folder / search.PASSAGE_ROWS).read_bytes()).get("mark")
         return found if isinstance(found, str) else None
     except (OSError, ValueError, AttributeError):
         return None

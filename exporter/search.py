@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import threading
 from collections.abc import Iterable, Sequence
@@ -31,6 +32,7 @@ from .contract.wire import COLLECTIONS
 # Bump when what is indexed, or how, changes: every group is then indexed afresh.
 SEARCH_VERSION = "4"
 STATE = "state.json"  # per group: the version and the rows, in the order of VECTORS
+PASSAGE_ROWS = "passages.json"  # per library group: [document id, page, label, text] a row
 VECTORS = "vectors.npy"  # per group: float32 (rows, DIMENSIONS), unit length
 DIMENSIONS = 256
 MODEL = {"config": "l2_supercat", "dim": DIMENSIONS}
@@ -139,43 +141,63 @@ def _strings(value: Any) -> str:
 
 # ---- building (export side) -------------------------------------------------------------
 
-def create(folder: Path) -> tantivy.Index:
+def create(folder: Path, schema: tantivy.Schema = SCHEMA) -> tantivy.Index:
     folder.mkdir(parents=True, exist_ok=True)
-    return _register(tantivy.Index(SCHEMA, path=str(folder)))
+    return _register(tantivy.Index(schema, path=str(folder)))
 
 
 def open_index(folder: Path) -> tantivy.Index:
     return _register(tantivy.Index.open(str(folder)))
 
 
-def write(index: tantivy.Index, add: Iterable[Doc], remove: Iterable[str] = ()) -> None:
+def write(index: tantivy.Index, add: Iterable[tantivy.Document],
+          remove: Iterable[str] = ()) -> None:
     """Remove records by id, add documents, commit once, and leave no merge running. One
     indexing thread: the same documents make the same segments, whatever the machine."""
     writer = index.writer(heap_size=64_000_000, num_threads=1)
     for record_id in remove:
         writer.delete_documents_by_term("id", record_id)
     for doc in add:
-        writer.add_document(tantivy.Document(
-            collection=doc.collection, id=doc.id, names=doc.names, title=doc.title,
-            text=doc.text))
-    writer.commit()
-    writer.wait_merging_threads()
-
-
-def create_passages(folder: Path) -> tantivy.Index:
-    folder.mkdir(parents=True, exist_ok=True)
-    return _register(tantivy.Index(PASSAGE_SCHEMA, path=str(folder)))
-
-
-def write_passages(index: tantivy.Index, rows: Iterable[tuple[int, str]]) -> None:
-    writer = index.writer(heap_size=64_000_000, num_threads=1)
-    for row, text in rows:
-        doc = tantivy.Document()
-        doc.add_unsigned("row", row)
-        doc.add_text("text", text)
         writer.add_document(doc)
     writer.commit()
     writer.wait_merging_threads()
+
+
+def record_document(doc: Doc) -> tantivy.Document:
+    return tantivy.Document(collection=doc.collection, id=doc.id, names=doc.names,
+                            title=doc.title, text=doc.text)
+
+
+def passage_document(row: int, text: str) -> tantivy.Document:
+    doc = tantivy.Document()
+    doc.add_unsigned("row", row)  # a plain int would be taken as signed
+    doc.add_text("text", text)
+    return doc
+
+
+def link_tree(source: Path, target: Path) -> None:
+    """`target` becomes a copy of the index folder `source`, made of hard links: tantivy
+    never writes into a file it has written, so the two can share them."""
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in os.scandir(source):
+        if entry.is_file(follow_symlinks=False) and not entry.name.startswith(".tantivy-"):
+            os.link(entry.path, target / entry.name)
+
+
+def save_vectors(path: Path, matrix: np.ndarray) -> None:
+    with open(path, "wb") as handle:
+        np.save(handle, np.ascontiguousarray(matrix, dtype=np.float32))
+
+
+def seal(folder: Path) -> None:
+    """An index folder as the bundle keeps it: tantivy's empty lock files gone, every file
+    0600, the folder 0700."""
+    for entry in os.scandir(folder):
+        if entry.name.startswith(".tantivy-"):
+            os.unlink(entry.path)
+        else:
+            os.chmod(entry.path, 0o600)
+    os.chmod(folder, 0o700)
 
 
 class Embedder:
@@ -299,21 +321,18 @@ class Group:
                              f"{self.vectors.shape[0]} vectors")
 
     def keyword(self, query: tantivy.Query, collections: Sequence[str],
-                limit: int) -> tuple[list[Hit], dict[str, int]]:
-        """The best `limit` matches, and the number of matches in each collection."""
-        query = _within(query, collections)
-        counts = self.counts(query, collections)
-        if not any(counts.values()):
-            return [], counts
+                limit: int) -> list[Hit]:
+        """The best `limit` matches within `collections`."""
         hits = []
-        for score, address in self.searcher.search(query, limit=limit, count=False).hits:
+        found = self.searcher.search(_within(query, collections), limit=limit, count=False)
+        for score, address in found.hits:
             doc = self.searcher.doc(address)
             hits.append(Hit(doc["collection"][0], doc["id"][0], float(score), self.name))
-        return hits, counts
+        return hits
 
     def counts(self, query: tantivy.Query, collections: Sequence[str]) -> dict[str, int]:
         """How many records match `query`, in each of `collections`."""
-        found = self.searcher.aggregate(query, {"by": {"terms": {
+        found = self.searcher.aggregate(_within(query, collections), {"by": {"terms": {
             "field": "collection", "size": len(COLLECTIONS)}}})
         buckets = {bucket["key"]: int(bucket["doc_count"]) for bucket in found["by"]["buckets"]}
         return {name: buckets.get(name, 0) for name in collections}
@@ -348,8 +367,7 @@ class Group:
                           tantivy.Query.term_set_query(SCHEMA, "id", list(ids))))
         if not parts:
             return dict.fromkeys(collections, 0)
-        return self.counts(_within(tantivy.Query.boolean_query(parts), collections),
-                           collections)
+        return self.counts(tantivy.Query.boolean_query(parts), collections)
 
     def present(self, query: tantivy.Query | None, ids: Sequence[str]
                 ) -> dict[str, tuple[str, str]]:
@@ -413,7 +431,7 @@ class Passages:
 
     def __init__(self, name: str, folder: Path) -> None:
         self.name = name
-        state = json.loads((folder / "passages.json").read_bytes())
+        state = json.loads((folder / PASSAGE_ROWS).read_bytes())
         self.rows: list[list[Any]] = state["rows"]  # [document id, page, label, text]
         self.titles: dict[str, str] = state["titles"]
         self.index = open_index(folder)

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import tantivy
 
 from . import search
 from .content import SourceRecord
@@ -165,7 +165,7 @@ def _group(folder: Path, live: Path | None, before: list[Row] | None, rows: list
            moved: bool, sources: dict[str, SourceRecord], known: dict[str, Collection],
            vectors: Vectors) -> None:
     if live is not None and before is not None and not moved:
-        _link_tree(live, folder)
+        search.link_tree(live, folder)
         if before == rows:
             return
         old = {row[1]: row[2] for row in before}
@@ -177,42 +177,19 @@ def _group(folder: Path, live: Path | None, before: list[Row] | None, rows: list
         search.write(search.open_index(folder), _docs(add, sources, known), remove)
     else:
         search.write(search.create(folder), _docs(rows, sources, known))
-    _save_npy(folder / search.VECTORS, vectors.of(rows))
-    _write(folder / search.STATE, json.dumps(
-        {"version": vectors.version, "rows": rows}, separators=(",", ":")).encode())
-    for entry in os.scandir(folder):  # tantivy's empty lock files; and every file 0600
-        if entry.name.startswith(".tantivy-"):
-            os.unlink(entry.path)
-        else:
-            os.chmod(entry.path, 0o600)
-    os.chmod(folder, 0o700)
+    search.save_vectors(folder / search.VECTORS, vectors.of(rows))
+    (folder / search.STATE).write_text(json.dumps(
+        {"version": vectors.version, "rows": rows}, separators=(",", ":")))
+    search.seal(folder)
 
 
 def _docs(rows: list[Row], sources: dict[str, SourceRecord],
-          known: dict[str, Collection]) -> list[search.Doc]:
-    return [_doc(sources[record_id], known) for _, record_id, _ in rows]
+          known: dict[str, Collection]) -> list[tantivy.Document]:
+    return [search.record_document(_doc(sources[record_id], known))
+            for _, record_id, _ in rows]
 
 
 def _doc(record: SourceRecord, known: dict[str, Collection]) -> search.Doc:
     spec, fields = known[record.collection], record.fields
     return search.document(record.collection, record.id, str(fields.get(spec.title_field, "")),
                            fields, spec.search_names, spec.search_text)
-
-
-def _link_tree(source: Path, target: Path) -> None:
-    """`target` becomes a copy of `source` made of hard links."""
-    target.mkdir(parents=True, exist_ok=True)
-    for entry in os.scandir(source):
-        if entry.is_file(follow_symlinks=False) and not entry.name.startswith(".tantivy-"):
-            os.link(entry.path, target / entry.name)
-
-
-def _save_npy(path: Path, matrix: np.ndarray) -> None:
-    with open(path, "wb") as handle:
-        np.save(handle, np.ascontiguousarray(matrix, dtype=np.float32))
-    os.chmod(path, 0o600)
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.write_bytes(data)
-    os.chmod(path, 0o600)
