@@ -49,7 +49,7 @@ class Candidate:
 
 def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
            ) -> dict[str, Any]:
-    indexes = [snapshot.passages[name] for name in groups if name in snapshot.passages]
+    indexes = snapshot.passage_groups(groups)
     terms = set(search.stems(question)) - ASKING
     vector = search.Embedder.embed([question])[0]
     found: list[Candidate] = []

@@ -7,7 +7,6 @@ collections, and nothing here reads any other group."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from exporter import search
@@ -19,15 +18,9 @@ Mode = Literal["keyword", "semantic", "hybrid"]
 MODES: tuple[str, ...] = ("hybrid", "keyword", "semantic")
 
 
-@dataclass(frozen=True)
-class Ranked:
-    hit: search.Hit
-    score: float
-
-
 def run(snapshot: Snapshot, groups: Sequence[str], collections: Sequence[str], text: str,
         mode: Mode, limit: int) -> dict[str, Any]:
-    indexes = snapshot.groups(list(groups))
+    indexes = snapshot.groups(groups)
     query = search.keyword_query(text) if mode != "semantic" else None
     keyword: list[search.Hit] = []
     semantic: list[search.Hit] = []
@@ -35,36 +28,35 @@ def run(snapshot: Snapshot, groups: Sequence[str], collections: Sequence[str], t
     depth = limit if mode != "hybrid" else max(limit, search.DEPTH)
     if query is not None:
         for group in indexes:
-            hits, found = group.keyword(query, collections, depth)
-            keyword.extend(hits)
-            _add(counts, found)
+            keyword += group.keyword(query, collections, depth)
+            if mode == "keyword":
+                _add(counts, group.counts(query, collections))
+    close: dict[str, list[str]] = {}  # group -> its semantic candidates
     if mode != "keyword":
         vector = search.Embedder.embed([text])[0]
         for group in indexes:
             hits, found = group.semantic(vector, collections, depth)
-            semantic.extend(hits)
+            semantic += hits
+            close[group.name] = [hit.id for hit in hits]
             if mode == "semantic":
                 _add(counts, found)
-    if mode == "hybrid":
-        # Matching a word, or among the closest by meaning (the semantic candidates).
-        counts = dict.fromkeys(collections, 0)
+    if mode == "hybrid":  # matching a word, or among the closest by meaning
         for group in indexes:
-            close = [h.id for h in semantic if h.group == group.name]
-            _add(counts, group.either(query, close, collections))
+            _add(counts, group.either(query, close[group.name], collections))
     ranked = {"keyword": lambda: _ordered(keyword), "semantic": lambda: _ordered(semantic),
               "hybrid": lambda: _fused(_ordered(keyword), _ordered(semantic))}[mode]()[:limit]
     shown: dict[str, tuple[str, str]] = {}
     for group in indexes:
-        shown.update(group.present(query, [e.hit.id for e in ranked
-                                           if e.hit.group == group.name]))
+        shown.update(group.present(query, [hit.id for hit in ranked
+                                           if hit.group == group.name]))
     items = [{
-        "collection": entry.hit.collection,
-        "id": entry.hit.id,
-        "title": shown[entry.hit.id][0],
-        "snippet": shown[entry.hit.id][1],
-        "score": round(entry.score, 6),
-        "url": record_url(snapshot.base_url, entry.hit.collection, entry.hit.id),
-    } for entry in ranked]
+        "collection": hit.collection,
+        "id": hit.id,
+        "title": shown[hit.id][0],
+        "snippet": shown[hit.id][1],
+        "score": round(hit.score, 6),
+        "url": record_url(snapshot.base_url, hit.collection, hit.id),
+    } for hit in ranked]
     return {"query": text, "mode": mode, "collections": list(collections), "items": items,
             "counts": counts}
 
@@ -74,27 +66,26 @@ def _add(counts: dict[str, int], found: dict[str, int]) -> None:
         counts[name] += n
 
 
-def _ordered(hits: list[search.Hit]) -> list[Ranked]:
+def _ordered(hits: list[search.Hit]) -> list[search.Hit]:
     """Best first; ties by collection order, then id: never by the order groups were read."""
     rank = {name: n for n, name in enumerate(COLLECTIONS)}
-    return [Ranked(h, h.score) for h in
-            sorted(hits, key=lambda h: (-h.score, rank[h.collection], h.id))]
+    return sorted(hits, key=lambda h: (-h.score, rank[h.collection], h.id))
 
 
-def _fused(keyword: list[Ranked], semantic: list[Ranked]) -> list[Ranked]:
+def _fused(keyword: list[search.Hit], semantic: list[search.Hit]) -> list[search.Hit]:
     """A weighted sum of both sides, each scaled to 0..1: BM25 divided by the best BM25 of
     this answer, similarity mapped from SEMANTIC_FLOOR..1. (Measured against reciprocal rank
     fusion on bench/search_judged.json: see docs/search.md.)"""
     best = keyword[0].score if keyword else 1.0
     scores: dict[str, float] = {}
     hits: dict[str, search.Hit] = {}
-    for entry in keyword:
-        scores[entry.hit.id] = search.WEIGHT_KEYWORD * entry.score / best
-        hits[entry.hit.id] = entry.hit
+    for hit in keyword:
+        scores[hit.id] = search.WEIGHT_KEYWORD * hit.score / best
+        hits[hit.id] = hit
     floor = search.SEMANTIC_FLOOR
-    for entry in semantic:
-        closeness = max(0.0, entry.score - floor) / (1.0 - floor)
-        scores[entry.hit.id] = scores.get(entry.hit.id, 0.0) + search.WEIGHT_SEMANTIC * closeness
-        hits.setdefault(entry.hit.id, entry.hit)
+    for hit in semantic:
+        closeness = max(0.0, hit.score - floor) / (1.0 - floor)
+        scores[hit.id] = scores.get(hit.id, 0.0) + search.WEIGHT_SEMANTIC * closeness
+        hits.setdefault(hit.id, hit)
     return _ordered([search.Hit(h.collection, h.id, scores[h.id], h.group)
                      for h in hits.values()])

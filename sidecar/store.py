@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
@@ -28,6 +28,7 @@ from .errors import Unavailable
 
 log = logging.getLogger("fednode.sidecar")
 T = TypeVar("T")
+G = TypeVar("G")
 
 
 class BundleMissing(FednodeError):
@@ -74,8 +75,8 @@ class Snapshot:
                          "ORDER BY collection, position")
         self._db.execute("CREATE INDEX records_id ON records (id)")
         self._db.execute(EVENTS_TABLE.format(source=f"read_parquet('{events}')"))
-        self.search = _search_groups(path / bundle.SEARCH)
-        self.passages = _passage_groups(path / bundle.PASSAGES)
+        self.search = _open_groups(path / bundle.SEARCH, search.Group, "search index")
+        self.passages = _open_groups(path / bundle.PASSAGES, search.Passages, "library index")
         self.path = path
         self._local = threading.local()
         try:
@@ -85,9 +86,13 @@ class Snapshot:
         if not unchanged:  # an export replaced the folder's files while they were read
             raise BundleMissing(f"the bundle at {path} changed while it was loaded; retrying")
 
-    def groups(self, held: list[str]) -> list[search.Group]:
+    def groups(self, held: Sequence[str]) -> list[search.Group]:
         """The search index of each access group a caller holds, and of no other."""
         return [self.search[name] for name in held if name in self.search]
+
+    def passage_groups(self, held: Sequence[str]) -> list[search.Passages]:
+        """The library's passages of each access group a caller holds, and of no other."""
+        return [self.passages[name] for name in held if name in self.passages]
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """This thread's own connection to the snapshot."""
@@ -97,23 +102,13 @@ class Snapshot:
         return cursor
 
 
-def _search_groups(folder: Path) -> dict[str, search.Group]:
+def _open_groups(folder: Path, kind: Callable[[str, Path], G], what: str) -> dict[str, G]:
+    """Each access group's index under `folder`, opened."""
     try:
         names = sorted(entry.name for entry in os.scandir(folder) if entry.is_dir())
-        return {name: search.Group(name, folder / name) for name in names}
+        return {name: kind(name, folder / name) for name in names}
     except (OSError, ValueError, KeyError) as exc:
-        raise BundleMissing(f"the search index at {folder} is unusable ({exc}); run "
-                            f"`fednode export` again") from None
-
-
-def _passage_groups(folder: Path) -> dict[str, search.Passages]:
-    try:
-        names = sorted(entry.name for entry in os.scandir(folder) if entry.is_dir())
-        return {name: search.Passages(name, folder / name) for name in names}
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError, KeyError) as exc:
-        raise BundleMissing(f"the library index at {folder} is unusable ({exc}); run "
+        raise BundleMissing(f"the {what} at {folder} is unusable ({exc}); run "
                             f"`fednode export` again") from None
 
 
