@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import subprocess
 import threading
 import uuid
 from datetime import UTC, datetime
@@ -278,3 +279,17 @@ def make_pdf(path: Path, pages: list[str], labels: list[str] | None = None) -> N
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as handle:
         writer.write(handle)
+
+
+def npm_tool(package: str, version: str, binary: str) -> Path:
+    """A command-line tool from the npm registry, installed into .cache/ on first use; the
+    test is skipped, saying why, where npm is absent."""
+    import pytest
+    folder = REPO / ".cache" / f"{package}-{version}"
+    found = folder / "node_modules" / ".bin" / binary
+    if not found.exists():
+        if shutil.which("npm") is None:
+            pytest.skip(f"npm is not installed: this test needs {package} from npm")
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder),
+                        f"{package}@{version}"], check=True, capture_output=True, timeout=900)
+    return found

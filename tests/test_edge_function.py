@@ -5,33 +5,21 @@ sidecar: `netlify dev` cannot load Edge Functions offline."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from builders import REPO, ServerThread, app_for, copy_sample, issue_key
+from builders import REPO, ServerThread, app_for, copy_sample, issue_key, npm_tool
 
 from exporter.build import build
 from exporter.config import Project
 
-DENO_CACHE = REPO / ".cache" / "deno"
 PARTNER_SURVEY = "e312fd28-7dc8-45bb-bd5a-c64d8125e7de"  # a resource for partners only
-
-
-def deno() -> Path:
-    binary = DENO_CACHE / "node_modules" / ".bin" / "deno"
-    if not binary.exists():
-        if shutil.which("npm") is None:
-            pytest.skip("npm is not installed: the Edge Function test needs Deno from npm")
-        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(DENO_CACHE),
-                        "deno@2"], check=True, capture_output=True, timeout=600)
-    return binary
 
 
 @pytest.mark.slow
 def test_the_edge_function_forwards_keyed_requests(tmp_path: Path) -> None:
-    binary = deno()
+    binary = npm_tool("deno", "2", "deno")
     root = copy_sample(tmp_path / "node")
     build(Project(root))
     key, _ = issue_key(root, "edge", groups=["partners"], rate=10**6)

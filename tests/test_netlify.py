@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -19,32 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import REPO, ServerThread, app_for, copy_sample, issue_key
+from builders import REPO, ServerThread, app_for, copy_sample, issue_key, npm_tool
+from test_cli_serve import free_port
 
 from exporter.build import build
 from exporter.config import Project
 
-CLI_VERSION = "26.2.0"
-CACHE = REPO / ".cache" / f"netlify-cli-{CLI_VERSION}"
 KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"
-
-
-def netlify() -> Path:
-    """The CLI, installed from npm into .cache/ on first use."""
-    binary = CACHE / "node_modules" / ".bin" / "netlify"
-    if not binary.exists():
-        if shutil.which("npm") is None:
-            pytest.skip("npm is not installed: the Netlify routing test needs Node and npm")
-        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(CACHE),
-                        f"netlify-cli@{CLI_VERSION}"], check=True, capture_output=True,
-                       timeout=900)
-    return binary
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def request(url: str, method: str = "GET", body: Any = None,
@@ -61,7 +41,7 @@ def request(url: str, method: str = "GET", body: Any = None,
 
 @pytest.mark.slow
 def test_requests_land_where_netlify_toml_says(tmp_path: Path) -> None:
-    cli = netlify()
+    cli = npm_tool("netlify-cli", "26.2.0", "netlify")
     root = copy_sample(tmp_path / "node")
     build(Project(root))
     key, _ = issue_key(root, "cdn", groups=["partners"], rate=10**6)
