@@ -113,8 +113,10 @@ def follows_contract(status: int, headers: Any, body: bytes, where: str) -> None
 PATHS = ["/api/manifest", "/api/schema", "/api/species", "/api/team", "/api/germination",
          "/api/species/{id}", "/api/changes", "/api/keys/me", "/api/search",
          "/api/sync/changes.ndjson", "/api/sync/species/{n}.ndjson", "/api/{word}",
-         "/api/{word}/{word}", "/", "/api/mcp", "/api/library/ask"]
-PARAMS = ["limit", "offset", "updated_since", "since", "cursor", "q", "limt"]
+         "/api/{word}/{word}", "/", "/api/mcp", "/api/library/ask", "/api/openapi.json",
+         "/library/{file}"]
+PARAMS = ["limit", "offset", "updated_since", "since", "cursor", "q", "query", "collections",
+          "mode", "limt"]
 odd_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
 numbers = st.one_of(st.integers(-2**70, 2**70).map(str),
                     st.sampled_from(["1_0", "+5", " 5", "５", "٥", "1e3", "0x10", "", "¹"]))
@@ -129,7 +131,9 @@ def targets(draw: st.DrawFn) -> str:
     path = draw(st.sampled_from(PATHS)).format(
         id=draw(st.sampled_from(["x", "00000000-0000-4000-8000-000000000000", "%C2%B2"])),
         n=draw(st.sampled_from(["0", "10000", "%C2%B2", str(2**64), "-1", "00"])),
-        word=draw(st.sampled_from(["species", "Species", "%2e%2e", "%00", "..", "a%0Ab"])))
+        word=draw(st.sampled_from(["species", "Species", "%2e%2e", "%00", "..", "a%0Ab"])),
+        file=draw(st.sampled_from(["x", "00000000-0000-4000-8000-000000000000.pdf", "%00.pdf",
+                                   "..%2Fkeys.json", "E312FD28-7DC8-45BB-BD5A-C64D8125E7DE.pdf"])))
     pairs = draw(st.lists(st.tuples(st.sampled_from(PARAMS), values), max_size=4))
     from urllib.parse import quote
     query = "&".join(f"{name}={quote(value, safe='')}" for name, value in pairs)
