@@ -84,8 +84,8 @@ def main() -> None:
         if args.sweep:
             print("\n| words' weight | evidence | hit rate | precision | refused |\n"
                   "|---|---|---|---|---|")
-            for words in (0.15, 0.3, 0.5, 0.7):
-                for evidence in (0.35, 0.40, 0.43, 0.45, 0.50):
+            for words in (0.15, 0.2, 0.3, 0.5, 0.7):
+                for evidence in (0.35, 0.38, 0.40, 0.42, 0.43, 0.45, 0.50):
                     library.EVIDENCE_WORDS, library.EVIDENCE = words, evidence
                     hit, precision, refused, _, _ = measure(snapshot, questions, ids,
                                                             ["public"])
