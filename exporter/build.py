@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from . import bundle_writer, library, openapi, search_index
+from . import bundle_writer, library, openapi, pages, search_index
 from .cache import Cache, SortKey
 from .config import NodeConfig, Project, load_node_config
 from .content import SourceRecord, discover, read
@@ -30,6 +30,7 @@ from .contract.feed import (
 from .contract.wire import (
     COLLECTIONS,
     LIST_LIMIT_DEFAULT,
+    PUBLIC,
     encode,
     format_time,
     list_page,
@@ -40,7 +41,6 @@ from .ledger import Current, Ledger
 from .render import (
     Rendered,
     fingerprint,
-    index_html,
     json_of,
     manifest,
     render_record,
@@ -224,12 +224,16 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
                               sync_section)
     schema_bytes = schema_document(known)
     openapi_bytes = encode(openapi.document(node, known))
-    index_bytes = index_html(node, known, dict(report.public))
+    people = pages.site_of(node, known, dict(report.public))
+    index_bytes = pages.home(people)
+    page_files = _shared(pages.files(people, known, {name: group.records for name, group
+                                                     in public.items()},
+                                     {r.id: r for r in content.records if r.access == PUBLIC}))
 
     site = [*_static_files(node, public, manifest_bytes, schema_bytes, index_bytes),
             constant("api/openapi.json", openapi_bytes,
                      hashlib.sha256(openapi_bytes).hexdigest()),
-            *sync_files, *library.published(content.documents)]
+            *sync_files, *library.published(content.documents), *page_files]
     report.site = _write(release, "site", site, "writing site", progress)
     checkpoint("site")
     progress("indexing", 0, len(rendered))
@@ -246,7 +250,9 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
         changes=changes.body,
         records=bundle_writer.records_table(rendered, _positions(rendered), previous),
         events=bundle_writer.events_table(ledger.events), search=search,
-        origins=node.allowed_origins)]
+        origins=node.allowed_origins),
+        *(OutputFile(f"{pages.PAGES_FOLDER}/{f.path}", f.fingerprint, f.render)
+          for f in page_files)]
     release.write("bundle", private)
     progress("writing bundle", len(rendered), len(rendered))
     checkpoint("bundle")
@@ -255,6 +261,12 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     release.publish()
     content.cache.save(keep=content.paths)
     return report
+
+
+def _shared(files: list[OutputFile]) -> list[OutputFile]:
+    """The same outputs, each rendered at most once however many trees take it (the site,
+    and the bundle's copy of the pages for the sidecar)."""
+    return [OutputFile(f.path, f.fingerprint, functools.cache(f.render)) for f in files]
 
 
 def _render(content: Content, ledger: Ledger, previous: Renderings,

@@ -114,7 +114,7 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
 
 def _path_parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
     found = []
-    for name in ("collection", "id", "offset", "file"):
+    for name in ("collection", "shard", "id", "offset", "file", "page"):
         if "{" + name + "}" not in endpoint.path:
             continue
         schema: dict[str, Any] = {"type": "string"}
@@ -122,7 +122,9 @@ def _path_parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
             schema = {"type": "string", "enum": list(COLLECTIONS)}
         elif name == "id":
             schema = {"type": "string", "pattern": f"^{UUID_PATTERN}$"}
-        elif name == "offset":
+        elif name == "shard":
+            schema = {"type": "string", "pattern": "^[0-9a-f]{2}$"}
+        elif name in ("offset", "page"):
             schema = {"type": "string", "pattern": "^[0-9]+$"}
         elif name == "file":
             schema = {"type": "string", "pattern": f"^{UUID_PATTERN}\\.pdf$"}

@@ -5,10 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
-
-import jinja2
 
 from . import __version__
 from .config import NodeConfig
@@ -175,20 +172,3 @@ def schema_document(collections: dict[str, Collection]) -> bytes:
         "api_version": API_VERSION,
         "collections": {name: c.schema for name, c in collections.items()},
     })
-
-
-@cache
-def _templates() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FunctionLoader(
-            lambda name: resources.files("exporter").joinpath(f"templates/{name}")
-            .read_text("utf-8")),
-        autoescape=True, keep_trailing_newline=True,
-    )
-
-
-def index_html(node: NodeConfig, collections: dict[str, Collection],
-               counts: dict[str, int]) -> bytes:
-    page = _templates().get_template("index.html").render(
-        node=node, collections=list(collections.values()), counts=counts)
-    return page.encode("utf-8")

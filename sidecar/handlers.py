@@ -47,6 +47,14 @@ async def index(request: web.Request, query: dict[str, Any]) -> web.Response:
     return open_response(request, body, "text/html")
 
 
+async def page(request: web.Request, query: dict[str, Any]) -> web.Response:
+    """A page for people (or the sitemap, robots.txt), as exported: the same for every
+    caller, since pages show public records only."""
+    endpoint = BY_NAME[request.match_info.route.name or ""]
+    body = await service.page(request.app[STORE], endpoint.name, dict(request.match_info))
+    return open_response(request, body, endpoint.returns)
+
+
 async def manifest(request: web.Request, query: dict[str, Any]) -> web.Response:
     return open_response(request, await service.document(request.app[STORE], "manifest"))
 
@@ -144,6 +152,7 @@ HANDLERS: dict[str, Adapter] = {
     "sync_changes": sync_changes, "sync_snapshot": sync_snapshot, "list": list_records,
     "record": read_record, "search": search, "mcp": tool_interface, "ask": ask,
     "library_file": library_file, "openapi": openapi,
+    **{e.name: page for e in ENDPOINTS if e.page and e.name != "index"},
 }
 
 

@@ -19,6 +19,7 @@ import duckdb
 
 from exporter.contract.bundle import LIBRARY
 from exporter.contract.feed import SNAPSHOT_CHUNK, snapshot_chunk
+from exporter.contract.page_urls import file_of, href_of
 from exporter.contract.wire import (
     CHANGES_LIMIT_DEFAULT,
     COLLECTIONS,
@@ -160,6 +161,24 @@ async def document(store: Store, name: Literal["manifest", "schema", "openapi", 
     snapshot = await store.current()
     return {"manifest": snapshot.manifest, "schema": snapshot.schema, "openapi": snapshot.openapi,
             "index": snapshot.index}[name]
+
+
+_PAGE_SEGMENTS = {"shard": re.compile(r"[0-9a-f]{2}"), "id": re.compile(UUID_PATTERN),
+                  "page": re.compile(r"[1-9][0-9]{0,8}"), "collection": re.compile(r"[a-z]+")}
+
+
+async def page(store: Store, name: str, segments: dict[str, str]) -> bytes:
+    """A page for people, as the export wrote it (pages hold public records only, so every
+    caller gets the same bytes)."""
+    for segment, value in segments.items():
+        pattern = _PAGE_SEGMENTS.get(segment)
+        if pattern is None or not pattern.fullmatch(value) or (
+                segment == "collection" and value not in COLLECTIONS):
+            raise NotFound("no such page; the home page / links to every page")
+    data = (await store.current()).page(file_of(href_of(name, segments)))
+    if data is None:
+        raise NotFound("no such page; the home page / links to every page")
+    return data
 
 
 async def public_changes(store: Store, caller: Caller) -> bytes:

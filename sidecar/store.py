@@ -86,6 +86,13 @@ class Snapshot:
         if not unchanged:  # an export replaced the folder's files while they were read
             raise BundleMissing(f"the bundle at {path} changed while it was loaded; retrying")
 
+    def page(self, relative: str) -> bytes | None:
+        """A page the export wrote for people (`relative` is made of checked segments)."""
+        try:
+            return (self.path / bundle.PAGES / relative).read_bytes()
+        except OSError:
+            return None
+
     def groups(self, held: Sequence[str]) -> list[search.Group]:
         """The search index of each access group a caller holds, and of no other."""
         return [self.search[name] for name in held if name in self.search]

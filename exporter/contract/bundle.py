@@ -33,6 +33,7 @@ EVENTS = "events.parquet"
 SEARCH = "search"
 PASSAGES = "passages"
 LIBRARY = "library"
+PAGES = "pages"  # a copy of the pages for people (exporter/pages.py), for the sidecar
 
 # (column, type): "string", "int64" or "binary"
 RECORD_COLUMNS: tuple[tuple[str, str], ...] = (

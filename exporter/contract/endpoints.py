@@ -50,11 +50,14 @@ class Endpoint:
     capability: str | None = None  # what the manifest claims when the endpoint is offered
     offered: bool = True  # False: keys and scopes are checked, then 404 says "not yet"
     public: bool = False  # static: the CDN may serve it from site_out/
+    page: bool = False  # for people (HTML, sitemaps): not listed in the manifest
 
 
 JSON = "application/json"
 NDJSON = "application/x-ndjson"
 HTML = "text/html"
+XML = "application/xml"
+TEXT = "text/plain"
 
 _LIMIT = Param("limit", "integer", "page size", default=LIST_LIMIT_DEFAULT, low=1,
                high=LIST_LIMIT_MAX)
@@ -63,7 +66,15 @@ _OFFSET = Param("offset", "integer", "records skipped", default=0)
 # Fixed paths come before the paths with a {collection} segment: aiohttp matches in order.
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("index", "GET", "/", "open", None, HTML, "The node's home page for people",
-             public=True),
+             public=True, page=True),
+    Endpoint("sitemap", "GET", "/sitemap.xml", "open", None, XML,
+             "Every page for people, for crawlers (or the index of the sitemaps/ files)",
+             public=True, page=True),
+    Endpoint("sitemap_part", "GET", "/sitemaps/{page}.xml", "open", None, XML,
+             "A part of the sitemap, when the node has more than 50,000 pages", public=True,
+             page=True),
+    Endpoint("robots", "GET", "/robots.txt", "open", None, TEXT, "Rules for crawlers",
+             public=True, page=True),
     Endpoint("manifest", "GET", "/api/manifest", "open", None, JSON,
              "Node identity, collections, capabilities, authentication",
              capability="manifest", public=True),
@@ -109,6 +120,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              public=True),
     Endpoint("record", "GET", "/api/{collection}/{id}", "open", "read", JSON,
              "One record", capability="records", public=True),
+    # Pages for people (exporter/pages.py): none of them starts with /api/ or /library/.
+    Endpoint("collection_page", "GET", "/{collection}/", "open", None, HTML,
+             "The first page of a collection's public records, for people", public=True,
+             page=True),
+    Endpoint("collection_page_n", "GET", "/{collection}/{page}.html", "open", None, HTML,
+             "A further page of a collection's public records, for people", public=True,
+             page=True),
+    Endpoint("record_page", "GET", "/{collection}/{shard}/{id}.html", "open", None, HTML,
+             "One public record, for people (shard: the id's first two characters)",
+             public=True, page=True),
 )
 BY_NAME: dict[str, Endpoint] = {e.name: e for e in ENDPOINTS}
 
@@ -123,7 +144,7 @@ def manifest_endpoints(base_url: str, sidecar_url: str) -> dict[str, dict[str, A
     to call it at (keyed endpoints live at the sidecar)."""
     described: dict[str, dict[str, Any]] = {}
     for e in ENDPOINTS:
-        if not e.offered or e.name == "index":
+        if not e.offered or e.page:
             continue
         entry: dict[str, Any] = {"method": e.method, "path": e.path, "access": e.access}
         if e.scope:
@@ -138,6 +159,6 @@ def manifest_endpoints(base_url: str, sidecar_url: str) -> dict[str, dict[str, A
 
 def access_lists() -> tuple[list[str], list[str]]:
     """The names of the offered open and keyed endpoints, for the manifest."""
-    offered = [e for e in ENDPOINTS if e.offered and e.name != "index"]
+    offered = [e for e in ENDPOINTS if e.offered and not e.page]
     return ([e.name for e in offered if e.access == "open"],
             [e.name for e in offered if e.access == "keyed"])

@@ -1,0 +1,36 @@
+"""The URLs of the pages for people, and the files under site_out/ that serve them (the
+exporter writes them, the sidecar serves them; see exporter/pages.py)."""
+
+from __future__ import annotations
+
+
+def shard(record_id: str) -> str:
+    return record_id[:2].lower()
+
+
+def record_href(collection: str, record_id: str) -> str:
+    return f"/{collection}/{shard(record_id)}/{record_id}.html"
+
+
+def collection_href(collection: str, page: int = 1) -> str:
+    return f"/{collection}/" if page == 1 else f"/{collection}/{page}.html"
+
+
+def href_of(endpoint: str, segments: dict[str, str]) -> str:
+    """The URL of a page, from its endpoint's name and path segments (as the sidecar routes
+    it)."""
+    fixed = {"sitemap": "/sitemap.xml", "robots": "/robots.txt"}
+    if endpoint in fixed:
+        return fixed[endpoint]
+    if endpoint == "sitemap_part":
+        return f"/sitemaps/{segments['page']}.xml"
+    if endpoint == "collection_page":
+        return collection_href(segments["collection"])
+    if endpoint == "collection_page_n":
+        return f"/{segments['collection']}/{segments['page']}.html"
+    return f"/{segments['collection']}/{segments['shard']}/{segments['id']}.html"
+
+
+def file_of(href: str) -> str:
+    """The file under site_out/ that serves a page URL."""
+    return href.lstrip("/") + ("index.html" if href.endswith("/") else "")

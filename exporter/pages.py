@@ -1,0 +1,267 @@
+"""Pages for people: the home page, a page per collection (paged), a page per public record
+with schema.org JSON-LD, `sitemap.xml` and `robots.txt`.
+
+Only public records reach this module (the caller passes them); a restricted record has no
+page, no link, no count and no sitemap entry. Each page is an `OutputFile` with a
+fingerprint of everything it shows, so an unchanged record's page is not rendered again.
+
+Page URLs never collide with the API's (`/api/...`) nor with the library's PDFs:
+
+    /                                  the home page            index.html
+    /{collection}/                     first page of a list     {collection}/index.html
+    /{collection}/{page}.html          page 2, 3, ...           {collection}/{page}.html
+    /{collection}/{shard}/{id}.html    one record               shard: the id's first two
+                                                                characters (256 folders)
+    /sitemap.xml, /sitemaps/{n}.xml, /robots.txt
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+from xml.sax.saxutils import escape
+
+import jinja2
+from markupsafe import Markup
+
+from .config import NodeConfig
+from .content import SourceRecord
+from .contract.bundle import PAGES
+from .contract.endpoints import ENDPOINTS
+from .contract.page_urls import collection_href, file_of, record_href
+from .render import Rendered, fingerprint
+from .schemas import Collection
+from .writer import OutputFile, constant
+
+PAGES_FOLDER = PAGES  # where the bundle keeps a copy, for the sidecar
+PAGE_SIZE = 100  # records listed on one collection page
+SITEMAP_MAX = 50_000  # URLs in one sitemap file (the sitemaps.org limit)
+TEMPLATES = ("base.html", "index.html", "collection.html", "record.html")
+
+# The fields that name species in other collections, and the section title they get on a
+# species page.
+_NAMES_SPECIES = {"treatments": ("targetSpecies", "Treatments"),
+                  "resources": ("relatedSpecies", "Resources"),
+                  "germination": ("species", "Germination results")}
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(
+            lambda name: resources.files("exporter").joinpath(f"templates/{name}")
+            .read_text("utf-8")),
+        autoescape=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined,
+    )
+
+
+@cache
+def _templates_digest() -> str:
+    digest = hashlib.sha256()
+    for name in TEMPLATES:
+        digest.update(resources.files("exporter").joinpath(f"templates/{name}").read_bytes())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Site:
+    """What every page shows besides its own content."""
+
+    node: NodeConfig
+    collections: list[dict[str, Any]]  # name, title, description, href, count
+    print_: str  # changes whenever any of the above may
+
+    def render(self, template: str, **values: Any) -> bytes:
+        return _environment().get_template(template).render(
+            node=self.node, collections=self.collections, **values).encode("utf-8")
+
+
+def site_of(node: NodeConfig, known: dict[str, Collection], counts: dict[str, int]) -> Site:
+    listed = [{"name": c.name, "title": c.title, "description": c.description,
+               "href": collection_href(c.name), "count": counts.get(c.name, 0)}
+              for c in known.values()]
+    print_ = fingerprint("site", _templates_digest(), node.name, node.description,
+                         node.publisher, node.contact, node.licence, node.language,
+                         node.base_url, node.key_request, json.dumps(listed))
+    return Site(node, listed, print_)
+
+
+def home(site: Site) -> bytes:
+    return site.render("index.html")
+
+
+def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rendered]],
+          sources: dict[str, SourceRecord]) -> list[OutputFile]:
+    """Every page but the home page, for the public records given (by collection, in list
+    order). `sources` has each public record's content."""
+    related = _relations(public, sources)
+    out: list[OutputFile] = []
+    for name, items in public.items():
+        out.extend(_collection_pages(site, known[name], items))
+        for r in items:
+            links = related.get(r.id, [])
+            print_ = fingerprint("record page", site.print_, r.key,
+                                 *(f"{x.collection}/{x.id}/{x.key}" for _, x in links))
+            out.append(OutputFile(file_of(record_href(name, r.id)), print_, functools.partial(
+                _record_page, site, known[name], r, sources[r.id], links)))
+    sitemap = _sitemaps(site.node.base_url, public)
+    robots = _robots(site.node.base_url).encode()
+    for path, data in (*sitemap, ("robots.txt", robots)):
+        out.append(constant(path, data, hashlib.sha256(data).hexdigest()))
+    return out
+
+
+def _collection_pages(site: Site, collection: Collection, items: list[Rendered]
+                      ) -> Iterator[OutputFile]:
+    total = len(items)
+    pages = max(1, -(-total // PAGE_SIZE))
+    for page in range(1, pages + 1):
+        chunk = items[(page - 1) * PAGE_SIZE:page * PAGE_SIZE]
+        print_ = fingerprint("collection page", site.print_, collection.name, str(page),
+                             str(total), *(f"{r.id}/{r.key}" for r in chunk))
+        href = collection_href(collection.name, page)
+        listed = [{"href": record_href(r.collection, r.id), "title": r.title or r.id}
+                  for r in chunk]
+        render = functools.partial(
+            site.render, "collection.html", collection=collection, items=listed, total=total,
+            page=page, pages=pages, here=href,
+            previous=collection_href(collection.name, page - 1) if page > 1 else None,
+            next=collection_href(collection.name, page + 1) if page < pages else None)
+        yield OutputFile(file_of(href), print_, render)
+
+
+def _relations(public: dict[str, list[Rendered]], sources: dict[str, SourceRecord]
+               ) -> dict[str, list[tuple[str, Rendered]]]:
+    """For each public record, the public records it links to, with a section title each:
+    a species to the treatments, resources and germination results naming it, and those
+    back to the species."""
+    species = {r.title: r for r in public.get("species", [])}
+    related: dict[str, list[tuple[str, Rendered]]] = {}
+    for name, (field, section) in _NAMES_SPECIES.items():
+        for r in public.get(name, []):
+            named = sources[r.id].fields.get(field)
+            for scientific in [named] if isinstance(named, str) else (named or []):
+                taxon = species.get(scientific)
+                if taxon is not None:
+                    related.setdefault(taxon.id, []).append((section, r))
+                    related.setdefault(r.id, []).append(("Species", taxon))
+    return related
+
+
+_WORDS = re.compile(r"(?<=[a-z])(?=[A-Z])")
+_HIDDEN = {"id", "access", "title", "tags", "body"}
+
+
+def _record_page(site: Site, collection: Collection, r: Rendered, source: SourceRecord,
+                 links: list[tuple[str, Rendered]]) -> bytes:
+    fields = source.fields
+    shown: list[tuple[str, Any]] = []
+    for name in collection.content_fields:
+        value = fields.get(name)
+        if name in _HIDDEN or name == collection.title_field or value in (None, "", []):
+            continue
+        label = (collection.property(name) or {}).get("title") or _WORDS.sub(" ", name)
+        shown.append((str(label[:1].upper() + label[1:]),
+                      [str(v) for v in value] if isinstance(value, list) else str(value)))
+    if fields.get("tags"):
+        shown.append(("Tags", [str(tag) for tag in fields["tags"]]))
+    sections: dict[str, list[dict[str, str]]] = {}
+    for section, other in links:
+        sections.setdefault(section, []).append(
+            {"href": record_href(other.collection, other.id), "title": other.title or other.id})
+    here = record_href(collection.name, r.id)
+    body = [paragraph.replace("**", "").strip()
+            for paragraph in str(fields.get("body") or "").split("\n\n") if paragraph.strip()]
+    return site.render(
+        "record.html", collection=collection, title=r.title or r.id, fields=shown, body=body,
+        updated_at=r.updated_at, here=here, json_path=f"/api/{collection.name}/{r.id}",
+        collection_href=collection_href(collection.name),
+        related=[{"title": title, "items": items} for title, items in sections.items()],
+        json_ld=_script_json(json_ld(site.node.base_url, collection.name, r, fields, links)))
+
+
+def json_ld(base_url: str, collection: str, r: Rendered, fields: dict[str, Any],
+            links: Iterable[tuple[str, Rendered]]) -> dict[str, Any]:
+    """schema.org: Taxon for a species, Dataset or CreativeWork for a resource, HowTo for a
+    treatment, Dataset for a germination result, Person for a team member."""
+    url = base_url + record_href(collection, r.id)
+    data: dict[str, Any] = {"@context": "https://schema.org", "@id": url, "url": url,
+                            "identifier": r.id, "name": r.title, "dateModified": r.updated_at,
+                            "sameAs": f"{base_url}/api/{collection}/{r.id}"}
+    taxa = [{"@type": "Taxon", "name": other.title,
+             "url": base_url + record_href("species", other.id)}
+            for section, other in links if section == "Species"]
+    if collection == "species":
+        data.update({"@type": "Taxon", "taxonRank": fields.get("taxonRank") or "species"})
+        if fields.get("vernacularName"):
+            data["alternateName"] = fields["vernacularName"]
+        data["subjectOf"] = [{"@type": _type(other.collection, None), "name": other.title,
+                              "url": base_url + record_href(other.collection, other.id)}
+                             for _, other in links]
+    elif collection == "team":
+        data.update({"@type": "Person", "jobTitle": fields.get("role")})
+    else:
+        data["@type"] = _type(collection, fields.get("kind"))
+        if fields.get("summary"):
+            data["description"] = fields["summary"]
+        if taxa:
+            data["about"] = taxa
+    return {key: value for key, value in data.items() if value not in (None, [], "")}
+
+
+def _type(collection: str, kind: object) -> str:
+    if collection == "treatments":
+        return "HowTo"
+    if collection == "germination" or kind == "dataset":
+        return "Dataset"
+    return "CreativeWork"
+
+
+def _script_json(data: dict[str, Any]) -> Markup:
+    text = json.dumps(data, ensure_ascii=False, indent=1)
+    # Inside <script>, "</" and "<!--" must not appear: escape every "<" as JSON allows.
+    return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
+def _sitemaps(base_url: str, public: dict[str, list[Rendered]]) -> list[tuple[str, bytes]]:
+    """`sitemap.xml`, and when the node has more URLs than one sitemap holds, the files it
+    indexes under `sitemaps/`."""
+    entries = [(f"{base_url}/", "")]
+    for name, items in public.items():
+        pages = max(1, -(-len(items) // PAGE_SIZE))
+        entries.extend((base_url + collection_href(name, page), "")
+                       for page in range(1, pages + 1))
+        entries.extend((base_url + record_href(name, r.id), r.updated_at) for r in items)
+    if len(entries) <= SITEMAP_MAX:
+        return [("sitemap.xml", _urlset(entries))]
+    chunks = [entries[start:start + SITEMAP_MAX]
+              for start in range(0, len(entries), SITEMAP_MAX)]
+    index = "".join(f"<sitemap><loc>{escape(base_url)}/sitemaps/{n}.xml</loc></sitemap>\n"
+                    for n in range(1, len(chunks) + 1))
+    return [("sitemap.xml", ('<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex xmlns='
+                             '"http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+                             f"{index}</sitemapindex>\n").encode()),
+            *((f"sitemaps/{n}.xml", _urlset(chunk)) for n, chunk in enumerate(chunks, 1))]
+
+
+def _urlset(entries: list[tuple[str, str]]) -> bytes:
+    lines = "".join(f"<url><loc>{escape(loc)}</loc>"
+                    + (f"<lastmod>{modified}</lastmod>" if modified else "") + "</url>\n"
+                    for loc, modified in entries)
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/'
+            f'schemas/sitemap/0.9">\n{lines}</urlset>\n').encode()
+
+
+def _robots(base_url: str) -> str:
+    """Crawlers may read every page and static file; the sidecar's dynamic and keyed paths
+    (from the endpoint table) are not for them."""
+    dynamic = sorted({e.path.split("{")[0] for e in ENDPOINTS if not e.public})
+    lines = "".join(f"Disallow: {path}\n" for path in dynamic)
+    return f"User-agent: *\n{lines}Allow: /\n\nSitemap: {base_url}/sitemap.xml\n"

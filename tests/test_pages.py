@@ -1,0 +1,176 @@
+"""Pages for people: what they show, what they never show (restricted records), that they
+are rendered only when what they show changes, and that the sidecar serves the same bytes."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from aiohttp.test_utils import TestClient
+from builders import app_for, copy_sample
+
+from exporter.build import build, load
+from exporter.config import Project
+from exporter.contract.page_urls import record_href
+from exporter.contract.wire import COLLECTIONS, PUBLIC
+from exporter.pages import PAGE_SIZE
+
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
+PAGE_FILES = re.compile(r".*\.html|sitemap\.xml|sitemaps/.*|robots\.txt")
+
+
+def page_files(root: Path) -> dict[str, bytes]:
+    site = (root / "site_out").resolve()
+    return {str(p.relative_to(site)): p.read_bytes() for p in sorted(site.rglob("*"))
+            if p.is_file() and PAGE_FILES.fullmatch(str(p.relative_to(site)))}
+
+
+def href_of(path: str) -> str:
+    return "/" + (path[:-len("index.html")] if path.endswith("index.html") else path)
+
+
+def json_ld(page: bytes) -> dict[str, object]:
+    found = re.search(rb'<script type="application/ld\+json">(.*?)</script>', page, re.S)
+    assert found, "no JSON-LD"
+    data: dict[str, object] = json.loads(found.group(1))
+    return data
+
+
+def test_every_public_record_has_a_page_with_its_json_ld(sample_root: Path) -> None:
+    content = load(Project(sample_root))
+    files = page_files(sample_root)
+    public = [r for r in content.records if r.access == PUBLIC]
+    types = {"species": {"Taxon"}, "treatments": {"HowTo"}, "team": {"Person"},
+             "resources": {"Dataset", "CreativeWork"}, "germination": {"Dataset"}}
+    for record in public:
+        page = files.pop(record_href(record.collection, record.id).lstrip("/"))
+        data = json_ld(page)
+        assert data["identifier"] == record.id
+        assert data["@type"] in types[record.collection]
+        assert f'href="/api/{record.collection}/{record.id}"'.encode() in page
+    # What is left: the home page, the collection pages, the sitemap and robots.txt.
+    assert set(files) == {"index.html", "sitemap.xml", "robots.txt",
+                          *(f"{name}/index.html" for name in COLLECTIONS)}
+    sitemap = files["sitemap.xml"].decode()
+    assert sitemap.count("<url>") == 1 + len(COLLECTIONS) + len(public)
+
+
+def test_a_species_page_links_to_its_treatments_and_resources(sample_root: Path) -> None:
+    files = page_files(sample_root)
+    balsam = next(page for path, page in files.items()
+                  if b"<h1>Impatiens glandulifera</h1>" in page)
+    assert b"<h2>Treatments</h2>" in balsam and b"<h2>Resources</h2>" in balsam
+    data = json_ld(balsam)
+    assert data["@type"] == "Taxon" and data["alternateName"] == "Himalayan balsam"
+    linked = re.findall(rb'href="(/(?:treatments|resources)/[^"]+)"', balsam)
+    assert len(linked) >= 3
+    for href in linked:  # every link leads to a page that links back to the species
+        target = files[href.decode().lstrip("/")]
+        assert b"<h2>Species</h2>" in target and b">Impatiens glandulifera</a>" in target
+    for path, page in files.items():  # no page links to a page that does not exist
+        for href in re.findall(rb'href="(/[^"]*)"', page):
+            link = href.decode()
+            if not link.startswith(("/api/", "/library/")):
+                assert link.lstrip("/") in files or link.lstrip("/") + "index.html" in files, \
+                    (path, link)
+
+
+def test_restricted_records_leave_no_trace_on_any_page(tmp_path: Path) -> None:
+    """The pages of the sample equal, byte for byte, those of the same node without its
+    restricted records: no page, link, title, count or sitemap entry of them."""
+    with_them = copy_sample(tmp_path / "with")
+    without = copy_sample(tmp_path / "without")
+    restricted = [r for r in load(Project(without)).records if r.access != PUBLIC]
+    assert len(restricted) >= 5
+    for record in restricted:
+        path = without / record.path
+        if path.suffix == ".md":
+            path.unlink()
+            path.with_suffix(".pdf").unlink(missing_ok=True)  # a library document's PDF
+        else:  # a CSV row
+            lines = path.read_text("utf-8").splitlines(keepends=True)
+            path.write_text("".join(line for line in lines if record.id not in line), "utf-8")
+    build(Project(with_them), now=NOW)
+    build(Project(without), now=NOW)
+    pages, reference = page_files(with_them), page_files(without)
+    assert pages == reference
+    everything = b"".join(pages.values())
+    public_text = b"".join(p.read_bytes() for p in (without / "content").rglob("*.*"))
+    for record in restricted:
+        assert record.id.encode() not in everything
+        title = str(record.fields.get("title") or record.fields.get("scientificName") or "")
+        if title.encode() not in public_text:  # a name public records use too may show
+            assert title.encode() not in everything, title
+    home = pages["index.html"].decode()
+    counts = dict(re.findall(r'<a href="/(\w+)/">[^<]+</a></td><td>(\d+)</td>', home))
+    public = load(Project(with_them)).records
+    for name in COLLECTIONS:
+        expected = sum(1 for r in public if r.collection == name and r.access == PUBLIC)
+        assert int(counts[name]) == expected
+        listing = pages[f"{name}/index.html"].decode()
+        assert f'<span id="total">{expected}</span>' in listing
+        assert listing.count("<li><a href=") == min(expected, PAGE_SIZE)
+
+
+def test_collection_pages_are_paged(tmp_path: Path) -> None:
+    from builders import multiply
+    root = copy_sample(tmp_path / "node")
+    multiply(root / "content", 260)
+    build(Project(root), now=NOW)
+    files = page_files(root)
+    total = int(re.search(rb'<span id="total">(\d+)</span>', files["species/index.html"])
+                .group(1))  # type: ignore[union-attr]
+    assert total > PAGE_SIZE
+    last = -(-total // PAGE_SIZE)
+    listed = files["species/index.html"].count(b"<li><a href=\"/species/")
+    for page in range(2, last + 1):
+        listed += files[f"species/{page}.html"].count(b"<li><a href=\"/species/")
+    assert listed == total and f"species/{last + 1}.html" not in files
+    assert b'rel="next" href="/species/2.html"' in files["species/index.html"]
+    assert b'rel="prev" href="/species/"' in files["species/2.html"]
+
+
+def test_an_unchanged_records_page_is_not_rendered_again(tmp_path: Path) -> None:
+    root = copy_sample(tmp_path / "node")
+    build(Project(root), now=NOW)
+    site = root / "site_out"
+    files = page_files(root)
+    public = [r for r in load(Project(root)).records if r.access == PUBLIC]
+    edited = next(r for r in public if r.collection == "team")
+    other = next(r for r in public if r.collection == "species")
+    before = {r.id: (site / record_href(r.collection, r.id).lstrip("/")).stat().st_ino
+              for r in (edited, other)}
+    source = root / edited.path
+    source.write_text(source.read_text("utf-8") + "\nOne more paragraph.\n", "utf-8")
+    report = build(Project(root), now=NOW)
+    after = {r.id: (site / record_href(r.collection, r.id).lstrip("/")).stat().st_ino
+             for r in (edited, other)}
+    assert after[other.id] == before[other.id]  # the same file, linked from the last build
+    assert after[edited.id] != before[edited.id]
+    assert b"One more paragraph." in (site / record_href("team", edited.id).lstrip("/")
+                                       ).read_bytes()
+    changed = {path for path, data in page_files(root).items() if files.get(path) != data}
+    # The collection page is rendered again (its record's fingerprint changed) to the same
+    # bytes: the title did not change.
+    assert changed == {record_href("team", edited.id).lstrip("/"), "sitemap.xml"}
+    assert report.site is not None and report.site.written < 15, report.summary()
+
+
+async def test_the_sidecar_serves_the_same_pages(
+        sample_root: Path, aiohttp_client: Callable[..., object]) -> None:
+    client: TestClient = await aiohttp_client(app_for(sample_root))  # type: ignore[operator]
+    files = page_files(sample_root)
+    for path, data in files.items():
+        response = await client.get(href_of(path))
+        assert response.status == 200, path
+        assert await response.read() == data, path
+    content = load(Project(sample_root))
+    hidden = next(r for r in content.records if r.access != PUBLIC)
+    for href in (record_href(hidden.collection, hidden.id), "/species/2.html", "/nothing/",
+                 "/species/zz/" + hidden.id + ".html", "/sitemaps/1.xml"):
+        response = await client.get(href)
+        assert response.status == 404, href
+        assert (await response.json())["error"]["code"] == "not_found"
