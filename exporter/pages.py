@@ -108,7 +108,8 @@ def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rende
         for r in items:
             links = related.get(r.id, [])
             print_ = fingerprint("record page", site.print_, r.key,
-                                 *(f"{x.collection}/{x.id}/{x.key}" for _, x in links))
+                                 *(f"{section}\x1e{x.collection}/{x.id}\x1e{x.title}"
+                                   for section, x in links))
             out.append(OutputFile(file_of(record_href(name, r.id)), print_, functools.partial(
                 _record_page, site, known[name], r, sources[r.id], links)))
     sitemap = _sitemaps(site.node.base_url, public)
@@ -125,7 +126,7 @@ def _collection_pages(site: Site, collection: Collection, items: list[Rendered]
     for page in range(1, pages + 1):
         chunk = items[(page - 1) * PAGE_SIZE:page * PAGE_SIZE]
         print_ = fingerprint("collection page", site.print_, collection.name, str(page),
-                             str(total), *(f"{r.id}/{r.key}" for r in chunk))
+                             str(total), *(f"{r.id}\x1e{r.title}" for r in chunk))
         href = collection_href(collection.name, page)
         listed = [{"href": record_href(r.collection, r.id), "title": r.title or r.id}
                   for r in chunk]

@@ -178,8 +178,7 @@ class Release:
             else:
                 folder = destination.rpartition("/")[0]
                 if folder not in made:
-                    os.makedirs(folder, mode=0o700 if tree == "bundle" else 0o777,
-                                exist_ok=True)
+                    _makedirs(folder, 0o700 if tree == "bundle" else 0o777)
                     made.add(folder)
             if previous.get(item.path) == item.fingerprint:
                 try:
@@ -279,6 +278,18 @@ def _write(path: str, data: bytes, mode: int, replace: bool = False) -> None:
             view = view[os.write(descriptor, view):]
     finally:
         os.close(descriptor)
+
+
+def _makedirs(folder: str, mode: int) -> None:
+    """`os.makedirs`, but every folder it makes gets `mode` (makedirs gives the parents it
+    makes the default mode)."""
+    if os.path.isdir(folder):
+        return
+    _makedirs(folder.rpartition("/")[0], mode)
+    try:
+        os.mkdir(folder, mode)
+    except FileExistsError:
+        pass
 
 
 def _remove(root: str, relative: str) -> None:

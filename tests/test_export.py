@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from exporter.build import BuildReport, build
 from exporter.config import Project
+from exporter.contract.page_urls import record_href
 from exporter.contract.wire import format_time, parse_time
 from exporter.errors import ContentError, ExportError
 from exporter.ledger import Ledger
@@ -176,7 +177,9 @@ def test_editing_one_record_changes_only_what_must_change(node: Node, export: Ex
     after = tree(node.root / "site_out")
     changed = sorted(path for path in after if after[path] != before.get(path))
     assert changed == sorted(["api/manifest.json", *pages, f"api/species/{edited['id']}.json",
-                              "api/sync/species/0.ndjson", "api/sync/changes.ndjson"])
+                              "api/sync/species/0.ndjson", "api/sync/changes.ndjson",
+                              record_href("species", edited["id"]).lstrip("/"),
+                              "sitemap.xml"])
     assert report.site is not None and report.site.written == len(changed)
     record = read_json(node.root / "site_out" / "api" / "species" / f"{edited['id']}.json")
     assert record["updated_at"] == "2026-03-01T08:02:00Z"

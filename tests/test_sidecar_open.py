@@ -18,8 +18,8 @@ def static_url(relative: str) -> str | None:
     parts = relative.split("/")
     if relative.startswith(("api/sync/", "library/")) or relative == "api/openapi.json":
         return "/" + relative
-    if relative == "index.html":
-        return "/"
+    if not relative.startswith("api/"):  # a page for people (exporter/pages.py)
+        return "/" + relative.removesuffix("index.html")
     if relative in ("api/manifest.json", "api/schema.json"):
         return "/" + relative[:-5]
     if len(parts) == 3 and parts[2] == "index.json":
