@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from . import bundle_writer, library, openapi, pages, search_index
+from . import bundle_writer, library, openapi, pages, redirects, search_index
 from .cache import Cache, SortKey
 from .config import NodeConfig, Project, load_node_config
 from .content import SourceRecord, discover, read
@@ -230,9 +230,12 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
                                                      in public.items()},
                                      {r.id: r for r in content.records if r.access == PUBLIC}))
 
+    routing = redirects.redirects_file(node.sidecar_url)
+
     site = [*_static_files(node, public, manifest_bytes, schema_bytes, index_bytes),
             constant("api/openapi.json", openapi_bytes,
                      hashlib.sha256(openapi_bytes).hexdigest()),
+            constant(redirects.FILE, routing, hashlib.sha256(routing).hexdigest()),
             *sync_files, *library.published(content.documents), *page_files]
     report.site = _write(release, "site", site, "writing site", progress)
     checkpoint("site")

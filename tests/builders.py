@@ -136,8 +136,9 @@ class ServerThread:
     """The real sidecar on 127.0.0.1 (as `fednode serve` runs it), on its own event loop in a
     thread, for tests whose client code runs its own event loop or speaks raw HTTP."""
 
-    def __init__(self, app: web.Application) -> None:
+    def __init__(self, app: web.Application, port: int = 0) -> None:
         self.app = app
+        self.port = port
         self.url = ""
         self._loop = asyncio.new_event_loop()
         self._runner = NodeRunner(app)
@@ -150,7 +151,7 @@ class ServerThread:
 
     async def _start(self) -> None:
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
         port = self._runner.addresses[0][1]
         self.url = f"http://127.0.0.1:{port}"

@@ -65,19 +65,15 @@ def test_export_then_serve_answers_with_the_static_bytes(tmp_path: Path) -> None
     assert b"GET /api/team 200 open" in errors
 
 
-def test_netlify_sends_keyed_paths_to_the_sidecar_before_any_static_rule() -> None:
+def test_netlify_builds_with_the_frozen_ledger_and_publishes_site_out() -> None:
     config = tomllib.loads((REPO / "netlify.toml").read_text())
     assert config["build"]["publish"] == "site_out"
     assert "--frozen" in config["build"]["command"]
-    rules = config["redirects"]
-    first_static = next(i for i, rule in enumerate(rules) if rule["from"] == "/api/:collection")
-    for path in ("/api/changes", "/api/keys/*", "/api/mcp", "/api/library/*", "/api/search"):
-        index = next(i for i, rule in enumerate(rules) if rule["from"] == path)
-        assert index < first_static and rules[index]["to"].startswith("https://SIDECAR/")
-        assert rules[index].get("force") is True
-    targets = {rule["to"] for rule in rules}
-    assert {"/api/manifest.json", "/api/schema.json", "/api/:collection/index.json",
-            "/api/:collection/:id.json"} <= targets
+    # The routing is the export's own site_out/_redirects (tests/test_seams.py checks it).
+    assert "redirects" not in config
+    headers = {rule["for"]: rule["values"] for rule in config["headers"]}
+    assert headers["/*"]["X-Node-Access"] == "open"
+    assert headers["/api/*"]["Content-Type"].startswith("application/json")
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """The CDN's routing, proven with the real Netlify CLI (netlify-cli 26.2.0 from npm) running
-offline over an exported site_out/: each request of a table lands where netlify.toml says,
-on a static file or on the real sidecar, with its method, query, headers and body.
+offline over an exported site_out/: each request of a table lands where the exported
+site_out/_redirects says, on a static file or on the real sidecar, with its method, query,
+headers and body.
 
 `netlify dev` cannot load Edge Functions offline, and applies neither `[[headers]]`
 Content-Type/Cache-Control nor custom headers to proxied answers: those are checked from the
@@ -23,6 +24,7 @@ from test_cli_serve import free_port
 
 from exporter.build import build
 from exporter.config import Project
+from exporter.contract.page_urls import record_href
 
 KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"
 
@@ -40,15 +42,21 @@ def request(url: str, method: str = "GET", body: Any = None,
 
 
 @pytest.mark.slow
-def test_requests_land_where_netlify_toml_says(tmp_path: Path) -> None:
+def test_requests_land_where_the_exported_redirects_say(tmp_path: Path) -> None:
     cli = npm_tool("netlify-cli", "26.2.0", "netlify")
     root = copy_sample(tmp_path / "node")
+    sidecar_port = free_port()
+    node_toml = root / "content" / "node.toml"
+    node_toml.write_text(node_toml.read_text().replace(
+        "[node]\n", f'[node]\nsidecar_url = "http://127.0.0.1:{sidecar_port}"\n', 1))
     build(Project(root))
+    assert f"http://127.0.0.1:{sidecar_port}/api/search" in (root / "site_out" / "_redirects"
+                                                            ).read_text()
     key, _ = issue_key(root, "cdn", groups=["partners"], rate=10**6)
-    with ServerThread(app_for(root, anonymous_rate=0)) as sidecar:
+    with ServerThread(app_for(root, anonymous_rate=0), port=sidecar_port) as sidecar:
         site = tmp_path / "deploy"
         shutil.copytree(root / "site_out", site / "site_out", symlinks=False)
-        config = (REPO / "netlify.toml").read_text().replace("https://SIDECAR", sidecar.url)
+        config = (REPO / "netlify.toml").read_text()
         port = free_port()
         config = config.replace('framework = "#static"',
                                 f'framework = "#static"\nport = {port}', 1)
@@ -81,6 +89,11 @@ def test_requests_land_where_netlify_toml_says(tmp_path: Path) -> None:
                 ("GET", "/api/species", None, {}, "static", 200),
                 ("GET", f"/api/species/{KNOTWEED}", None, {}, "static", 200),
                 ("GET", "/api/sync/changes.ndjson", None, {}, "static", 200),
+                ("GET", "/", None, {}, "static", 200),
+                ("GET", "/species/", None, {}, "static", 200),
+                ("GET", record_href("species", KNOTWEED), None, {}, "static", 200),
+                ("GET", "/sitemap.xml", None, {}, "static", 200),
+                ("GET", "/robots.txt", None, {}, "static", 200),
                 ("GET", "/api/species?limit=2", None, {}, "sidecar", 200),
                 ("GET", "/api/species?offset=10", None, {}, "sidecar", 200),
                 ("GET", "/api/team?updated_since=2020-01-01T00:00:00Z", None, {}, "sidecar", 200),
@@ -100,7 +113,8 @@ def test_requests_land_where_netlify_toml_says(tmp_path: Path) -> None:
                 if where == "sidecar" and status == 200 and path.startswith("/api/species?"):
                     assert json.loads(data)["limit"] == (2 if "limit" in path else 50)
             # A static answer is the sidecar's answer, byte for byte.
-            for path in ("/api/manifest", f"/api/species/{KNOTWEED}", "/api/species"):
+            for path in ("/api/manifest", f"/api/species/{KNOTWEED}", "/api/species", "/",
+                         "/species/", record_href("species", KNOTWEED), "/sitemap.xml"):
                 assert request(base + path)[2] == request(sidecar.url + path)[2], path
         finally:
             dev.terminate()

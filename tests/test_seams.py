@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -56,19 +57,35 @@ def test_manifest_claims_exactly_what_the_table_offers(sample_root: Path) -> Non
     assert auth["keyed"] == [e.name for e in offered if e.access == "keyed"]
 
 
-def test_netlify_sends_every_dynamic_endpoint_to_the_sidecar() -> None:
-    """Every endpoint the CDN cannot answer from site_out/ has a forced rule to the sidecar,
-    ahead of the first static rule for collections."""
-    rules = tomllib.loads((REPO / "netlify.toml").read_text())["redirects"]
-    first_static = next(i for i, rule in enumerate(rules) if rule["from"] == "/api/:collection")
+def test_redirects_send_every_dynamic_endpoint_to_the_sidecar(sample_root: Path) -> None:
+    """The exported site_out/_redirects: every endpoint the CDN cannot answer from site_out/
+    has a forced rule to the sidecar, ahead of the first static rule; every open endpoint is
+    a file at its URL or has a rule to the file that answers it."""
+    node = tomllib.loads((sample_root / "content" / "node.toml").read_text())["node"]
+    sidecar = node.get("sidecar_url", node["base_url"])
+    rules = [line.split() for line in (sample_root / "site_out" / "_redirects").read_text()
+             .splitlines() if line and not line.startswith("#")]
+    first_static = next(i for i, rule in enumerate(rules) if not rule[-1].endswith("!"))
+    site = sample_root / "site_out"
     for endpoint in ENDPOINTS:
-        if endpoint.public:
-            continue
-        path = endpoint.path.replace("/me", "/*")
-        index = next(i for i, rule in enumerate(rules)
-                     if rule["from"] in (endpoint.path, path, path.rsplit("/", 1)[0] + "/*"))
-        assert index < first_static, endpoint.name
-        assert rules[index]["to"].startswith("https://SIDECAR/") and rules[index]["force"]
+        path = re.sub(r"\{(\w+)\}", r":\1", endpoint.path)
+        if not endpoint.public:
+            index = rules.index([path, sidecar + path, "200!"])
+            assert index < first_static, endpoint.name
+        elif endpoint.static:
+            static = re.sub(r"\{(\w+)\}", r":\1", endpoint.static)
+            assert rules.index([path, static, "200"]) >= first_static
+            for param in endpoint.params:  # a bare target forwards the whole query string
+                assert rules.index([path, f"{param.name}=:{param.name}", sidecar + path,
+                                    "200!"]) < first_static
+        elif ":" not in path and endpoint.page:
+            assert (site / (path.lstrip("/") or "index.html")).is_file(), path
+
+
+def test_netlify_toml_leaves_the_routing_to_the_export() -> None:
+    config = tomllib.loads((REPO / "netlify.toml").read_text())
+    assert "redirects" not in config
+    assert config["build"]["publish"] == "site_out"
 
 
 @pytest.mark.parametrize("module, allowed", [

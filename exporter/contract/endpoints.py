@@ -51,6 +51,7 @@ class Endpoint:
     offered: bool = True  # False: keys and scopes are checked, then 404 says "not yet"
     public: bool = False  # static: the CDN may serve it from site_out/
     page: bool = False  # for people (HTML, sitemaps): not listed in the manifest
+    static: str | None = None  # the file under site_out/ that answers it, if not at `path`
 
 
 JSON = "application/json"
@@ -77,9 +78,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              public=True, page=True),
     Endpoint("manifest", "GET", "/api/manifest", "open", None, JSON,
              "Node identity, collections, capabilities, authentication",
-             capability="manifest", public=True),
+             capability="manifest", public=True, static="/api/manifest.json"),
     Endpoint("schema", "GET", "/api/schema", "open", None, JSON,
-             "JSON Schema of every collection", capability="schema", public=True),
+             "JSON Schema of every collection", capability="schema", public=True,
+             static="/api/schema.json"),
     Endpoint("openapi", "GET", "/api/openapi.json", "open", None, JSON,
              "OpenAPI 3.1 description of this API", capability="openapi", public=True),
     Endpoint("key", "GET", "/api/keys/me", "keyed", None, JSON,
@@ -117,9 +119,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "A page of a collection's records", capability="lists",
              params=(_LIMIT, _OFFSET, Param("updated_since", "timestamp",
                                             "records updated at or after this moment")),
-             public=True),
+             public=True, static="/api/{collection}/index.json"),
     Endpoint("record", "GET", "/api/{collection}/{id}", "open", "read", JSON,
-             "One record", capability="records", public=True),
+             "One record", capability="records", public=True,
+             static="/api/{collection}/{id}.json"),
     # Pages for people (exporter/pages.py): none of them starts with /api/ or /library/.
     Endpoint("collection_page", "GET", "/{collection}/", "open", None, HTML,
              "The first page of a collection's public records, for people", public=True,
