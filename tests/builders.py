@@ -294,3 +294,24 @@ def npm_tool(package: str, version: str, binary: str) -> Path:
         subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder),
                         f"{package}@{version}"], check=True, capture_output=True, timeout=900)
     return found
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def chromium() -> Path:
+    """Debian's chromium, installed with apt-get on first use where the tests run as root (as
+    in CI); the test is skipped, saying why, where it is absent and cannot be installed."""
+    import os
+
+    import pytest
+    if not CHROMIUM.exists() and shutil.which("apt-get") and os.geteuid() == 0:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
+        if subprocess.run(install, env=env, capture_output=True, timeout=1800).returncode:
+            subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=600)
+            subprocess.run(install, env=env, capture_output=True, timeout=1800)
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed and cannot be installed here (it needs "
+                    "apt-get and root): `apt-get install chromium` to run this test")
+    return CHROMIUM
