@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from . import bundle_writer, library, openapi, pages, redirects, search_index
+from . import bundle_writer, layout, library, openapi, pages, redirects, search_index
 from .cache import Cache, SortKey
 from .config import NodeConfig, Project, load_node_config
 from .content import SourceRecord, discover, read
@@ -27,6 +27,7 @@ from .contract.feed import (
     snapshot_chunk,
     snapshot_path,
 )
+from .contract.layout import FOLDER_LIMIT, record_file
 from .contract.wire import (
     COLLECTIONS,
     LIST_LIMIT_DEFAULT,
@@ -145,7 +146,8 @@ def _duplicates(records: list[SourceRecord]) -> list[Problem]:
 
 
 def build(project: Project, *, now: datetime | None = None, frozen: bool = False,
-          base_url: str | None = None, progress: Progress | None = None) -> BuildReport:
+          base_url: str | None = None, progress: Progress | None = None,
+          folder_limit: int = FOLDER_LIMIT) -> BuildReport:
     """Export the project: static files to site_out/, the private bundle to .fednode/."""
     # An export allocates millions of objects and frees almost none before it ends: the
     # cyclic garbage collector would only walk them again and again (a third of the time).
@@ -153,19 +155,20 @@ def build(project: Project, *, now: datetime | None = None, frozen: bool = False
     gc.disable()
     try:
         return _build(project, now=now, frozen=frozen, base_url=base_url,
-                      progress=progress or _quiet)
+                      progress=progress or _quiet, folder_limit=folder_limit)
     finally:
         if collecting:
             gc.enable()
 
 
 def _build(project: Project, *, now: datetime | None, frozen: bool, base_url: str | None,
-           progress: Progress) -> BuildReport:
+           progress: Progress, folder_limit: int) -> BuildReport:
     started = time.perf_counter()
     content = load(project, base_url=base_url, progress=progress)
     try:
         with exclusive(project.private):
-            report = _write_all(project, content, now=now, frozen=frozen, progress=progress)
+            report = _write_all(project, content, now=now, frozen=frozen, progress=progress,
+                                folder_limit=folder_limit)
     except OSError as exc:
         raise ExportError(f"cannot write the export: {exc.strerror}: {exc.filename}; "
                           f"site_out/ and the bundle still hold one whole build. Free space "
@@ -175,7 +178,7 @@ def _build(project: Project, *, now: datetime | None, frozen: bool, base_url: st
 
 
 def _write_all(project: Project, content: Content, *, now: datetime | None, frozen: bool,
-               progress: Progress) -> BuildReport:
+               progress: Progress, folder_limit: int) -> BuildReport:
     """Ledger, rendering and both trees, under the export lock."""
     progress("ledger", 0, len(content.records))
     ledger = Ledger.load(project.ledger)
@@ -201,9 +204,8 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
             f"this machine's clock ({format_time(stamp)}) is behind the last event in "
             f"{project.ledger.name} ({ledger.last_at}); set the clock right (or wait until "
             f"then) and export again")
-    ledger.append(events)
+    ledger.apply(events)  # in memory; written once the whole public tree is known to be fine
     progress("ledger", len(content.records), len(content.records))
-    checkpoint("ledger")
     release = Release.stage(project.private, {"site": project.site_out,
                                               "bundle": project.bundle})
     # Embedding new text is the slowest step: it runs on its own thread from here.
@@ -230,13 +232,18 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
                                                      in public.items()},
                                      {r.id: r for r in content.records if r.access == PUBLIC}))
 
-    routing = redirects.redirects_file(node.sidecar_url)
+    routing = redirects.redirects_file(
+        node.sidecar_url, [(name, r.id) for name, group in public.items() for r in group.records])
 
     site = [*_static_files(node, public, manifest_bytes, schema_bytes, index_bytes),
             constant("api/openapi.json", openapi_bytes,
                      hashlib.sha256(openapi_bytes).hexdigest()),
             constant(redirects.FILE, routing, hashlib.sha256(routing).hexdigest()),
             *sync_files, *library.published(content.documents), *page_files]
+    # The whole public tree is known: refuse it before the ledger or any tree is written.
+    layout.check_folders((f.path for f in site), folder_limit)
+    ledger.write(events)
+    checkpoint("ledger")
     report.site = _write(release, "site", site, "writing site", progress)
     checkpoint("site")
     progress("indexing", 0, len(rendered))
@@ -384,7 +391,7 @@ def _static_files(node: NodeConfig, public: dict[str, Public], manifest_bytes: b
     for name, group in public.items():
         items, prints = group.records, group.prints
         for r, print_ in zip(items, prints, strict=True):
-            yield OutputFile(f"api/{name}/{r.id}.json", print_, r.served)
+            yield OutputFile(record_file(name, r.id), print_, r.served)
         total = len(items)
         for offset in range(0, max(total, 1), LIST_LIMIT_DEFAULT):
             page = items[offset:offset + LIST_LIMIT_DEFAULT]

@@ -132,6 +132,17 @@ class Ledger:
 
     def append(self, events: list[Event]) -> None:
         """Apply the events and write them durably at the end of the file."""
+        self.write(events)
+        self.apply(events)
+
+    def apply(self, events: list[Event]) -> None:
+        """Take the events into the entries, in memory only (`write` makes them durable)."""
+        for event in events:
+            self.events.append(event)
+            self._apply(event)
+
+    def write(self, events: list[Event]) -> None:
+        """Write the events durably at the end of the file."""
         if not events:
             return
         try:
@@ -144,9 +155,6 @@ class Ledger:
         except OSError as exc:
             raise ExportError(f"{self.path.name}: cannot be written ({exc.strerror}); make it "
                               f"a writable file and export again") from None
-        for event in events:
-            self.events.append(event)
-            self._apply(event)
 
     def _apply(self, event: Event) -> None:
         previous = self.entries.get(event.id)

@@ -10,8 +10,8 @@ Page URLs never collide with the API's (`/api/...`) nor with the library's PDFs:
     /                                  the home page            index.html
     /{collection}/                     first page of a list     {collection}/index.html
     /{collection}/{page}.html          page 2, 3, ...           {collection}/{page}.html
-    /{collection}/{shard}/{id}.html    one record               shard: the id's first two
-                                                                characters (256 folders)
+    /{collection}/{shard}/{id}.html    one record               shard: contract.layout
+                                                                (256 folders)
     /sitemap.xml, /sitemaps/{n}.xml, /robots.txt
 """
 

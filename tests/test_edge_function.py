@@ -15,6 +15,7 @@ from exporter.build import build
 from exporter.config import Project
 
 PARTNER_SURVEY = "e312fd28-7dc8-45bb-bd5a-c64d8125e7de"  # a resource for partners only
+KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"  # a public species
 
 
 @pytest.mark.slow
@@ -26,9 +27,11 @@ def test_the_edge_function_forwards_keyed_requests(tmp_path: Path) -> None:
     with ServerThread(app_for(root, anonymous_rate=0)) as sidecar:
         result = subprocess.run(
             [str(binary), "test", "--allow-net=127.0.0.1", "--allow-env", "--no-remote",
+             f"--allow-read={(root / 'site_out').resolve()}",
              str(REPO / "netlify" / "edge-functions" / "keyed_test.ts")],
             capture_output=True, text=True, timeout=300,
             env={**os.environ, "SIDECAR": sidecar.url, "KEY": key, "HIDDEN": PARTNER_SURVEY,
+                 "SITE": str((root / "site_out").resolve()), "PUBLIC": KNOTWEED,
                  "DENO_DIR": str(tmp_path / "deno-cache"), "NO_COLOR": "1"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "4 passed" in result.stdout
+    assert "5 passed" in result.stdout

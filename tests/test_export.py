@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from exporter.build import BuildReport, build
 from exporter.config import Project
+from exporter.contract.layout import record_file
 from exporter.contract.page_urls import record_href
 from exporter.contract.wire import format_time, parse_time
 from exporter.errors import ContentError, ExportError
@@ -47,7 +48,7 @@ def test_static_layout_and_record_shape(node: Node, export: Export) -> None:
     node.write("species", "hogweed", fields, "Tall umbellifer.")
     report = export(node.root)
     site = node.root / "site_out"
-    record = read_json(site / "api" / "species" / f"{fields['id']}.json")
+    record = read_json(site / record_file("species", fields["id"]))
     assert list(record)[:8] == ["id", "collection", "title", "access", "created_at",
                                 "updated_at", "url", "content_hash"]
     assert record["title"] == "Heracleum mantegazzianum"
@@ -176,12 +177,12 @@ def test_editing_one_record_changes_only_what_must_change(node: Node, export: Ex
     report = export(node.root)
     after = tree(node.root / "site_out")
     changed = sorted(path for path in after if after[path] != before.get(path))
-    assert changed == sorted(["api/manifest.json", *pages, f"api/species/{edited['id']}.json",
+    assert changed == sorted(["api/manifest.json", *pages, record_file("species", edited["id"]),
                               "api/sync/species/0.ndjson", "api/sync/changes.ndjson",
                               record_href("species", edited["id"]).lstrip("/"),
                               "sitemap.xml"])
     assert report.site is not None and report.site.written == len(changed)
-    record = read_json(node.root / "site_out" / "api" / "species" / f"{edited['id']}.json")
+    record = read_json(node.root / "site_out" / record_file("species", edited["id"]))
     assert record["updated_at"] == "2026-03-01T08:02:00Z"
     assert record["created_at"] == "2026-03-01T08:01:00Z"
 
@@ -279,7 +280,7 @@ def test_cached_records_rerender_from_their_files(node: Node, export: Export) ->
     node.write("species", "a", fields, "Knotweed body.")
     export(node.root)
     export(node.root, base_url="https://mirror.example.net")  # every rendering changes
-    record = read_json(node.root / "site_out" / "api" / "species" / f"{fields['id']}.json")
+    record = read_json(node.root / "site_out" / record_file("species", fields["id"]))
     assert record["url"] == f"https://mirror.example.net/api/species/{fields['id']}"
     assert record["habitat"] == "Riverbanks" and record["body"] == "Knotweed body.\n"
 

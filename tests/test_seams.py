@@ -18,8 +18,10 @@ from aiohttp.test_utils import TestClient
 from builders import REPO, app_for, copy_sample, issue_key
 from test_cli_serve import ENV, FEDNODE, free_port
 
+from exporter.build import load
 from exporter.config import Project
 from exporter.contract.endpoints import ENDPOINTS, capabilities
+from exporter.contract.wire import PUBLIC
 from sidecar.app import SidecarConfig, create_app
 
 
@@ -72,6 +74,17 @@ def test_redirects_send_every_dynamic_endpoint_to_the_sidecar(sample_root: Path)
         if not endpoint.public:
             index = rules.index([path, sidecar + path, "200!"])
             assert index < first_static, endpoint.name
+        elif endpoint.static and "{shard}" in endpoint.static:
+            # A record's file is in a shard folder: a rule per public record, then the
+            # sidecar for any other id (docs/operations.md, At scale).
+            fallback = rules.index([path, sidecar + path, "200"])
+            named = [rule for rule in rules[first_static:fallback] if rule[0].count("/") == 3
+                     and ":" not in rule[0]]
+            public = {(r.collection, r.id) for r in load(Project(sample_root)).records
+                      if r.access == PUBLIC}
+            assert {tuple(rule[0].split("/")[2:]) for rule in named} == public
+            for _, target, status in named:
+                assert status == "200" and (site / target.lstrip("/")).is_file(), target
         elif endpoint.static:
             static = re.sub(r"\{(\w+)\}", r":\1", endpoint.static)
             assert rules.index([path, static, "200"]) >= first_static

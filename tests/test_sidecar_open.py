@@ -14,7 +14,7 @@ from exporter.build import BuildReport
 
 
 def static_url(relative: str) -> str | None:
-    """The open URL a static file answers, as netlify.toml maps it."""
+    """The open URL a static file answers, as site_out/_redirects maps it."""
     parts = relative.split("/")
     if relative.startswith(("api/sync/", "library/")) or relative == "api/openapi.json":
         return "/" + relative
@@ -27,8 +27,8 @@ def static_url(relative: str) -> str | None:
     if len(parts) == 4 and parts[2] == "offset":
         offset = int(parts[3][:-5])
         return f"/api/{parts[1]}" + (f"?offset={offset}" if offset else "")
-    if len(parts) == 3:
-        return f"/api/{parts[1]}/{parts[2][:-5]}"
+    if len(parts) == 4:  # api/{collection}/{shard}/{id}.json
+        return f"/api/{parts[1]}/{parts[3][:-5]}"
     return None
 
 

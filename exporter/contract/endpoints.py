@@ -122,7 +122,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              public=True, static="/api/{collection}/index.json"),
     Endpoint("record", "GET", "/api/{collection}/{id}", "open", "read", JSON,
              "One record", capability="records", public=True,
-             static="/api/{collection}/{id}.json"),
+             static="/api/{collection}/{shard}/{id}.json"),
     # Pages for people (exporter/pages.py): none of them starts with /api/ or /library/.
     Endpoint("collection_page", "GET", "/{collection}/", "open", None, HTML,
              "The first page of a collection's public records, for people", public=True,
@@ -131,7 +131,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "A further page of a collection's public records, for people", public=True,
              page=True),
     Endpoint("record_page", "GET", "/{collection}/{shard}/{id}.html", "open", None, HTML,
-             "One public record, for people (shard: the id's first two characters)",
+             "One public record, for people (shard: the first byte of the SHA-256 of the id, "
+             "in hex)",
              public=True, page=True),
 )
 BY_NAME: dict[str, Endpoint] = {e.name: e for e in ENDPOINTS}

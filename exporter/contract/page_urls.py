@@ -3,9 +3,7 @@ exporter writes them, the sidecar serves them; see exporter/pages.py)."""
 
 from __future__ import annotations
 
-
-def shard(record_id: str) -> str:
-    return record_id[:2].lower()
+from .layout import shard
 
 
 def record_href(collection: str, record_id: str) -> str:

@@ -1,6 +1,11 @@
 // A request that carries a key goes to the sidecar, whatever its path, so that a granted key
 // sees its restricted records (the CDN holds public files only); any other request is
-// served from the CDN as netlify.toml maps it.
+// served from the CDN as site_out/_redirects maps it, but for an anonymous read of one
+// record, /api/{collection}/{id}: it is rewritten here to the record's file, which sits in
+// a shard folder named by the first byte of the SHA-256 of its id (exporter/contract/
+// layout.py), since no redirect placeholder can name part of a path segment. This keeps
+// every folder of site_out/ under Netlify's 54,000 files, and costs no invocation more:
+// the function runs on every /api/* request anyway, for the header check below.
 //
 // The trade-off: every keyed read of an open path costs an Edge Function invocation and a
 // trip to the sidecar. Anonymous reads never run more than the header check below.
@@ -13,9 +18,28 @@ export function keyed(request: Request): boolean {
   return request.headers.has("authorization") || request.headers.has("x-api-key");
 }
 
-export async function forward(request: Request, sidecar: string, next: Next): Promise<Response> {
+const RECORD = /^\/api\/([a-z]+)\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+
+// The file that answers an anonymous read of one record, or undefined for other paths.
+export async function recordFile(url: URL): Promise<URL | undefined> {
+  const found = RECORD.exec(url.pathname);
+  if (!found) {
+    return undefined;
+  }
+  const [, collection, id] = found;
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(id));
+  const shard = new Uint8Array(digest)[0].toString(16).padStart(2, "0");
+  return new URL(`/api/${collection}/${shard}/${id}.json`, url);
+}
+
+export async function forward(
+  request: Request, sidecar: string, next: Next,
+): Promise<Response | URL> {
   if (!keyed(request)) {
-    return next();
+    const file = request.method === "GET" || request.method === "HEAD"
+      ? await recordFile(new URL(request.url))
+      : undefined;
+    return file ?? next();  // a URL: Netlify serves that same-site file, with a 200
   }
   const url = new URL(request.url);
   const target = new URL(url.pathname + url.search, sidecar);
@@ -37,7 +61,7 @@ function sidecarUrl(): string {
   return url;
 }
 
-export default (request: Request, context: { next: Next }): Promise<Response> =>
+export default (request: Request, context: { next: Next }): Promise<Response | URL> =>
   forward(request, sidecarUrl(), () => context.next());
 
 export const config = { path: ["/api/*", "/library/*", "/"] };
