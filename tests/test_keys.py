@@ -23,6 +23,8 @@ from click.testing import CliRunner
 from cli.main import main
 from exporter.build import BuildReport
 from exporter.contract.endpoints import ENDPOINTS, Endpoint
+from exporter.contract.layout import shard
+from exporter.contract.page_urls import href_of
 from sidecar import keys as keyring
 
 SECRET_TEXT = "WOMBAT-SECRET-PHONE-TREE"
@@ -98,6 +100,9 @@ def requests_for(endpoint: Endpoint, hidden_id: str) -> list[tuple[str, str]]:
         return [("resources", f"/library/{LIBRARY_DOC}.pdf")]
     if endpoint.path == "/api/{collection}":
         return [("team", "/api/team"), ("species", "/api/species")]
+    if endpoint.page and endpoint.name != "index":  # the hidden record's page; page 2
+        return [("", href_of(endpoint.name, {"collection": "team", "page": "2", "id": hidden_id,
+                                             "shard": shard(hidden_id)}))]
     url = endpoint.path.format(collection="team", id=hidden_id, offset="0")
     if endpoint.name == "search":  # names the collection in its query
         return [("team", url + "?q=knotweed&collections=team"), ("", url + "?q=knotweed")]
@@ -118,6 +123,10 @@ PROMISES: dict[str, tuple[bool, str | None, str | None]] = {
     "mcp": (True, "mcp", None), "ask": (True, "library", "all"),
     "library_file": (False, "read", "path"),
     "list": (False, "read", "path"), "record": (False, "read", "path"),
+    # Pages for people show public records only, alike for every caller.
+    **{name: (False, None, None) for name in ("sitemap", "sitemap_part", "robots",
+                                              "collection_page", "collection_page_n",
+                                              "record_page")},
 }
 NOT_OFFERED_YET: set[str] = set()
 
@@ -145,6 +154,8 @@ def expected(endpoint: Endpoint, collection: str, state: str) -> tuple[int, str 
         return 404, "not_found"
     if endpoint.name in ("record", "library_file") and state != "granted":
         return 404, "not_found"  # the hidden record: absent, exactly as an unknown id
+    if endpoint.name in ("record_page", "collection_page_n", "sitemap_part"):
+        return 404, "not_found"  # no page for a restricted record, even for its group
     return 200, None
 
 
