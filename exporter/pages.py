@@ -12,7 +12,7 @@ Page URLs never collide with the API's (`/api/...`) nor with the library's PDFs:
     /{collection}/{page}.html          page 2, 3, ...           {collection}/{page}.html
     /{collection}/{shard}/{id}.html    one record               shard: contract.layout
                                                                 (256 folders)
-    /sitemap.xml, /sitemaps/{n}.xml, /robots.txt
+    /sitemap.xml, /sitemaps/{n}.xml, /robots.txt, /site.css (the one stylesheet)
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from .writer import OutputFile, constant
 PAGES_FOLDER = PAGES  # where the bundle keeps a copy, for the sidecar
 PAGE_SIZE = 100  # records listed on one collection page
 SITEMAP_MAX = 50_000  # URLs in one sitemap file (the sitemaps.org limit)
-TEMPLATES = ("base.html", "index.html", "collection.html", "record.html")
+TEMPLATES = ("base.html", "index.html", "collection.html", "record.html", "site.css")
 
 # The fields that name species in other collections, and the section title they get on a
 # species page.
@@ -114,7 +114,8 @@ def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rende
                 _record_page, site, known[name], r, sources[r.id], links)))
     sitemap = _sitemaps(site.node.base_url, public)
     robots = _robots(site.node.base_url).encode()
-    for path, data in (*sitemap, ("robots.txt", robots)):
+    style = resources.files("exporter").joinpath("templates/site.css").read_bytes()
+    for path, data in (*sitemap, ("robots.txt", robots), ("site.css", style)):
         out.append(constant(path, data, hashlib.sha256(data).hexdigest()))
     return out
 
@@ -226,7 +227,7 @@ def _type(collection: str, kind: object) -> str:
 
 
 def _script_json(data: dict[str, Any]) -> Markup:
-    text = json.dumps(data, ensure_ascii=False, indent=1)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     # Inside <script>, "</" and "<!--" must not appear: escape every "<" as JSON allows.
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 

@@ -124,7 +124,7 @@ PROMISES: dict[str, tuple[bool, str | None, str | None]] = {
     "library_file": (False, "read", "path"),
     "list": (False, "read", "path"), "record": (False, "read", "path"),
     # Pages for people show public records only, alike for every caller.
-    **{name: (False, None, None) for name in ("sitemap", "sitemap_part", "robots",
+    **{name: (False, None, None) for name in ("sitemap", "sitemap_part", "robots", "stylesheet",
                                               "collection_page", "collection_page_n",
                                               "record_page")},
 }

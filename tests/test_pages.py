@@ -19,7 +19,7 @@ from exporter.contract.wire import COLLECTIONS, PUBLIC
 from exporter.pages import PAGE_SIZE
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
-PAGE_FILES = re.compile(r".*\.html|sitemap\.xml|sitemaps/.*|robots\.txt")
+PAGE_FILES = re.compile(r".*\.html|sitemap\.xml|sitemaps/.*|robots\.txt|site\.css")
 
 
 def page_files(root: Path) -> dict[str, bytes]:
@@ -52,7 +52,7 @@ def test_every_public_record_has_a_page_with_its_json_ld(sample_root: Path) -> N
         assert data["@type"] in types[record.collection]
         assert f'href="/api/{record.collection}/{record.id}"'.encode() in page
     # What is left: the home page, the collection pages, the sitemap and robots.txt.
-    assert set(files) == {"index.html", "sitemap.xml", "robots.txt",
+    assert set(files) == {"index.html", "sitemap.xml", "robots.txt", "site.css",
                           *(f"{name}/index.html" for name in COLLECTIONS)}
     sitemap = files["sitemap.xml"].decode()
     assert sitemap.count("<url>") == 1 + len(COLLECTIONS) + len(public)

@@ -76,6 +76,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              page=True),
     Endpoint("robots", "GET", "/robots.txt", "open", None, TEXT, "Rules for crawlers",
              public=True, page=True),
+    Endpoint("stylesheet", "GET", "/site.css", "open", None, "text/css",
+             "The stylesheet of the pages for people", public=True, page=True),
     Endpoint("manifest", "GET", "/api/manifest", "open", None, JSON,
              "Node identity, collections, capabilities, authentication",
              capability="manifest", public=True, static="/api/manifest.json"),
