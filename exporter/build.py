@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from . import bundle_writer, layout, library, openapi, pages, redirects, search_index
 from .cache import Cache, SortKey
@@ -228,9 +229,9 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     openapi_bytes = encode(openapi.document(node, known))
     people = pages.site_of(node, known, dict(report.public))
     index_bytes = pages.home(people)
-    page_files = _shared(pages.files(people, known, {name: group.records for name, group
-                                                     in public.items()},
-                                     {r.id: r for r in content.records if r.access == PUBLIC}))
+    page_files = pages.files(people, known, {name: group.records for name, group
+                                             in public.items()},
+                             {r.id: r for r in content.records if r.access == PUBLIC})
 
     routing = redirects.redirects_file(
         node.sidecar_url, [(name, r.id) for name, group in public.items() for r in group.records])
@@ -261,8 +262,7 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
         records=bundle_writer.records_table(rendered, _positions(rendered), previous),
         events=bundle_writer.events_table(ledger.events), search=search,
         origins=node.allowed_origins),
-        *(OutputFile(f"{pages.PAGES_FOLDER}/{f.path}", f.fingerprint, f.render)
-          for f in page_files)]
+        *_copies(release.tree("site"), pages.PAGES_FOLDER, page_files)]
     release.write("bundle", private)
     progress("writing bundle", len(rendered), len(rendered))
     checkpoint("bundle")
@@ -273,10 +273,12 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     return report
 
 
-def _shared(files: list[OutputFile]) -> list[OutputFile]:
-    """The same outputs, each rendered at most once however many trees take it (the site,
-    and the bundle's copy of the pages for the sidecar)."""
-    return [OutputFile(f.path, f.fingerprint, functools.cache(f.render)) for f in files]
+def _copies(tree: Path, folder: str, files: list[OutputFile]) -> Iterator[OutputFile]:
+    """The same outputs under `folder`, their bytes read back from `tree` (where they were
+    just written) rather than rendered again or held in memory."""
+    for f in files:
+        yield OutputFile(f"{folder}/{f.path}", f.fingerprint,
+                         functools.partial((tree / f.path).read_bytes))
 
 
 def _render(content: Content, ledger: Ledger, previous: Renderings,

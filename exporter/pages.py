@@ -36,7 +36,7 @@ from .content import SourceRecord
 from .contract.bundle import PAGES
 from .contract.endpoints import ENDPOINTS
 from .contract.page_urls import collection_href, file_of, record_href
-from .render import Rendered, fingerprint
+from .render import Rendered, fingerprint, json_of
 from .schemas import Collection
 from .writer import OutputFile, constant
 
@@ -101,7 +101,7 @@ def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rende
           sources: dict[str, SourceRecord]) -> list[OutputFile]:
     """Every page but the home page, for the public records given (by collection, in list
     order). `sources` has each public record's content."""
-    related = _relations(public, sources)
+    related = _relations(public)
     out: list[OutputFile] = []
     for name, items in public.items():
         out.extend(_collection_pages(site, known[name], items))
@@ -139,16 +139,17 @@ def _collection_pages(site: Site, collection: Collection, items: list[Rendered]
         yield OutputFile(file_of(href), print_, render)
 
 
-def _relations(public: dict[str, list[Rendered]], sources: dict[str, SourceRecord]
-               ) -> dict[str, list[tuple[str, Rendered]]]:
+def _relations(public: dict[str, list[Rendered]]) -> dict[str, list[tuple[str, Rendered]]]:
     """For each public record, the public records it links to, with a section title each:
     a species to the treatments, resources and germination results naming it, and those
-    back to the species."""
+    back to the species. The names are read from the served JSON (one batch a collection,
+    mostly from the previous export's table), not from the content files."""
     species = {r.title: r for r in public.get("species", [])}
     related: dict[str, list[tuple[str, Rendered]]] = {}
     for name, (field, section) in _NAMES_SPECIES.items():
-        for r in public.get(name, []):
-            named = sources[r.id].fields.get(field)
+        items = public.get(name, [])
+        for r, served in zip(items, json_of(items), strict=True):
+            named = json.loads(served).get(field)
             for scientific in [named] if isinstance(named, str) else (named or []):
                 taxon = species.get(scientific)
                 if taxon is not None:
