@@ -276,9 +276,15 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
 def _copies(tree: Path, folder: str, files: list[OutputFile]) -> Iterator[OutputFile]:
     """The same outputs under `folder`, their bytes read back from `tree` (where they were
     just written) rather than rendered again or held in memory."""
+    root = str(tree)
     for f in files:
         yield OutputFile(f"{folder}/{f.path}", f.fingerprint,
-                         functools.partial((tree / f.path).read_bytes))
+                         functools.partial(_read, f"{root}/{f.path}"))
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
 
 
 def _render(content: Content, ledger: Ledger, previous: Renderings,

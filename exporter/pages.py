@@ -102,17 +102,18 @@ def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rende
     """Every page but the home page, for the public records given (by collection, in list
     order). `sources` has each public record's content."""
     related = _relations(public)
+    hrefs = {r.id: record_href(name, r.id) for name, items in public.items() for r in items}
     out: list[OutputFile] = []
     for name, items in public.items():
-        out.extend(_collection_pages(site, known[name], items))
+        out.extend(_collection_pages(site, known[name], items, hrefs))
         for r in items:
             links = related.get(r.id, [])
             print_ = fingerprint("record page", site.print_, r.key,
                                  *(f"{section}\x1e{x.collection}/{x.id}\x1e{x.title}"
                                    for section, x in links))
-            out.append(OutputFile(file_of(record_href(name, r.id)), print_, functools.partial(
+            out.append(OutputFile(file_of(hrefs[r.id]), print_, functools.partial(
                 _record_page, site, known[name], r, sources[r.id], links)))
-    sitemap = _sitemaps(site.node.base_url, public)
+    sitemap = _sitemaps(site.node.base_url, public, hrefs)
     robots = _robots(site.node.base_url).encode()
     style = resources.files("exporter").joinpath("templates/site.css").read_bytes()
     for path, data in (*sitemap, ("robots.txt", robots), ("site.css", style)):
@@ -120,8 +121,8 @@ def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rende
     return out
 
 
-def _collection_pages(site: Site, collection: Collection, items: list[Rendered]
-                      ) -> Iterator[OutputFile]:
+def _collection_pages(site: Site, collection: Collection, items: list[Rendered],
+                      hrefs: dict[str, str]) -> Iterator[OutputFile]:
     total = len(items)
     pages = max(1, -(-total // PAGE_SIZE))
     for page in range(1, pages + 1):
@@ -129,7 +130,7 @@ def _collection_pages(site: Site, collection: Collection, items: list[Rendered]
         print_ = fingerprint("collection page", site.print_, collection.name, str(page),
                              str(total), *(f"{r.id}\x1e{r.title}" for r in chunk))
         href = collection_href(collection.name, page)
-        listed = [{"href": record_href(r.collection, r.id), "title": r.title or r.id}
+        listed = [{"href": hrefs[r.id], "title": r.title or r.id}
                   for r in chunk]
         render = functools.partial(
             site.render, "collection.html", collection=collection, items=listed, total=total,
@@ -233,7 +234,8 @@ def _script_json(data: dict[str, Any]) -> Markup:
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
-def _sitemaps(base_url: str, public: dict[str, list[Rendered]]) -> list[tuple[str, bytes]]:
+def _sitemaps(base_url: str, public: dict[str, list[Rendered]], hrefs: dict[str, str]
+              ) -> list[tuple[str, bytes]]:
     """`sitemap.xml`, and when the node has more URLs than one sitemap holds, the files it
     indexes under `sitemaps/`."""
     entries = [(f"{base_url}/", "")]
@@ -241,7 +243,7 @@ def _sitemaps(base_url: str, public: dict[str, list[Rendered]]) -> list[tuple[st
         pages = max(1, -(-len(items) // PAGE_SIZE))
         entries.extend((base_url + collection_href(name, page), "")
                        for page in range(1, pages + 1))
-        entries.extend((base_url + record_href(name, r.id), r.updated_at) for r in items)
+        entries.extend((base_url + hrefs[r.id], r.updated_at) for r in items)
     if len(entries) <= SITEMAP_MAX:
         return [("sitemap.xml", _urlset(entries))]
     chunks = [entries[start:start + SITEMAP_MAX]
