@@ -34,11 +34,8 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
 from builders import copy_sample, multiply  # noqa: E402
-from keyed_reads import REFERENCE, free_port  # noqa: E402
-from timing import wait_for  # noqa: E402
+from timing import FEDNODE, HUGE, REFERENCE, free_port, wait_for  # noqa: E402
 
-FEDNODE = str(Path(sys.executable).parent / "fednode")
-HUGE = 1_000_000_000
 SINCE = "2000-01-01T00:00:00Z"
 
 
@@ -141,6 +138,29 @@ def datasette(root: Path, folder: Path, port: int) -> tuple[subprocess.Popen[byt
     return process, f"http://127.0.0.1:{port}/records/records/"
 
 
+def follow_reload(root: Path, pid: int, base: str) -> str:
+    """Edit one species file, export, and sample the sidecar's memory until it serves the
+    new build and for 10 s after: the peak, and where it settles."""
+    target = next(path for path in sorted((root / "content" / "species").glob("*.md"))
+                  if "access =" not in path.read_text())
+    target.write_text(target.read_text() + f"\nEdited by the benchmark at {time.time()}.\n")
+    before = fetch(f"{base}/api/manifest")
+    subprocess.run([FEDNODE, "export", "--project", str(root)], check=True,
+                   stdout=subprocess.DEVNULL)
+    samples = [resident_mib(pid)]
+    deadline = time.monotonic() + 60
+    while fetch(f"{base}/api/manifest") == before and time.monotonic() < deadline:
+        samples.append(resident_mib(pid))
+        time.sleep(0.1)
+    swapped = time.monotonic()
+    while time.monotonic() < swapped + 10:
+        fetch(f"{base}/api/species?limit=1")
+        samples.append(resident_mib(pid))
+        time.sleep(0.2)
+    return (f"reload after an export: resident {samples[0]:.0f} MiB before, peak "
+            f"{max(samples):.0f} MiB, {samples[-1]:.0f} MiB 10 s after the swap")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--node", type=Path, help="an exported node (default: build one)")
@@ -150,6 +170,9 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--nginx", action="store_true")
     parser.add_argument("--datasette", action="store_true")
+    parser.add_argument("--reload", action="store_true",
+                        help="then edit one species file of the node, export, and follow the "
+                             "sidecar's memory through its reload (edits --node's content)")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed: apt-get install wrk")
@@ -218,6 +241,8 @@ def main() -> None:
                     case.rates.append(rate)
                     case.p99s.append(p99)
             memory = resident_mib(server.pid)
+            reload = follow_reload(root, server.pid, base) if args.reload or not args.node \
+                else ""
         finally:
             for process in processes:
                 process.terminate()
@@ -235,6 +260,8 @@ def main() -> None:
               f"{ratio:16.0%}")
     print(f"sidecar: answering {ready:.1f} s after start; resident {memory:.0f} MiB after "
           f"the run")
+    if reload:
+        print(reload)
 
 if __name__ == "__main__":
     main()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -16,7 +17,7 @@ from typing import Any
 import click
 
 from exporter.build import build, load
-from exporter.config import Project, load_node_config
+from exporter.config import Project, load_node_config, load_serve_config
 from exporter.contract.errors import FednodeError
 from exporter.contract.wire import PUBLIC
 from exporter.errors import ContentError
@@ -154,16 +155,26 @@ def export(project_dir: Path, frozen: bool, base_url: str | None) -> None:
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--anonymous-rate", default=600, show_default=True, type=click.IntRange(min=0),
               help="Requests a minute allowed per client address without a key (0: no limit).")
-def serve(project_dir: Path, host: str, port: int, anonymous_rate: int) -> None:
+@click.option("--workers", type=click.IntRange(1, 64),
+              help="Worker processes sharing the port (default: [serve] workers in "
+                   "content/node.toml, else 1). Above 1 needs --redis.")
+@click.option("--redis", "redis_url", metavar="URL",
+              help="Keep rate-limit windows in this Redis (redis://host:port/db), shared by "
+                   "every worker and host. Default: FEDNODE_REDIS_URL, else [serve] redis in "
+                   "content/node.toml, else in the process.")
+def serve(project_dir: Path, host: str, port: int, anonymous_rate: int, workers: int | None,
+          redis_url: str | None) -> None:
     """Start the sidecar on the last export's bundle."""
-    from sidecar.serve import serve as run_server
+    from sidecar.serve import Options, run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
                         stream=sys.stderr)
     project = Project(project_dir)
-    asyncio.run(run_server(project.bundle, project.private, host=host, port=port,
-                           anonymous_rate=anonymous_rate, say=lambda line: click.echo(
-                               line, err=True)))
+    settings = load_serve_config(project)
+    options = Options(project.bundle, project.private, host, port, anonymous_rate,
+                      redis_url or os.environ.get("FEDNODE_REDIS_URL") or settings.redis)
+    run(options, workers=workers or settings.workers,
+        say=lambda line: click.echo(line, err=True))
 
 
 @main.command()

@@ -16,7 +16,7 @@ from exporter.contract.wire import encode
 from . import mcp, service
 from .errors import InvalidParameter, NotFound
 from .params import ask_body, integer_segment, parse_query, read_json_body
-from .state import CALLER, LIMITER, STORE
+from .state import CALLER, RATE, STORE
 
 
 def etag(body: bytes) -> str:
@@ -125,8 +125,8 @@ async def library_file(request: web.Request, query: dict[str, Any]) -> web.Respo
 async def key(request: web.Request, query: dict[str, Any]) -> web.Response:
     caller: service.Caller = request[CALLER]
     assert caller.key is not None  # the table makes this endpoint keyed
-    remaining = request.app[LIMITER].remaining(caller.access, caller.key.rate)
-    return json_response(service.key_info(caller, remaining))
+    decision = request.get(RATE)  # this request was counted (unless the key has no limit)
+    return json_response(service.key_info(caller, decision.remaining if decision else 0))
 
 
 async def not_offered(request: web.Request, query: dict[str, Any]) -> web.Response:

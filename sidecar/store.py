@@ -44,9 +44,10 @@ def _quote(text: str) -> str:
 
 
 # The ledger's events, each with the state of its record just before it (for the visibility
-# rule in `service`): `source` is anything DuckDB reads rows of `feed.Event` from.
-EVENTS_TABLE = """
-    CREATE TABLE events AS
+# rule in `service`): `source` is a table of `feed.Event` rows. A view: it is read once per
+# snapshot and kind of caller (`changes.Feeds`), and the window's columns are not kept.
+EVENTS_VIEW = """
+    CREATE VIEW events AS
     SELECT *, coalesce(lag(op <> 'delete') OVER w, false) AS prev_live,
            lag(access) OVER w AS prev_access, lag(collection) OVER w AS prev_collection
     FROM {source} WINDOW w AS (PARTITION BY id ORDER BY seq)
@@ -78,8 +79,11 @@ class Snapshot:
             raise BundleMissing(f"the records at {path / bundle.RECORDS} are unusable ({exc}); "
                                 f"run `fednode export` again") from None
         self._db = duckdb.connect(":memory:")
+        self._db.execute("ATTACH ':memory:' AS snapshot (COMPRESS)")
+        self._db.execute("USE snapshot")
         events = _quote(str(path / bundle.EVENTS))
-        self._db.execute(EVENTS_TABLE.format(source=f"read_parquet('{events}')"))
+        self._db.execute(f"CREATE TABLE ledger AS SELECT * FROM read_parquet('{events}')")
+        self._db.execute(EVENTS_VIEW.format(source="ledger"))
         self.search = _open_groups(path / bundle.SEARCH, search.Group, "search index")
         self.passages = _open_groups(path / bundle.PASSAGES, search.Passages, "library index")
         self.path = path
@@ -105,6 +109,7 @@ class Snapshot:
         cursor = getattr(self._local, "cursor", None)
         if cursor is None:
             cursor = self._local.cursor = self._db.cursor()
+            cursor.execute("USE snapshot")
         return cursor
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import threading
@@ -293,3 +294,28 @@ def npm_tool(package: str, version: str, binary: str) -> Path:
         subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder),
                         f"{package}@{version}"], check=True, capture_output=True, timeout=900)
     return found
+
+
+def debian_tool(package: str, binary: str) -> Path:
+    """A program from Debian's packages, installed with apt-get on first use where it is
+    missing (CI runs as root on a clean machine); the test is skipped, saying why, where it
+    cannot be installed."""
+    import pytest
+    for folder in ("", "/usr/sbin/", "/usr/bin/"):
+        found = shutil.which(folder + binary) if folder else shutil.which(binary)
+        if found:
+            return Path(found)
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        pytest.skip(f"{binary} is missing and apt-get cannot run here (it needs root): "
+                    f"install Debian's {package}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", package]
+    if subprocess.run(install, capture_output=True, env=env, timeout=900).returncode:
+        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, timeout=900)
+        done = subprocess.run(install, capture_output=True, text=True, env=env, timeout=900)
+        if done.returncode:
+            pytest.skip(f"apt-get could not install {package}: {done.stderr.strip()[-300:]}")
+    found = shutil.which(binary) or shutil.which("/usr/sbin/" + binary)
+    if not found:
+        pytest.skip(f"{package} installed no {binary}")
+    return Path(found)

@@ -16,7 +16,7 @@ from exporter.contract.feed import Event, visible_events
 from exporter.contract.wire import COLLECTIONS, PUBLIC
 from sidecar.records import Records
 from sidecar.service import changes_sql, rule, visible
-from sidecar.store import EVENTS_TABLE
+from sidecar.store import EVENTS_VIEW
 
 IDS = [f"00000000-0000-4000-8000-00000000000{n}" for n in range(4)]
 ACCESS = [PUBLIC, "partners", "sensitive"]
@@ -61,7 +61,7 @@ def in_sql(events: list[Event], groups: list[str], collections: list[str]) -> se
                "id VARCHAR, hash VARCHAR, access VARCHAR)")
     db.executemany("INSERT INTO raw VALUES (?, ?, ?, ?, ?, ?, ?)",
                    [(e.seq, e.at, e.op, e.collection, e.id, e.hash, e.access) for e in events])
-    db.execute(EVENTS_TABLE.format(source="raw"))
+    db.execute(EVENTS_VIEW.format(source="raw"))
     rows = db.execute(changes_sql(groups, collections)).fetchall()
     return {tuple(row) for row in rows}
 
