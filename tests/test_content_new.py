@@ -203,10 +203,10 @@ def test_a_scientific_name_used_twice_is_a_warning_in_new_and_check(node: Node) 
 # --- messages that show the fix --------------------------------------------------------------
 
 def test_empty_required_and_optional_fields_say_different_things(node: Node) -> None:
-    node.write("species", "a", species("Fallopia japonica", family="", growthForm="",
+    node.write("species", "a", species("Fallopia japonica", scientificName="", growthForm="",
                                        tags=["knotweed", ""]))
     assert problems(node.root) == [
-        "content/species/a.md:4: family: empty: fill it in",
+        "content/species/a.md:3: scientificName: empty: fill it in",
         "content/species/a.md:7: growthForm: empty: fill it in or remove the line",
         "content/species/a.md:8: tags.1: empty: fill it in or remove it from the list"]
 
