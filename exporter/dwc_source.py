@@ -14,7 +14,16 @@ from pathlib import Path
 from dwca.exceptions import InvalidArchive
 from dwca.read import DwCAReader
 
-from .dwc_terms import BY_ROW_TYPE, CORE_TERMS, EXTENSIONS, TAXON_ID, TAXON_ROW, Extension, short
+from .dwc_terms import (
+    BY_ROW_TYPE,
+    CORE_TERMS,
+    EXTENSIONS,
+    IGNORED,
+    TAXON_ID,
+    TAXON_ROW,
+    Extension,
+    short,
+)
 from .errors import ContentError, Problem
 
 
@@ -23,6 +32,7 @@ class Row:
     file: str  # as shown in problems
     line: int
     terms: dict[str, str]  # short term -> value; empty cells left out
+    key: str = ""  # what joins it: the core's id (an archive's) or taxonID
 
 
 @dataclass
@@ -127,8 +137,9 @@ def _csv_table(path: Path, extension: Extension | None,
                 problems.append(Problem(shown, start, "", f"{len(cells)} cells where the "
                                                           f"header has {len(header)}"))
                 continue
-            yield Row(shown, start, {name: cell.strip() for name, cell in
-                                     zip(header, cells, strict=True) if cell.strip()})
+            terms = {name: cell.strip() for name, cell in zip(header, cells, strict=True)
+                     if cell.strip()}
+            yield Row(shown, start, terms, terms.get(TAXON_ID, ""))
 
     return _Table(shown, extension, header, rows())
 
@@ -160,18 +171,14 @@ def _archive_tables(archive: DwCAReader, source: Path) -> tuple[list[_Table], li
                 continue
         header = [short(f["term"]) for f in descriptor.fields]
         skip = descriptor.lines_to_ignore
-        key = descriptor.id_index if extension is None else descriptor.coreid_index
 
         def rows(data: object = data, skip: int = skip, shown: str = shown,
-                 key: int | None = key, core: bool = extension is None) -> Iterator[Row]:
+                 core: bool = extension is None) -> Iterator[Row]:
             for row in data.iter_rows():  # type: ignore[attr-defined]
                 terms = {short(term): value.strip() for term, value in row.data.items()
                          if isinstance(value, str) and value.strip()}
-                if key is not None and TAXON_ID not in terms or not core:
-                    identifier = row.id if core else row.core_id
-                    if identifier and identifier.strip():
-                        terms[TAXON_ID] = identifier.strip()
-                yield Row(shown, row.position + skip + 1, terms)
+                key = (row.id if core else row.core_id) or terms.get(TAXON_ID) or ""
+                yield Row(shown, row.position + skip + 1, terms, key.strip())
 
         tables.append(_Table(shown, extension, header, rows(), skip))
     return tables, problems
@@ -182,18 +189,18 @@ def _check(source: str, found: tuple[list[_Table], list[Problem]]) -> Checklist:
     taxa: dict[str, Taxon] = {}
     ordered: list[Taxon] = []
     for table in sorted(tables, key=lambda t: t.extension is not None):  # the core first
-        known = CORE_TERMS if table.extension is None else {**table.extension.terms,
-                                                            TAXON_ID: ""}
+        known = {**CORE_TERMS, **IGNORED} if table.extension is None else {
+            **table.extension.terms, TAXON_ID: ""}
         for name in table.header:
             if name not in known:
                 problems.append(Problem(table.file, table.header_line, name,
                                         f"unknown term: fednode reads "
                                         f"{', '.join(known)} here"))
-        ignored = {name for name in table.header if name not in known}
+        ignored = {name for name in table.header if name not in known or name in IGNORED}
         for row in table.rows:
             for name in ignored:
                 row.terms.pop(name, None)
-            taxon_id = row.terms.get(TAXON_ID, "")
+            taxon_id = row.key
             if not taxon_id:
                 problems.append(Problem(row.file, row.line, TAXON_ID, "missing: every row "
                                                                       "needs one"))
@@ -207,7 +214,7 @@ def _check(source: str, found: tuple[list[_Table], list[Problem]]) -> Checklist:
                 if "scientificName" not in row.terms:
                     problems.append(Problem(row.file, row.line, "scientificName",
                                             "missing: every taxon needs one"))
-                taxa[taxon_id] = Taxon(row, taxon_id)
+                taxa[taxon_id] = Taxon(row, row.terms.setdefault(TAXON_ID, taxon_id))
                 ordered.append(taxa[taxon_id])
                 continue
             owner = taxa.get(taxon_id)

@@ -27,6 +27,10 @@ CORE_TERMS: dict[str, str] = {
     "bibliographicCitation": DC, "references": DC,
 }
 
+# Core terms read and not kept: the node keeps its own time of change (updated_at), and
+# publishes it as dcterms:modified.
+IGNORED: dict[str, str] = {"modified": DC}
+
 
 @dataclass(frozen=True)
 class Extension:
