@@ -95,6 +95,7 @@ def plan_import(project: Project, checklist: Checklist, *, dataset: str | None =
     for taxon, split in zip(checklist.taxa, names, strict=True):
         fields, origins = taxon_fields(taxon, split.name, split.authorship, split.verbatim)
         set_dataset = taxon.row.terms.get("datasetID") or dataset or ""
+        fields.setdefault("datasetID", set_dataset)  # the record says where it came from
         ident = record_id(set_dataset, taxon.taxon_id)
         if split.note:
             plan.notes.append(f"{taxon.row.file}:{taxon.row.line}: scientificName: "

@@ -166,6 +166,37 @@ def test_a_name_already_used_is_reported_not_duplicated(node: Node, tmp_path: Pa
            "content/species/balsam2.md:3" in checked.output
 
 
+def test_dry_run_access_dataset_and_prune(node: Node, tmp_path: Path,
+                                          export: Callable[..., BuildReport]) -> None:
+    source = small_checklist(tmp_path / "list")
+    write_rows(source / "taxon.csv", [{k: v for k, v in t.items() if k != "datasetID"}
+                                      for t in TAXA], [k for k in TAXA[0] if k != "datasetID"])
+    project = ("--project", str(node.root))
+    refused = run("import", "dwc", str(source), *project)
+    assert refused.exit_code == 1 and "datasetID: missing: give the checklist" in refused.output
+    dry = run("import", "dwc", str(source), *project, "--dataset", "urn:mine", "--dry-run")
+    assert dry.output.startswith("dry run: dwc import of urn:mine: 3 added")
+    assert not (node.root / "content" / "species").exists()
+    run("import", "dwc", str(source), *project, "--dataset", "urn:mine", "--access", "partners")
+    records = load(Project(node.root)).records
+    assert {r.access for r in records} == {"partners"}
+    assert {r.id for r in records} == {record_id("urn:mine", t) for t in ("t1", "t2", "t3")}
+    export(node.root)
+    with zipfile.ZipFile(archive_of(node.root)) as bundle:
+        assert b"Impatiens" not in bundle.read("taxon.csv")  # restricted: absent
+    write_rows(source / "taxon.csv", [{k: v for k, v in t.items() if k != "datasetID"}
+                                      for t in TAXA[1:]], [k for k in TAXA[0] if k != "datasetID"])
+    for name in ("distribution.csv", "vernacularname.csv", "speciesprofile.csv"):
+        (source / name).unlink()
+    listed = run("import", "dwc", str(source), *project, "--dataset", "urn:mine")
+    assert "impatiens-glandulifera.md: taxonID t1 left the checklist" in listed.output
+    assert "1 left the checklist (kept; --prune deletes them)" in listed.output
+    pruned = run("import", "dwc", str(source), *project, "--dataset", "urn:mine", "--prune")
+    assert "1 left the checklist and were deleted" in pruned.output
+    assert sorted(p.name for p in (node.root / "content" / "species").iterdir()) == [
+        "fallopia-japonica.md", "populus-x-jackii-gileadensis.md"]
+
+
 # ---- bad input -----------------------------------------------------------------------------
 
 def test_bad_input_is_listed_all_at_once_and_nothing_is_written(node: Node,
