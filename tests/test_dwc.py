@@ -335,6 +335,28 @@ def test_an_archive_imports_back(node: Node, tmp_path: Path,
             {k: v for k, v in fields.items() if k != "id"}
 
 
+def test_an_archive_with_an_unknown_extension_or_term_is_refused(
+        node: Node, tmp_path: Path, export: Callable[..., BuildReport]) -> None:
+    run("import", "dwc", str(small_checklist(tmp_path / "list")), "--project", str(node.root))
+    export(node.root)
+    with zipfile.ZipFile(archive_of(node.root)) as bundle:
+        files = {name: bundle.read(name) for name in bundle.namelist()}
+    files["meta.xml"] = files["meta.xml"].replace(
+        b"terms/1.0/VernacularName", b"terms/1.0/References").replace(
+        b"dwc/terms/genus", b"dwc/terms/colour")
+    bad = tmp_path / "bad.zip"
+    with zipfile.ZipFile(bad, "w") as bundle:
+        for name, data in files.items():
+            bundle.writestr(name, data)
+    other = Node(tmp_path / "other")
+    result = run("import", "dwc", str(bad), "--project", str(other.root))
+    assert result.exit_code == 1
+    assert f"{bad}!vernacularname.csv: unknown extension http://rs.gbif.org/terms/1.0/" \
+           f"References" in result.output
+    assert f"{bad}!taxon.csv:1: colour: unknown term" in result.output
+    assert not (other.root / "content" / "species").exists()
+
+
 # ---- the Belgian checklist -----------------------------------------------------------------
 
 @pytest.fixture(scope="module")
