@@ -19,7 +19,7 @@ import pytest
 from builders import Node, species
 from click.testing import CliRunner
 from dwca.read import DwCAReader
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from cli.main import main
@@ -247,13 +247,25 @@ def test_a_broken_zip_is_one_clear_problem(node: Node, tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[
+CELLS = st.one_of(st.text(max_size=12), st.sampled_from(
+    ["t1", "t2", "Impatiens glandulifera Royle", "Rosa rugosa Thunb.", "Apiaceae", "species",
+     "cultivar", "kingdom", "Populus x jackii Sargent \"Gileadensis\"", " ", "x"]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[
     HealthCheck.function_scoped_fixture])
-@given(header=st.lists(st.sampled_from(["taxonID", "scientificName", "family", "pathway",
-                                        "taxonRank", "bogus", ""]), min_size=1, max_size=5),
-       cells=st.lists(st.lists(st.text(max_size=12), min_size=0, max_size=6), max_size=5))
+@given(header=st.lists(st.sampled_from(["taxonID", "scientificName", "family", "taxonRank",
+                                        "bogus", ""]), max_size=3).map(
+           lambda extra: ["taxonID", "scientificName", *extra]), data=st.data())
 def test_any_taxon_table_imports_or_is_refused_clearly(tmp_path: Path, header: list[str],
-                                                       cells: list[list[str]]) -> None:
+                                                       data: st.DataObject) -> None:
+    """Rows mostly as wide as the header, cells often real values: every table either
+    imports (each taxon a valid record) or is refused with problems naming the file, and
+    then nothing is written."""
+    width = st.integers(len(header) - 1, len(header) + 1) if data.draw(st.booleans()) \
+        else st.just(len(header))
+    cells = data.draw(st.lists(width.flatmap(lambda n: st.lists(CELLS, min_size=n,
+                                                                 max_size=n)), max_size=5))
     folder = tmp_path / "hyp"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir()
@@ -262,16 +274,23 @@ def test_any_taxon_table_imports_or_is_refused_clearly(tmp_path: Path, header: l
     writer.writerow(header)
     writer.writerows(cells)
     (folder / "taxon.csv").write_text(out.getvalue(), "utf-8")
-    project = Project(tmp_path / "hypnode")
+    shutil.rmtree(tmp_path / "hypnode", ignore_errors=True)
+    project = Project(Node(tmp_path / "hypnode").root)
     try:
         plan = plan_import(project, read_checklist(folder), dataset="urn:x")
     except ContentError as error:
+        event("refused")
         assert error.problems and all(str(p).startswith(str(folder)) for p in error.problems)
+        assert not (project.content / "species").exists()  # nothing written
         return
+    event("imported")
     apply_import(project, plan)
-    assert len(plan.added) + len(plan.overlaps) == len({
-        row[header.index("taxonID")].strip() for row in cells
-        if "taxonID" in header and any(c.strip() for c in row)})
+    assert not plan.overlaps and not plan.updated
+    written = list((project.content / "species").glob("*.md"))
+    event("records written" if written else "nothing to write")
+    assert len(plan.added) == len(written) == len({
+        row[0].strip() for row in cells if any(c.strip() for c in row)})
+    assert len(load(project).records) == len(written)  # and every record is valid
 
 
 # ---- the published archive -----------------------------------------------------------------
