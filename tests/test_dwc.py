@@ -493,3 +493,15 @@ def test_a_modified_checklist_gives_exactly_those_edits(belgium: Path,
     assert "1 left the checklist and were deleted" in gone.output
     assert set(snapshot(root / "content")) == set(before) - {
         path for path in before if f'taxonID = "{removed}"'.encode() in before[path]}
+
+
+@needs_belgium
+@pytest.mark.slow
+def test_belgium_archive_imports_back_to_the_same_files(belgium: Path, tmp_path: Path) -> None:
+    """The published archive, imported into an empty node, writes the very files the CSV
+    source did: the same ids (dataset and taxonID), names, extensions, byte for byte."""
+    other = Node(tmp_path / "other")
+    result = run("import", "dwc", str(archive_of(belgium)), "--project", str(other.root))
+    assert "2617 added" in result.output, result.output
+    assert snapshot(other.root / "content" / "species") == \
+        snapshot(belgium / "content" / "species")
