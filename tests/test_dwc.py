@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import shutil
 import zipfile
 from collections import Counter
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import Node, species
+from builders import Node, ServerThread, app_for, http_get, species
 from click.testing import CliRunner
 from dwca.read import DwCAReader
 from hypothesis import HealthCheck, event, given, settings
@@ -195,6 +196,18 @@ def test_dry_run_access_dataset_and_prune(node: Node, tmp_path: Path,
     assert "1 left the checklist and were deleted" in pruned.output
     assert sorted(p.name for p in (node.root / "content" / "species").iterdir()) == [
         "fallopia-japonica.md", "populus-x-jackii-gileadensis.md"]
+
+
+def test_imported_vernacular_names_and_regions_are_searchable(node: Node, tmp_path: Path,
+                                                              export: Callable[..., BuildReport]
+                                                              ) -> None:
+    run("import", "dwc", str(small_checklist(tmp_path / "list")), "--project", str(node.root))
+    export(node.root)
+    with ServerThread(app_for(node.root, anonymous_rate=0)) as server:
+        for query in ("reuzenbalsemien", "walloon"):
+            _, _, body = http_get(f"{server.url}/api/search?q={query}&mode=keyword")
+            titles = [item["title"] for item in json.loads(body)["items"]]
+            assert titles[:1] == ["Impatiens glandulifera"], (query, titles)
 
 
 # ---- bad input -----------------------------------------------------------------------------
