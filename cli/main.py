@@ -84,6 +84,43 @@ def new(collection: str, title: str, project_dir: Path) -> None:
     click.echo(made.path)
 
 
+@main.group("import")
+def import_() -> None:
+    """Import records from another format (Darwin Core checklists)."""
+
+
+@import_.command("dwc")
+@click.argument("source", type=click.Path(exists=True, path_type=Path))
+@project_option
+@click.option("--collection", default=SPECIES, show_default=True,
+              type=click.Choice([SPECIES]), help="The collection the taxa become records of.")
+@click.option("--access", help="Give the imported records this access group (default: new "
+                               "records are public, existing ones keep theirs).")
+@click.option("--dataset", help="The dataset's identifier (a DOI or URL), when the checklist "
+                                "has no datasetID column; with taxonID it fixes record ids.")
+@click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
+@click.option("--prune", is_flag=True, help="Delete the records of taxa that left the "
+                                            "checklist (without it they are only listed).")
+def import_dwc(source: Path, project_dir: Path, collection: str, access: str | None,
+               dataset: str | None, dry_run: bool, prune: bool) -> None:
+    """Import a Darwin Core checklist: an archive (zip, or folder with meta.xml) or a
+    folder of CSV files (taxon.csv plus distribution, description, speciesprofile,
+    vernacularname) joined on taxonID. docs/darwin-core.md maps the terms."""
+    from exporter.dwc_import import apply_import, plan_import
+    from exporter.dwc_source import read_checklist
+
+    project = Project(project_dir)
+    plan = plan_import(project, read_checklist(source), dataset=dataset, access=access)
+    for line in [*plan.overlaps, *plan.notes]:
+        click.echo(line, err=True)
+    for record in plan.left:
+        click.echo(f"{record.path}: taxonID {record.fields['taxonID']} left the checklist"
+                   + (" (deleted)" if prune and not dry_run else ""), err=True)
+    if not dry_run:
+        apply_import(project, plan, prune=prune)
+    click.echo(plan.summary(dry_run=dry_run, prune=prune))
+
+
 @main.command()
 @project_option
 def check(project_dir: Path) -> None:

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import duckdb
 
-from exporter.contract.bundle import LIBRARY
+from exporter.contract.bundle import DOWNLOADS, DWCA_FILE, LIBRARY
 from exporter.contract.feed import SNAPSHOT_CHUNK, snapshot_chunk
 from exporter.contract.wire import (
     CHANGES_LIMIT_DEFAULT,
@@ -295,6 +295,22 @@ async def ask(store: Store, caller: Caller, *, question: str, limit: int) -> dic
         return library.answer(snapshot, groups, question, limit)
 
     return await store.query(run)
+
+
+async def download(store: Store, caller: Caller, collection: str, file: str) -> bytes:
+    """A whole-collection download: public records only, the same for every caller."""
+    if collection not in COLLECTIONS:
+        raise NotFound(f"no collection {collection!r}; the manifest lists the downloads")
+    caller.require_collection(collection)
+    snapshot = await store.current()
+    try:
+        return (snapshot.path / DOWNLOADS / file).read_bytes()
+    except FileNotFoundError:
+        raise NotFound("no such download in this export; the manifest lists them") from None
+
+
+async def dwca(store: Store, caller: Caller) -> bytes:
+    return await download(store, caller, "species", DWCA_FILE)
 
 
 _PDF = re.compile(f"({UUID_PATTERN})\\.pdf")

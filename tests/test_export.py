@@ -176,7 +176,8 @@ def test_editing_one_record_changes_only_what_must_change(node: Node, export: Ex
     after = tree(node.root / "site_out")
     changed = sorted(path for path in after if after[path] != before.get(path))
     assert changed == sorted(["api/manifest.json", *pages, f"api/species/{edited['id']}.json",
-                              "api/sync/species/0.ndjson", "api/sync/changes.ndjson"])
+                              "api/sync/species/0.ndjson", "api/sync/changes.ndjson",
+                              "download/species-dwca.zip", "download/species.csv"])
     assert report.site is not None and report.site.written == len(changed)
     record = read_json(node.root / "site_out" / "api" / "species" / f"{edited['id']}.json")
     assert record["updated_at"] == "2026-03-01T08:02:00Z"

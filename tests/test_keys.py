@@ -96,6 +96,8 @@ def requests_for(endpoint: Endpoint, hidden_id: str) -> list[tuple[str, str]]:
     """Concrete requests for a row of the endpoint table: (collection it names, URL)."""
     if endpoint.name == "library_file":
         return [("resources", f"/library/{LIBRARY_DOC}.pdf")]
+    if endpoint.name == "dwca":
+        return [("species", endpoint.path)]
     if endpoint.path == "/api/{collection}":
         return [("team", "/api/team"), ("species", "/api/species")]
     url = endpoint.path.format(collection="team", id=hidden_id, offset="0")
@@ -117,6 +119,7 @@ PROMISES: dict[str, tuple[bool, str | None, str | None]] = {
     "sync_snapshot": (False, "read", "path"), "search": (False, "search", "path"),
     "mcp": (True, "mcp", None), "ask": (True, "library", "all"),
     "library_file": (False, "read", "path"),
+    "dwca": (False, "read", "path"), "download": (False, "read", "path"),
     "list": (False, "read", "path"), "record": (False, "read", "path"),
 }
 NOT_OFFERED_YET: set[str] = set()

@@ -16,7 +16,8 @@ from exporter.build import BuildReport
 def static_url(relative: str) -> str | None:
     """The open URL a static file answers, as netlify.toml maps it."""
     parts = relative.split("/")
-    if relative.startswith(("api/sync/", "library/")) or relative == "api/openapi.json":
+    if relative.startswith(("api/sync/", "library/", "download/")) or \
+            relative == "api/openapi.json":
         return "/" + relative
     if relative == "index.html":
         return "/"

@@ -35,6 +35,9 @@ EVENTS = "events.parquet"
 SEARCH = "search"
 PASSAGES = "passages"
 LIBRARY = "library"
+# Whole-collection downloads, at the same path in site_out/ and in the bundle.
+DOWNLOADS = "download"
+DWCA_FILE = "species-dwca.zip"
 
 # (column, type): "string", "int64" or "large_binary"
 RECORD_COLUMNS: tuple[tuple[str, str], ...] = (
