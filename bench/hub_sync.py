@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from builders import copy_sample, multiply  # noqa: E402
-from keyed_reads import FEDNODE, HUGE, free_port  # noqa: E402
+from timing import FEDNODE, HUGE, free_port  # noqa: E402
 
 
 def run(*args: str) -> str:

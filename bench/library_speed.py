@@ -30,8 +30,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
 from builders import copy_sample, make_pdf, record_text  # noqa: E402
-from keyed_reads import FEDNODE, HUGE, REFERENCE, free_port  # noqa: E402
-from timing import latencies, wait_for  # noqa: E402
+from timing import FEDNODE, HUGE, REFERENCE, free_port, latencies, wait_for  # noqa: E402
 
 DOCUMENTS = 20
 

@@ -24,8 +24,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
 from builders import copy_sample  # noqa: E402
-from keyed_reads import FEDNODE, HUGE, REFERENCE, free_port  # noqa: E402
-from timing import latencies, wait_for  # noqa: E402
+from timing import FEDNODE, HUGE, REFERENCE, free_port, latencies, wait_for  # noqa: E402
 
 KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"
 

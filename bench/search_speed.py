@@ -32,10 +32,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
 from builders import copy_sample, multiply  # noqa: E402
-from keyed_reads import REFERENCE, free_port  # noqa: E402
-from timing import latencies, wait_for  # noqa: E402
-
-FEDNODE = str(Path(sys.executable).parent / "fednode")
+from timing import FEDNODE, REFERENCE, free_port, latencies, wait_for  # noqa: E402
 
 EXPORT = """
 import json, sys, time, resource

@@ -1,13 +1,39 @@
-"""What the benchmarks share: waiting for a server, and timing requests one at a time on one
-kept-alive connection (client-side latency, in milliseconds)."""
+"""What the benchmarks share: the CLI, a free port, the constant-body reference server,
+waiting for a server, and timing requests one at a time on one kept-alive connection
+(client-side latency, in milliseconds)."""
 
 from __future__ import annotations
 
 import http.client
+import socket
+import sys
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
 Request = tuple[str, str, bytes | None, dict[str, str]]  # method, path, body, headers
+FEDNODE = str(Path(sys.executable).parent / "fednode")
+HUGE = 1_000_000_000  # a rate that never trips
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+# The reference: a bare aiohttp server answering one file's bytes to every GET, no logic.
+REFERENCE = """
+import sys
+from aiohttp import web
+body = open(sys.argv[2], "rb").read()
+async def constant(request):
+    return web.Response(body=body, content_type="application/json")
+app = web.Application()
+app.router.add_get("/{tail:.*}", constant)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
+"""
+
 
 
 def wait_for(port: int) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -16,7 +17,7 @@ from typing import Any
 import click
 
 from exporter.build import build, load
-from exporter.config import Project, load_node_config
+from exporter.config import Project, load_node_config, load_serve_config
 from exporter.contract.errors import FednodeError
 from exporter.contract.wire import PUBLIC
 from exporter.errors import ContentError
@@ -81,6 +82,43 @@ def new(collection: str, title: str, project_dir: Path) -> None:
         click.echo("filled " + ", ".join(f"{name} = {toml_string(value)}" for name, value in
                                          made.filled.items()), err=True)
     click.echo(made.path)
+
+
+@main.group("import")
+def import_() -> None:
+    """Import records from another format (Darwin Core checklists)."""
+
+
+@import_.command("dwc")
+@click.argument("source", type=click.Path(exists=True, path_type=Path))
+@project_option
+@click.option("--collection", default=SPECIES, show_default=True,
+              type=click.Choice([SPECIES]), help="The collection the taxa become records of.")
+@click.option("--access", help="Give the imported records this access group (default: new "
+                               "records are public, existing ones keep theirs).")
+@click.option("--dataset", help="The dataset's identifier (a DOI or URL), when the checklist "
+                                "has no datasetID column; with taxonID it fixes record ids.")
+@click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
+@click.option("--prune", is_flag=True, help="Delete the records of taxa that left the "
+                                            "checklist (without it they are only listed).")
+def import_dwc(source: Path, project_dir: Path, collection: str, access: str | None,
+               dataset: str | None, dry_run: bool, prune: bool) -> None:
+    """Import a Darwin Core checklist: an archive (zip, or folder with meta.xml) or a
+    folder of CSV files (taxon.csv plus distribution, description, speciesprofile,
+    vernacularname) joined on taxonID. docs/darwin-core.md maps the terms."""
+    from exporter.dwc_import import apply_import, plan_import
+    from exporter.dwc_source import read_checklist
+
+    project = Project(project_dir)
+    plan = plan_import(project, read_checklist(source), dataset=dataset, access=access)
+    for line in [*plan.overlaps, *plan.notes]:
+        click.echo(line, err=True)
+    for record in plan.left:
+        click.echo(f"{record.path}: taxonID {record.fields['taxonID']} left the checklist"
+                   + (" (deleted)" if prune and not dry_run else ""), err=True)
+    if not dry_run:
+        apply_import(project, plan, prune=prune)
+    click.echo(plan.summary(dry_run=dry_run, prune=prune))
 
 
 @main.command()
@@ -154,16 +192,26 @@ def export(project_dir: Path, frozen: bool, base_url: str | None) -> None:
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--anonymous-rate", default=600, show_default=True, type=click.IntRange(min=0),
               help="Requests a minute allowed per client address without a key (0: no limit).")
-def serve(project_dir: Path, host: str, port: int, anonymous_rate: int) -> None:
+@click.option("--workers", type=click.IntRange(1, 64),
+              help="Worker processes sharing the port (default: [serve] workers in "
+                   "content/node.toml, else 1). Above 1 needs --redis.")
+@click.option("--redis", "redis_url", metavar="URL",
+              help="Keep rate-limit windows in this Redis (redis://host:port/db), shared by "
+                   "every worker and host. Default: FEDNODE_REDIS_URL, else [serve] redis in "
+                   "content/node.toml, else in the process.")
+def serve(project_dir: Path, host: str, port: int, anonymous_rate: int, workers: int | None,
+          redis_url: str | None) -> None:
     """Start the sidecar on the last export's bundle."""
-    from sidecar.serve import serve as run_server
+    from sidecar.serve import Options, run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
                         stream=sys.stderr)
     project = Project(project_dir)
-    asyncio.run(run_server(project.bundle, project.private, host=host, port=port,
-                           anonymous_rate=anonymous_rate, say=lambda line: click.echo(
-                               line, err=True)))
+    settings = load_serve_config(project)
+    options = Options(project.bundle, project.private, host, port, anonymous_rate,
+                      redis_url or os.environ.get("FEDNODE_REDIS_URL") or settings.redis)
+    run(options, workers=workers or settings.workers,
+        say=lambda line: click.echo(line, err=True))
 
 
 @main.command()

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from . import bundle_writer, layout, library, openapi, pages, redirects, search_index
+from . import bundle_writer, downloads, layout, library, openapi, pages, redirects, search_index
 from .cache import Cache, SortKey
 from .config import NodeConfig, Project, load_node_config
 from .content import SourceRecord, discover, read
@@ -223,8 +223,11 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     public = _by_collection([r for r in rendered if r.public])
     changes = public_changes(ledger.events, node.base_url)
     sync_files, sync_section = _sync_files(node, public, changes, content.cache)
+    download_files = downloads.download_files(
+        node, known, {name: (group.records, group.prints) for name, group in public.items()})
     manifest_bytes = manifest(node, known, dict(report.public), changes.updated_at,
-                              sync_section)
+                              sync_section, downloads.manifest_section(
+                                  node, dict(report.public), list(known)))
     schema_bytes = schema_document(known)
     openapi_bytes = encode(openapi.document(node, known))
     people = pages.site_of(node, known, dict(report.public))
@@ -240,7 +243,7 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
             constant("api/openapi.json", openapi_bytes,
                      hashlib.sha256(openapi_bytes).hexdigest()),
             constant(redirects.FILE, routing, hashlib.sha256(routing).hexdigest()),
-            *sync_files, *library.published(content.documents), *page_files]
+            *sync_files, *download_files, *library.published(content.documents), *page_files]
     # The whole public tree is known: refuse it before the ledger or any tree is written.
     layout.check_folders((f.path for f in site), folder_limit)
     ledger.write(events)
@@ -255,7 +258,7 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     progress("indexing", len(rendered), len(rendered))
     checkpoint("indexed")
     progress("writing bundle", 0, len(rendered))
-    private = [*library.private(content.documents), *bundle_writer.bundle_files(
+    private = [*library.private(content.documents), *download_files, *bundle_writer.bundle_files(
         node_id=node.id, base_url=node.base_url, sidecar_url=node.sidecar_url,
         manifest=manifest_bytes, schema=schema_bytes, openapi=openapi_bytes, index=index_bytes,
         changes=changes.body,

@@ -30,7 +30,7 @@ from .render import Rendered
 from .renderings import Renderings
 from .writer import OutputFile, constant
 
-_TYPES = {"string": pa.string(), "int64": pa.int64(), "binary": pa.binary()}
+_TYPES = {"string": pa.string(), "int64": pa.int64(), "large_binary": pa.large_binary()}
 
 
 def _arrow(columns: tuple[tuple[str, str], ...]) -> pa.Schema:
@@ -60,7 +60,11 @@ def records_table(ordered: list[Rendered], positions: list[int], previous: Rende
         "render_key": [r.key for r in ordered],
         "json": previous.column(rows, fresh),
     }
-    return _parquet(columns, _arrow(RECORD_COLUMNS))
+    table = pa.Table.from_pydict(columns, schema=_arrow(RECORD_COLUMNS)).combine_chunks()
+    sink = io.BytesIO()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)  # one record batch: each column one contiguous buffer
+    return sink.getvalue()
 
 
 def events_table(events: list[Event]) -> bytes:

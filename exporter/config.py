@@ -140,3 +140,45 @@ def _line_of(path: Path, key: str) -> int:
         if line.strip().startswith(f"{key} ") or line.strip().startswith(f"{key}="):
             return number
     return 0
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """How `fednode serve` runs: the `[serve]` table of content/node.toml, read at start."""
+
+    workers: int = 1
+    redis: str | None = None  # where rate-limit windows are kept; None: in the process
+
+
+def load_serve_config(project: Project) -> ServeConfig:
+    """The `[serve]` table of content/node.toml (all of it optional); ContentError names
+    every problem. Keep passwords out of it (it is committed): FEDNODE_REDIS_URL is read
+    first, by the CLI."""
+    path = project.content / NODE_FILE
+    rel = f"content/{NODE_FILE}"
+    try:
+        data = tomllib.loads(path.read_text("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ContentError([Problem(rel, 0, "", f"cannot read the [serve] settings: "
+                                                f"{exc}")]) from None
+    table = data.get("serve", {})
+    if not isinstance(table, dict):
+        raise ContentError([Problem(rel, _line_of(path, "serve"), "serve",
+                                    "must be a table: a line [serve], then its settings")])
+    problems = []
+    workers = table.get("workers", 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
+        problems.append(Problem(rel, _line_of(path, "workers"), "serve.workers",
+                                "must be a whole number from 1 to 64, e.g. workers = 2"))
+    redis = table.get("redis")
+    if redis is not None and (not isinstance(redis, str) or
+                              urlsplit(redis).scheme not in ("redis", "rediss", "unix")):
+        problems.append(Problem(rel, _line_of(path, "redis"), "serve.redis",
+                                "must be a Redis URL in quotes, e.g. "
+                                "redis = \"redis://127.0.0.1:6379/0\""))
+    for name in sorted(set(table) - {"workers", "redis"}):
+        problems.append(Problem(rel, _line_of(path, name), f"serve.{name}",
+                                "unknown setting: [serve] takes workers and redis"))
+    if problems:
+        raise ContentError(problems)
+    return ServeConfig(workers=workers, redis=redis)

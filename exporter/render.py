@@ -122,7 +122,7 @@ def render_record(record: SourceRecord, entry: Entry, collection: Collection,
 
 
 def manifest(node: NodeConfig, collections: dict[str, Collection], counts: dict[str, int],
-             updated_at: str | None, sync: dict[str, Any]) -> bytes:
+             updated_at: str | None, sync: dict[str, Any], downloads: dict[str, Any]) -> bytes:
     base = node.base_url
     open_names, keyed_names = access_lists()
     return encode({
@@ -146,6 +146,7 @@ def manifest(node: NodeConfig, collections: dict[str, Collection], counts: dict[
         "capabilities": capabilities(),
         "endpoints": manifest_endpoints(base, node.sidecar_url),
         "sync": sync,
+        "downloads": downloads,
         "authentication": {
             "schemes": [
                 {"type": "http", "scheme": "bearer", "header": "Authorization",

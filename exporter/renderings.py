@@ -1,13 +1,12 @@
-"""The previous export's rendered records, read back from its bundle and kept as Arrow
-columns: an export after a small edit reuses almost all of them, and most of their bytes are
-never needed as Python objects (only the records table takes them all, column to column)."""
+"""The previous export's rendered records, mapped from its bundle's Arrow file and kept as
+Arrow columns: an export after a small edit reuses almost all of them, and most of their
+bytes are never read at all (the records table copies them, column to column)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .contract.bundle import RECORDS
 
@@ -26,9 +25,9 @@ class Renderings:
     @classmethod
     def read(cls, folder: Path) -> Renderings:
         try:
-            table = pq.read_table(folder / RECORDS, columns=["id", "render_key", "title", "json"],
-                                  use_threads=False, pre_buffer=False)
-            json = table.column("json").combine_chunks()
+            # No copy: the map backs the columns, and stays open as long as they do.
+            table = pa.ipc.open_file(pa.memory_map(str(folder / RECORDS))).read_all()
+            json = _one_array(table.column("json"))
         except (OSError, pa.ArrowException):
             return cls.empty()
         ids, keys, titles = (table.column(name).to_pylist()
@@ -37,7 +36,7 @@ class Renderings:
 
     @classmethod
     def empty(cls) -> Renderings:
-        return cls([], [], [], pa.array([], pa.binary()))
+        return cls([], [], [], pa.array([], pa.large_binary()))
 
     def find(self, record_id: str, key: str) -> int | None:
         """The row of the record's previous rendering if it was rendered from `key`."""
@@ -51,7 +50,7 @@ class Renderings:
         """A binary column: row n is previous row `rows[n]`, or `fresh[-rows[n] - 1]` where
         `rows[n]` is negative; one contiguous array, as written from a list. Runs of
         consecutive rows are copied as slices (after a small edit, a few long runs)."""
-        new = pa.array(fresh, pa.binary())
+        new = pa.array(fresh, pa.large_binary())
         pieces: list[pa.Array] = []
         start = 0
         for n in range(1, len(rows) + 1):
@@ -66,3 +65,8 @@ class Renderings:
         if len(pieces) == 1:
             return pieces[0]
         return pa.concat_arrays(pieces) if pieces else new
+
+
+def _one_array(column: pa.ChunkedArray) -> pa.Array:
+    """The column as one array, without a copy when it is one chunk already (as written)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()

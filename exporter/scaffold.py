@@ -93,7 +93,12 @@ def _title_fields(collection: Collection, title: str) -> dict[str, str]:
 
 def _front_matter(collection: Collection, title: str, filled: dict[str, str]) -> str:
     props = collection.schema["properties"]
+    # Required fields, then those the collection asks a new record's author for though a
+    # record may lack them (`x-fednode.prompt`: a species' family, from a checklist that has
+    # none): each an empty value that `fednode check` asks to fill in.
     required = [name for name in collection.schema["required"] if name != "id"]
+    required += [name for name in collection.schema["x-fednode"].get("prompt", [])
+                 if name not in required]
     lines = ["+++", f"id = {toml_string(str(uuid.uuid4()))}",
              *(f"{name} = {toml_string(value)}" for name, value in filled.items())]
     for name in required:

@@ -132,11 +132,21 @@ def document(collection: str, record_id: str, title: str, fields: dict[str, Any]
 
 
 def _strings(value: Any) -> str:
+    """The text of a field: a string, the strings of a list, or, for a list of tables
+    (a species' distributions, descriptions, vernacular names), the strings in each."""
     if isinstance(value, str):
         return value
     if isinstance(value, list):
-        return "\n".join(item for item in value if isinstance(item, str))
+        return "\n".join(_strings(item) for item in value
+                         if isinstance(item, (str, dict)) and item)
+    if isinstance(value, dict):
+        return " ".join(text for key, item in value.items()
+                        if key not in _CODES and (text := _strings(item)))
     return ""
+
+
+# Terms of a table whose values are codes (en, BE), not words anyone searches for.
+_CODES = frozenset({"language", "countryCode"})
 
 
 # ---- building (export side) -------------------------------------------------------------

@@ -21,14 +21,9 @@ from exporter.contract.endpoints import BY_NAME
 from exporter.contract.wire import BODY_LIMIT, error_body
 
 from . import handlers
-from .auth import (
-    SlidingWindowLimiter,
-    Verifier,
-    check_policy,
-    extract_token,
-    rate_limited,
-)
+from .auth import Verifier, check_policy, extract_token
 from .errors import APIError, InvalidApiKey, MethodNotAllowed, NotFound, for_status
+from .limits import Limiter, MemoryLimiter, RedisLimiter, rate_limited
 from .service import Caller
 from .state import ANONYMOUS_RATE, CALLER, LIMITER, RATE, STORE, VERIFIER
 from .store import Store
@@ -51,6 +46,7 @@ class SidecarConfig:
     threads: int = 4
     reload_interval: float = 1.0  # seconds between checks for a newer bundle
     clock: Callable[[], float] = time.time  # the time keys expire by
+    redis: str | None = None  # rate-limit windows in this Redis (else in the process)
 
 
 def error_response(error: APIError) -> web.Response:
@@ -110,24 +106,24 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         if token is not None:
             key = app[VERIFIER].verify(token, (await app[STORE].current()).meta.node_id)
     except InvalidApiKey:
-        _count(request, address, app[ANONYMOUS_RATE])  # guessing keys is rate-limited
+        await _count(request, address, app[ANONYMOUS_RATE])  # guessing keys is rate-limited
         raise
     caller = request[CALLER] = Caller(key)
     if key is not None:
-        _count(request, caller.access, key.rate)
+        await _count(request, caller.access, key.rate)
     else:
-        _count(request, address, app[ANONYMOUS_RATE])
+        await _count(request, address, app[ANONYMOUS_RATE])
     endpoint = BY_NAME.get(request.match_info.route.name or "")
     if endpoint is not None:
         check_policy(endpoint, key)
     return await handler(request)
 
 
-def _count(request: web.Request, bucket: str, limit: int) -> None:
+async def _count(request: web.Request, bucket: str, limit: int) -> None:
     """One request against `bucket`'s per-minute limit (0: no limit); 429 when over it."""
     if not limit:
         return
-    decision = request[RATE] = request.app[LIMITER].hit(bucket, limit)
+    decision = request[RATE] = await request.app[LIMITER].hit(bucket, limit)
     if not decision.allowed:
         raise rate_limited(decision)
 
@@ -176,14 +172,24 @@ def create_app(config: SidecarConfig) -> web.Application:
         client_max_size=BODY_LIMIT,
         handler_args={"access_log_class": AccessLogger, "access_log": access_logger})
     app[VERIFIER] = Verifier(config.private, clock=config.clock)
-    app[LIMITER] = SlidingWindowLimiter()
     app[ANONYMOUS_RATE] = config.anonymous_rate
 
     async def store_ctx(app: web.Application) -> AsyncIterator[None]:
         store = Store(config.bundle, query_timeout=config.query_timeout, threads=config.threads,
                       reload_interval=config.reload_interval)
         app[STORE] = store
+        limiter: Limiter = MemoryLimiter()
+        if config.redis:
+            limiter = RedisLimiter(config.redis, store.snapshot.meta.node_id)
+            try:
+                await limiter.ping()
+            except APIError:
+                await limiter.close()
+                store.close()
+                raise
+        app[LIMITER] = limiter
         yield
+        await limiter.close()
         store.close()
 
     app.cleanup_ctx.append(store_ctx)

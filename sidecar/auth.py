@@ -1,4 +1,5 @@
-"""Who is asking, and may they: key verification, endpoint policy and per-minute limits.
+"""Who is asking, and may they: key verification and endpoint policy (per-minute limits are
+`limits`).
 
 A token check has three outcomes (datasette's and starlette's pattern): not a key of this
 node, a valid key, or a key we know but reject (revoked, expired). Each maps to the seed's
@@ -12,9 +13,7 @@ import math
 import os
 import re
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +23,10 @@ from aiohttp import web
 from exporter.contract.endpoints import Endpoint
 from exporter.contract.wire import parse_time
 
-from .errors import ApiKeyRequired, InsufficientScope, InvalidApiKey, RateLimited, Unavailable
+from .errors import ApiKeyRequired, InsufficientScope, InvalidApiKey, Unavailable
 from .keys import ALGORITHM, SECRET_ENV, KeyError_, KeyRecord, Registry, load_secret
 
 log = logging.getLogger("fednode.sidecar")
-WINDOW = 60.0  # seconds: rates are per minute
 _TOKEN = re.compile(r"[\x21-\x7e]{1,8000}")  # printable ASCII, as JWTs are
 
 
@@ -136,60 +134,6 @@ class Verifier:
             raise InvalidApiKey("not a key of this node (malformed, forged, or issued by "
                                 "another node); check the key you sent") from None
         return claims
-
-
-@dataclass(frozen=True)
-class Decision:
-    allowed: bool
-    limit: int
-    remaining: int
-    reset: int  # seconds until a request is freed
-    retry_after: int
-
-    def headers(self) -> dict[str, str]:
-        return {"RateLimit-Limit": str(self.limit), "RateLimit-Remaining": str(self.remaining),
-                "RateLimit-Reset": str(self.reset)}
-
-
-class SlidingWindowLimiter:
-    """Exactly `limit` requests in any 60-second window, per bucket.
-
-    Decisions are taken on the event loop without awaiting, so concurrent requests are
-    counted exactly. State is per process: replicas behind a load balancer would share it
-    through Redis (docs/operations.md)."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._hits: dict[str, deque[float]] = {}
-
-    def hit(self, bucket: str, limit: int) -> Decision:
-        now = self._clock()
-        hits = self._hits.setdefault(bucket, deque())
-        while hits and hits[0] <= now - WINDOW:
-            hits.popleft()
-        if len(hits) >= limit:
-            wait = max(1, math.ceil(hits[0] + WINDOW - now))
-            return Decision(False, limit, 0, wait, wait)
-        hits.append(now)
-        reset = math.ceil(hits[0] + WINDOW - now)
-        if len(self._hits) > 50_000:
-            self._prune(now)
-        return Decision(True, limit, limit - len(hits), reset, 0)
-
-    def remaining(self, bucket: str, limit: int) -> int:
-        hits = self._hits.get(bucket, deque())
-        now = self._clock()
-        return max(0, limit - sum(1 for t in hits if t > now - WINDOW))
-
-    def _prune(self, now: float) -> None:
-        for bucket in [b for b, h in self._hits.items() if not h or h[-1] <= now - WINDOW]:
-            del self._hits[bucket]
-
-
-def rate_limited(decision: Decision) -> RateLimited:
-    return RateLimited(f"over the limit of {decision.limit} requests a minute; retry after "
-                       f"{decision.retry_after} s",
-                       headers={"Retry-After": str(decision.retry_after)})
 
 
 def check_policy(endpoint: Endpoint, key: KeyRecord | None) -> None:

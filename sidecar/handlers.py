@@ -16,7 +16,7 @@ from exporter.contract.wire import encode
 from . import mcp, service
 from .errors import InvalidParameter, NotFound
 from .params import ask_body, integer_segment, parse_query, read_json_body
-from .state import CALLER, LIMITER, STORE
+from .state import CALLER, RATE, STORE
 
 
 def etag(body: bytes) -> str:
@@ -30,7 +30,7 @@ def open_response(request: web.Request, body: bytes, content_type: str = JSON) -
     headers = {"ETag": tag, "Cache-Control": "public, max-age=60"}
     if tag in request.headers.get("If-None-Match", ""):
         return web.Response(status=304, headers=headers)
-    charset = None if content_type == "application/pdf" else "utf-8"
+    charset = None if content_type in ("application/pdf", "application/zip") else "utf-8"
     return web.Response(body=body, content_type=content_type, charset=charset, headers=headers)
 
 
@@ -130,11 +130,23 @@ async def library_file(request: web.Request, query: dict[str, Any]) -> web.Respo
     return open_response(request, body, "application/pdf")
 
 
+async def dwca(request: web.Request, query: dict[str, Any]) -> web.Response:
+    body = await service.dwca(request.app[STORE], request[CALLER])
+    return open_response(request, body, "application/zip")
+
+
+async def download(request: web.Request, query: dict[str, Any]) -> web.Response:
+    collection = request.match_info["collection"]
+    body = await service.download(request.app[STORE], request[CALLER], collection,
+                                  f"{collection}.csv")
+    return open_response(request, body, "text/csv")
+
+
 async def key(request: web.Request, query: dict[str, Any]) -> web.Response:
     caller: service.Caller = request[CALLER]
     assert caller.key is not None  # the table makes this endpoint keyed
-    remaining = request.app[LIMITER].remaining(caller.access, caller.key.rate)
-    return json_response(service.key_info(caller, remaining))
+    decision = request.get(RATE)  # this request was counted (unless the key has no limit)
+    return json_response(service.key_info(caller, decision.remaining if decision else 0))
 
 
 async def not_offered(request: web.Request, query: dict[str, Any]) -> web.Response:
@@ -151,7 +163,7 @@ HANDLERS: dict[str, Adapter] = {
     "index": index, "manifest": manifest, "schema": schema, "key": key, "changes": changes,
     "sync_changes": sync_changes, "sync_snapshot": sync_snapshot, "list": list_records,
     "record": read_record, "search": search, "mcp": tool_interface, "ask": ask,
-    "library_file": library_file, "openapi": openapi,
+    "library_file": library_file, "openapi": openapi, "dwca": dwca, "download": download,
     **{e.name: page for e in ENDPOINTS if e.page and e.name != "index"},
 }
 

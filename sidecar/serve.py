@@ -1,11 +1,19 @@
-"""`fednode serve`: run the sidecar on a port until stopped."""
+"""`fednode serve`: run the sidecar on a port until stopped, in one process or several."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import multiprocessing
 import os
+import queue
 import signal
+import socket
+import sys
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -14,33 +22,67 @@ from aiohttp import web
 from exporter.contract.errors import FednodeError
 
 from .app import NodeRunner, SidecarConfig, create_app
+from .errors import Unavailable
+from .limits import where_of
 from .state import STORE
+
+log = logging.getLogger("fednode.sidecar")
 
 
 class ServeError(FednodeError):
     """The sidecar cannot start; the message says why and what to do."""
 
 
-async def serve(bundle: Path, private: Path, *, host: str, port: int, anonymous_rate: int,
-                say: Callable[[str], None]) -> None:
+@dataclass(frozen=True)
+class Options:
+    bundle: Path
+    private: Path
+    host: str
+    port: int
+    anonymous_rate: int
+    redis: str | None = None  # rate-limit windows in Redis, shared by workers and hosts
+
+
+def run(options: Options, *, workers: int, say: Callable[[str], None]) -> None:
+    """Serve until SIGINT or SIGTERM: in this process, or in `workers` processes sharing
+    the port (each one loads the bundle; the kernel spreads connections among them)."""
+    if workers > 1 and not options.redis:
+        raise ServeError(f"--workers {workers} needs --redis URL: each worker would keep its "
+                         f"own rate-limit windows and let every key through {workers} times "
+                         f"its rate. Run Redis and pass --redis redis://127.0.0.1:6379/0 (or "
+                         f"set redis under [serve] in content/node.toml), or use one worker")
+    if workers == 1:
+        asyncio.run(serve(options, say=say))
+    else:
+        _supervise(options, workers, say)
+
+
+async def serve(options: Options, *, say: Callable[[str], None], reuse_port: bool = False,
+                ready: Callable[[], None] | None = None) -> None:
     """Load the bundle once, listen, and serve until SIGINT or SIGTERM."""
-    app = create_app(SidecarConfig(bundle=bundle, private=private,
-                                   anonymous_rate=anonymous_rate))
+    app = create_app(SidecarConfig(bundle=options.bundle, private=options.private,
+                                   anonymous_rate=options.anonymous_rate,
+                                   redis=options.redis))
     runner = NodeRunner(app)
-    await runner.setup()  # loads the bundle: BundleMissing says to export first
     try:
-        site = web.TCPSite(runner, host, port)
+        await runner.setup()  # loads the bundle: BundleMissing says to export first
+    except Unavailable as exc:  # Redis did not answer
+        raise ServeError(exc.message) from None
+    try:
+        site = web.TCPSite(runner, options.host, options.port, reuse_port=reuse_port or None)
         try:
             await site.start()
         except OSError as exc:
             reason = os.strerror(exc.errno) if exc.errno else str(exc)
-            raise ServeError(f"cannot listen on {host}:{port}: {reason}; stop what uses that "
-                             f"port or choose another with --port") from None
-        here = f"http://{host}:{port}"
+            raise ServeError(f"cannot listen on {options.host}:{options.port}: {reason}; stop "
+                             f"what uses that port or choose another with --port") from None
+        here = f"http://{options.host}:{options.port}"
         say(f"fednode sidecar on {here}/api/manifest")
         meta = app[STORE].snapshot.meta
         for line in address_warnings(here, meta.base_url, meta.sidecar_url):
             say(line)
+        if ready is not None:
+            ready()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -48,6 +90,86 @@ async def serve(bundle: Path, private: Path, *, host: str, port: int, anonymous_
         await stop.wait()
     finally:
         await runner.cleanup()
+
+
+def _supervise(options: Options, workers: int, say: Callable[[str], None]) -> None:
+    """Start the workers, say once that they are up, restart one that dies, and stop them
+    all on SIGINT or SIGTERM. A worker that fails to start stops everything, with its
+    reason."""
+    _check_port(options)
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited threads
+    reports = context.Queue()
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+    def start() -> BaseProcess:
+        process = context.Process(target=_worker, args=(options, reports), daemon=True)
+        process.start()
+        return process
+
+    running = [start() for _ in range(workers)]
+    try:
+        started = 0
+        while started < workers and not stopping:
+            try:
+                kind, text = reports.get(timeout=0.5)
+            except queue.Empty:
+                if any(p.exitcode is not None for p in running):
+                    raise ServeError("a worker stopped while starting; see the log above") from None
+                continue
+            if kind == "error":
+                raise ServeError(text)
+            started += 1
+        if stopping:
+            return
+        say(f"fednode sidecar on http://{options.host}:{options.port}/api/manifest, "
+            f"{workers} workers, rate limits in Redis at {where_of(options.redis or '')}")
+        while not stopping:
+            for n, process in enumerate(running):
+                if process.exitcode is not None and not stopping:
+                    log.warning("worker %s ended (exit code %s); starting another",
+                                process.pid, process.exitcode)
+                    running[n] = start()
+            time.sleep(0.2)
+    finally:
+        for process in running:
+            if process.exitcode is None:
+                process.terminate()
+        for process in running:
+            process.join(10)
+            if process.exitcode is None:
+                process.kill()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _worker(options: Options, reports: multiprocessing.Queue[tuple[str, str]]) -> None:
+    """One worker process: serve on the shared port, report when listening or why not."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(process)d %(name)s %(message)s")
+    try:
+        asyncio.run(serve(options, say=lambda line: None, reuse_port=True,
+                          ready=lambda: reports.put(("ready", ""))))
+    except FednodeError as exc:
+        reports.put(("error", str(exc)))
+        sys.exit(1)
+
+
+def _check_port(options: Options) -> None:
+    """Fail at once, with the reason, when the port is taken (workers share it with
+    SO_REUSEPORT, which only lets them in beside each other)."""
+    try:
+        with socket.create_server((options.host, options.port), reuse_port=True):
+            pass
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise ServeError(f"cannot listen on {options.host}:{options.port}: {reason}; stop what "
+                         f"uses that port or choose another with --port") from None
 
 
 def address_warnings(here: str, base_url: str, sidecar_url: str) -> list[str]:

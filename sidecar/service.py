@@ -9,6 +9,7 @@ indexes. REST handlers and the MCP tools are thin adapters over these functions.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from urllib.parse import quote
 
 import duckdb
 
-from exporter.contract.bundle import LIBRARY
+from exporter.contract.bundle import DOWNLOADS, DWCA_FILE, LIBRARY
 from exporter.contract.feed import SNAPSHOT_CHUNK, snapshot_chunk
 from exporter.contract.page_urls import file_of, href_of
 from exporter.contract.wire import (
@@ -33,8 +34,10 @@ from exporter.contract.wire import (
 
 from . import library
 from . import search as searching
+from .changes import COLLECTION_WIDTH, Feed
 from .errors import APIError, InsufficientScope, InvalidParameter, NotFound
 from .keys import KeyRecord
+from .records import Records
 from .store import Snapshot, Store
 
 
@@ -77,15 +80,28 @@ class Caller:
         """The visibility rule, as SQL over the named columns, for this caller."""
         return rule(self.groups, self.collections, access, collection)
 
+    def may_see(self, records: Records, row: int) -> bool:
+        """The visibility rule, for one record of a snapshot."""
+        return visible(self.groups, self.collections, records.access[row],
+                       records.collection[row])
+
 
 # The visibility rule, once: a record (or a record's state around an event) is visible when
 # its access is public or a group the caller holds, in a collection the caller may read.
+# Written twice, side by side: as SQL for DuckDB, and in Python for the reads that look a
+# record up by id or slice a list (`records`). tests/test_visibility.py holds them together.
 # The caller's lists are written into the SQL as literals (quoted): DuckDB binds a list
 # parameter at several times the cost of the whole rest of a record read.
 def rule(groups: Sequence[str], collections: Sequence[str], access: str = "access",
          collection: str = "collection") -> str:
     return (f"(list_contains({_literal(groups)}, {access}) "
             f"AND list_contains({_literal(collections)}, {collection}))")
+
+
+def visible(groups: Sequence[str], collections: Sequence[str], access: str,
+            collection: str) -> bool:
+    """The rule, in Python, for one record."""
+    return access in groups and collection in collections
 
 
 def _literal(values: Sequence[str]) -> str:
@@ -101,58 +117,38 @@ def events_visible(groups: Sequence[str], collections: Sequence[str]) -> tuple[s
 
 async def list_records(store: Store, caller: Caller, collection: str, *, limit: int,
                        offset: int, updated_since: str | None) -> bytes:
+    """A page of the collection: a slice of the rows of the access groups the caller holds
+    (the rule: within its collections, which `require_collection` checked)."""
     caller.require_collection(collection)
-    where = f"collection = $collection AND {caller.sees()}"
-    args: dict[str, Any] = {"collection": collection}
+    snapshot = await store.current()
+    records = snapshot.records
+    rows = records.listed(collection, caller.groups)
     if updated_since is not None:
-        where += " AND updated_at >= $since"
-        args["since"] = updated_since
-
-    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> bytes:
-        total = db.execute(f"SELECT count(*) FROM records WHERE {where}", args).fetchone()
-        rows = db.execute(f"SELECT json FROM records WHERE {where} ORDER BY position "
-                          "LIMIT $limit OFFSET $offset",
-                          {**args, "limit": limit, "offset": offset}).fetchall()
-        return list_page(snapshot.base_url, collection, [bytes(row[0]) for row in rows],
-                         total=int(total[0]) if total else 0, limit=limit, offset=offset,
-                         updated_since=updated_since)
-
-    return await store.query(run)
+        rows = records.updated_since(rows, updated_since)
+    return list_page(snapshot.base_url, collection, records.bodies(rows[offset:offset + limit]),
+                     total=len(rows), limit=limit, offset=offset, updated_since=updated_since)
 
 
 async def read_record(store: Store, caller: Caller, collection: str, record_id: str) -> bytes:
     caller.require_collection(collection)
-    args = {"collection": collection, "id": record_id.lower()}
-
-    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> bytes | None:
-        row = db.execute("SELECT json FROM records WHERE id = $id AND collection = $collection "
-                         f"AND {caller.sees()}", args).fetchone()
-        return bytes(row[0]) if row else None
-
-    body = await store.query(run)
-    if body is None:
+    records = (await store.current()).records
+    row = records.row(record_id.lower())
+    if row is None or records.collection[row] != collection or not caller.may_see(records, row):
         # Identical for an id that never existed and one the caller may not see.
         raise NotFound(f"no record with that id in {collection}; list the collection at "
                        f"/api/{collection} to find ids")
-    return body
+    return records.body(row)
 
 
 async def snapshot_file(store: Store, caller: Caller, collection: str, offset: int) -> bytes:
     """A chunk of a collection's public snapshot (public records only, whoever asks)."""
     caller.require_collection(collection)
-
-    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> bytes | None:
-        rows = db.execute("SELECT json FROM records WHERE collection = ? AND access = ? "
-                          "ORDER BY position LIMIT ? OFFSET ?",
-                          [collection, PUBLIC, SNAPSHOT_CHUNK, offset]).fetchall()
-        return snapshot_chunk([bytes(row[0]) for row in rows]) if rows else None
-
-    body = None
-    if offset % SNAPSHOT_CHUNK == 0:  # chunks start at multiples of SNAPSHOT_CHUNK only
-        body = await store.query(run)
-    if body is None:
+    records = (await store.current()).records
+    rows = records.listed(collection, [PUBLIC])[offset:offset + SNAPSHOT_CHUNK]
+    # chunks start at multiples of SNAPSHOT_CHUNK only
+    if offset % SNAPSHOT_CHUNK or not len(rows):
         raise NotFound("no such snapshot file; /api/manifest lists them under sync.snapshots")
-    return body
+    return snapshot_chunk(records.bodies(rows))
 
 
 async def document(store: Store, name: Literal["manifest", "schema", "openapi", "index"]
@@ -186,31 +182,26 @@ async def public_changes(store: Store, caller: Caller) -> bytes:
     return (await store.current()).public_changes
 
 
-# The changes feed: for each record, its latest event since `since` among the events this
-# caller may learn of (the record was visible to it just before, or is just after); `upsert`
-# if the caller sees the record after it, `delete` if not. Ordered by (at, collection, id),
-# which a cursor names, so pages never skip or repeat and reveal nothing hidden.
-def changes_sql(groups: Sequence[str], collections: Sequence[str]) -> tuple[str, str]:
-    """The feed's page query and its `until` query, for a caller of these lists."""
+# The changes feed: for each record, its latest event among the events this caller may
+# learn of (the record was visible to it just before, or is just after); `upsert` if the
+# caller sees the record after it, `delete` if not. Ordered by (at, collection, id), which a
+# cursor names, so pages never skip or repeat and reveal nothing hidden. The feed since a
+# time is a suffix of this list (see `changes`), computed once per snapshot and caller kind.
+def changes_sql(groups: Sequence[str], collections: Sequence[str]) -> str:
+    """The feed's query, for a caller of these lists: every record's latest event."""
     after, before = events_visible(groups, collections)
-    seen = f"""
-        SELECT seq, "at", collection, id, hash, {after} AS visible
-        FROM events WHERE "at" > $since AND ({after} OR {before})"""
-    page = f"""
-        WITH seen AS ({seen}), latest AS (
-            SELECT collection, id, max("at") AS "at", arg_max(visible, seq) AS visible,
-                   arg_max(hash, seq) AS hash
-            FROM seen GROUP BY collection, id
+    return f"""
+        WITH seen AS (
+            SELECT seq, "at", collection, id, hash, {after} AS visible
+            FROM events WHERE {after} OR {before}
         )
-        SELECT collection, id, "at", visible, hash FROM latest
-        WHERE "at" > $after_at OR ("at" = $after_at AND (collection > $after_collection
-              OR (collection = $after_collection AND id > $after_id)))
-        ORDER BY "at", collection, id
-        LIMIT $limit"""
-    return page, f'SELECT max("at") FROM ({seen})'
+        SELECT collection, id, max("at") AS "at", arg_max(visible, seq) AS visible,
+               arg_max(hash, seq) AS hash
+        FROM seen GROUP BY collection, id
+        ORDER BY "at", collection, id"""
 
 
-_CURSOR = re.compile(f"({TIME_PATTERN})\\|([a-z]{{1,20}})\\|({UUID_PATTERN})")
+_CURSOR = re.compile(f"({TIME_PATTERN})\\|([a-z]{{1,{COLLECTION_WIDTH}}})\\|({UUID_PATTERN})")
 
 
 @dataclass(frozen=True)
@@ -234,33 +225,24 @@ class Position:
         return cls(*found.groups())
 
 
-START = Position("", "", "")
-
-
-@dataclass(frozen=True)
-class Change:
-    collection: str
-    id: str
-    at: str
-    visible: bool
-    hash: str
-
-
 async def changes(store: Store, caller: Caller, *, since: str, limit: int,
                   cursor: Position | None) -> dict[str, Any]:
-    after = cursor or START
-    page_sql, until_sql = changes_sql(caller.groups, caller.collections)
-    args = {"since": since, "limit": limit + 1, "after_at": after.at,
-            "after_collection": after.collection, "after_id": after.id}
+    kind = (tuple(sorted(set(caller.groups))), tuple(caller.collections))
+    snapshot = await store.current()
+    found = snapshot.feeds.get(kind)
+    if found is None:
+        sql = changes_sql(*kind)
 
-    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection
-            ) -> tuple[str, list[Change], str | None]:
-        """The page and the end of the feed, from one snapshot."""
-        rows = [Change(*row) for row in db.execute(page_sql, args).fetchall()]
-        found = db.execute(until_sql, {"since": since}).fetchone()
-        return snapshot.base_url, rows, found[0] if found else None
+        def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> tuple[Snapshot, Feed]:
+            return snapshot, Feed(db.execute(sql).to_arrow_table())
 
-    base, rows, until = await store.query(run)
+        snapshot, feed = await store.query(run)
+        snapshot.feeds.put(kind, feed)
+    else:
+        feed = found
+    base = snapshot.base_url
+    after = (cursor.at, cursor.collection, cursor.id) if cursor else None
+    rows, until = feed.page(since, after, limit + 1)
     more, rows = len(rows) > limit, rows[:limit]
     next_url = None
     if more:
@@ -334,6 +316,22 @@ async def ask(store: Store, caller: Caller, *, question: str, limit: int) -> dic
     return await store.query(run)
 
 
+async def download(store: Store, caller: Caller, collection: str, file: str) -> bytes:
+    """A whole-collection download: public records only, the same for every caller."""
+    if collection not in COLLECTIONS:
+        raise NotFound(f"no collection {collection!r}; the manifest lists the downloads")
+    caller.require_collection(collection)
+    snapshot = await store.current()
+    try:
+        return (snapshot.path / DOWNLOADS / file).read_bytes()
+    except FileNotFoundError:
+        raise NotFound("no such download in this export; the manifest lists them") from None
+
+
+async def dwca(store: Store, caller: Caller) -> bytes:
+    return await download(store, caller, "species", DWCA_FILE)
+
+
 _PDF = re.compile(f"({UUID_PATTERN})\\.pdf")
 
 
@@ -342,18 +340,17 @@ async def library_file(store: Store, caller: Caller, name: str) -> bytes:
     caller.require_collection("resources")
     found = _PDF.fullmatch(name.lower())
     record_id = found.group(1) if found else ""
-
-    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> bytes | None:
-        if not record_id:
-            return None
-        row = db.execute(f"SELECT 1 FROM records WHERE id = $id AND collection = 'resources' "
-                         f"AND {caller.sees()}", {"id": record_id}).fetchone()
+    snapshot = await store.current()
+    records = snapshot.records
+    row = records.row(record_id)
+    body = None
+    if row is not None and records.collection[row] == "resources" and \
+            caller.may_see(records, row):
         try:
-            return (snapshot.path / LIBRARY / f"{record_id}.pdf").read_bytes() if row else None
+            body = await asyncio.to_thread(
+                (snapshot.path / LIBRARY / f"{record_id}.pdf").read_bytes)
         except FileNotFoundError:
-            return None
-
-    body = await store.query(run)
+            pass
     if body is None:
         raise NotFound("no such document in the library; GET /api/resources lists the "
                        "documents and their document_url")

@@ -1,4 +1,5 @@
-"""The bundle, loaded into DuckDB, and the one way to query it: `Store.query(fn)`.
+"""The bundle, loaded: its records for reads by id and by page (`records`), the ledger in
+DuckDB for the changes feed, and the one way to query DuckDB: `Store.query(fn)`.
 
 The caller passes a function; the store picks the snapshot (the newest loaded bundle) and a
 connection on a worker thread, runs the function there, and on a timeout interrupts that
@@ -19,12 +20,15 @@ from pathlib import Path
 from typing import TypeVar
 
 import duckdb
+import pyarrow as pa
 
 from exporter import search
 from exporter.contract import bundle
 from exporter.contract.errors import FednodeError
 
+from .changes import Feeds
 from .errors import Unavailable
+from .records import Records
 
 log = logging.getLogger("fednode.sidecar")
 T = TypeVar("T")
@@ -40,9 +44,10 @@ def _quote(text: str) -> str:
 
 
 # The ledger's events, each with the state of its record just before it (for the visibility
-# rule in `service`): `source` is anything DuckDB reads rows of `feed.Event` from.
-EVENTS_TABLE = """
-    CREATE TABLE events AS
+# rule in `service`): `source` is a table of `feed.Event` rows. A view: it is read once per
+# snapshot and kind of caller (`changes.Feeds`), and the window's columns are not kept.
+EVENTS_VIEW = """
+    CREATE VIEW events AS
     SELECT *, coalesce(lag(op <> 'delete') OVER w, false) AS prev_live,
            lag(access) OVER w AS prev_access, lag(collection) OVER w AS prev_collection
     FROM {source} WINDOW w AS (PARTITION BY id ORDER BY seq)
@@ -68,16 +73,21 @@ class Snapshot:
                                 f"first.") from None
         self.base_url = self.meta.base_url
         self.build = self.meta.build
+        try:
+            self.records = Records(path / bundle.RECORDS)
+        except (OSError, pa.ArrowException, KeyError) as exc:
+            raise BundleMissing(f"the records at {path / bundle.RECORDS} are unusable ({exc}); "
+                                f"run `fednode export` again") from None
         self._db = duckdb.connect(":memory:")
-        records = _quote(str(path / bundle.RECORDS))
+        self._db.execute("ATTACH ':memory:' AS snapshot (COMPRESS)")
+        self._db.execute("USE snapshot")
         events = _quote(str(path / bundle.EVENTS))
-        self._db.execute(f"CREATE TABLE records AS SELECT * FROM read_parquet('{records}') "
-                         "ORDER BY collection, position")
-        self._db.execute("CREATE INDEX records_id ON records (id)")
-        self._db.execute(EVENTS_TABLE.format(source=f"read_parquet('{events}')"))
+        self._db.execute(f"CREATE TABLE ledger AS SELECT * FROM read_parquet('{events}')")
+        self._db.execute(EVENTS_VIEW.format(source="ledger"))
         self.search = _open_groups(path / bundle.SEARCH, search.Group, "search index")
         self.passages = _open_groups(path / bundle.PASSAGES, search.Passages, "library index")
         self.path = path
+        self.feeds = Feeds()  # the changes feed, by caller kind, as first asked for
         self._local = threading.local()
         try:
             unchanged = bundle.Meta.from_json(meta_path.read_bytes()).build == self.build
@@ -106,6 +116,7 @@ class Snapshot:
         cursor = getattr(self._local, "cursor", None)
         if cursor is None:
             cursor = self._local.cursor = self._db.cursor()
+            cursor.execute("USE snapshot")
         return cursor
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import threading
@@ -296,22 +297,26 @@ def npm_tool(package: str, version: str, binary: str) -> Path:
     return found
 
 
-CHROMIUM = Path("/usr/bin/chromium")
-
-
-def chromium() -> Path:
-    """Debian's chromium, installed with apt-get on first use where the tests run as root (as
-    in CI); the test is skipped, saying why, where it is absent and cannot be installed."""
-    import os
-
+def debian_tool(package: str, binary: str) -> Path:
+    """A program from Debian's packages, installed with apt-get on first use where it is
+    missing (CI runs as root on a clean machine); the test is skipped, saying why, where it
+    cannot be installed."""
     import pytest
-    if not CHROMIUM.exists() and shutil.which("apt-get") and os.geteuid() == 0:
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
-        if subprocess.run(install, env=env, capture_output=True, timeout=1800).returncode:
-            subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=600)
-            subprocess.run(install, env=env, capture_output=True, timeout=1800)
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed and cannot be installed here (it needs "
-                    "apt-get and root): `apt-get install chromium` to run this test")
-    return CHROMIUM
+    for folder in ("", "/usr/sbin/", "/usr/bin/"):
+        found = shutil.which(folder + binary) if folder else shutil.which(binary)
+        if found:
+            return Path(found)
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        pytest.skip(f"{binary} is missing and apt-get cannot run here (it needs root): "
+                    f"install Debian's {package}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", package]
+    if subprocess.run(install, capture_output=True, env=env, timeout=900).returncode:
+        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, timeout=900)
+        done = subprocess.run(install, capture_output=True, text=True, env=env, timeout=900)
+        if done.returncode:
+            pytest.skip(f"apt-get could not install {package}: {done.stderr.strip()[-300:]}")
+    found = shutil.which(binary) or shutil.which("/usr/sbin/" + binary)
+    if not found:
+        pytest.skip(f"{package} installed no {binary}")
+    return Path(found)

@@ -179,6 +179,7 @@ def test_editing_one_record_changes_only_what_must_change(node: Node, export: Ex
     changed = sorted(path for path in after if after[path] != before.get(path))
     assert changed == sorted(["api/manifest.json", *pages, record_file("species", edited["id"]),
                               "api/sync/species/0.ndjson", "api/sync/changes.ndjson",
+                              "download/species-dwca.zip", "download/species.csv",
                               record_href("species", edited["id"]).lstrip("/"),
                               "sitemap.xml"])
     assert report.site is not None and report.site.written == len(changed)

@@ -98,6 +98,8 @@ def requests_for(endpoint: Endpoint, hidden_id: str) -> list[tuple[str, str]]:
     """Concrete requests for a row of the endpoint table: (collection it names, URL)."""
     if endpoint.name == "library_file":
         return [("resources", f"/library/{LIBRARY_DOC}.pdf")]
+    if endpoint.name == "dwca":
+        return [("species", endpoint.path)]
     if endpoint.path == "/api/{collection}":
         return [("team", "/api/team"), ("species", "/api/species")]
     if endpoint.page and endpoint.name != "index":  # the hidden record's page; page 2
@@ -122,6 +124,7 @@ PROMISES: dict[str, tuple[bool, str | None, str | None]] = {
     "sync_snapshot": (False, "read", "path"), "search": (False, "search", "path"),
     "mcp": (True, "mcp", None), "ask": (True, "library", "all"),
     "library_file": (False, "read", "path"),
+    "dwca": (False, "read", "path"), "download": (False, "read", "path"),
     "list": (False, "read", "path"), "record": (False, "read", "path"),
     # Pages for people show public records only, alike for every caller.
     **{name: (False, None, None) for name in ("sitemap", "sitemap_part", "robots", "stylesheet",

@@ -16,7 +16,8 @@ from exporter.build import BuildReport
 def static_url(relative: str) -> str | None:
     """The open URL a static file answers, as site_out/_redirects maps it."""
     parts = relative.split("/")
-    if relative.startswith(("api/sync/", "library/")) or relative == "api/openapi.json":
+    if relative.startswith(("api/sync/", "library/", "download/")) or \
+            relative == "api/openapi.json":
         return "/" + relative
     if not relative.startswith("api/"):  # a page for people (exporter/pages.py)
         return "/" + relative.removesuffix("index.html")

@@ -1,18 +1,22 @@
-"""The visibility rule has two spellings — Python in the contract (the exporter's public
-change list) and SQL in the sidecar (the keyed feed) — and they must agree on every ledger."""
+"""The visibility rule has two spellings — Python (the exporter's public change list, the
+sidecar's reads by id and list slices) and SQL (the keyed feed, filtered lists) — and they
+must agree on every ledger and every set of records."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from exporter.contract.bundle import RECORD_COLUMNS, RECORDS
 from exporter.contract.feed import Event, visible_events
 from exporter.contract.wire import COLLECTIONS, PUBLIC
-from sidecar.service import START, changes_sql
-from sidecar.store import EVENTS_TABLE
+from sidecar.records import Records
+from sidecar.service import changes_sql, rule, visible
+from sidecar.store import EVENTS_VIEW
 
 IDS = [f"00000000-0000-4000-8000-00000000000{n}" for n in range(4)]
 ACCESS = [PUBLIC, "partners", "sensitive"]
@@ -57,11 +61,8 @@ def in_sql(events: list[Event], groups: list[str], collections: list[str]) -> se
                "id VARCHAR, hash VARCHAR, access VARCHAR)")
     db.executemany("INSERT INTO raw VALUES (?, ?, ?, ?, ?, ?, ?)",
                    [(e.seq, e.at, e.op, e.collection, e.id, e.hash, e.access) for e in events])
-    db.execute(EVENTS_TABLE.format(source="raw"))
-    rows = db.execute(changes_sql(groups, collections)[0], {
-        "since": "1970-01-01T00:00:00Z",
-        "limit": 1000, "after_at": START.at, "after_collection": START.collection,
-        "after_id": START.id}).fetchall()
+    db.execute(EVENTS_VIEW.format(source="raw"))
+    rows = db.execute(changes_sql(groups, collections)).fetchall()
     return {tuple(row) for row in rows}
 
 
@@ -79,3 +80,48 @@ def in_python(events: list[Event], groups: list[str], collections: list[str]) ->
 def test_the_two_spellings_of_the_rule_agree(events: list[Event], groups: list[str],
                                              collections: list[str]) -> None:
     assert in_sql(events, groups, collections) == in_python(events, groups, collections)
+
+
+@st.composite
+def record_tables(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Live records of a bundle: collections, access groups and list positions at random."""
+    rows: list[dict[str, Any]] = []
+    positions: dict[str, int] = {}
+    for n in range(draw(st.integers(0, 30))):
+        collection = draw(st.sampled_from(COLLECTIONS))
+        positions[collection] = positions.get(collection, -1) + 1
+        rows.append({"collection": collection, "id": f"00000000-0000-4000-8000-{n:012d}",
+                     "access": draw(st.sampled_from(ACCESS)), "title": f"t{n}",
+                     "created_at": "", "updated_at": "", "content_hash": f"h{n}",
+                     "position": positions[collection], "render_key": "",
+                     "json": f'{{"n": {n}}}'.encode()})
+    return draw(st.permutations(rows))
+
+
+@settings(max_examples=200, deadline=None)
+@given(record_tables(), st.sampled_from([[PUBLIC], [PUBLIC, "partners"], [PUBLIC, "sensitive"]]),
+       st.sampled_from([list(COLLECTIONS), ["species"], ["resources", "team"]]))
+def test_the_record_reads_follow_the_sql_rule(tmp_path_factory: Any, rows: list[dict[str, Any]],
+                                              groups: list[str], collections: list[str]) -> None:
+    """Reads by id (`visible`) and list slices (`Records.listed` of the caller's groups) see
+    exactly the records the SQL spelling selects, lists in position order."""
+    schema = pa.schema([(name, getattr(pa, kind)()) for name, kind in RECORD_COLUMNS])
+    table = pa.Table.from_pylist(rows, schema=schema)
+    path = tmp_path_factory.mktemp("records") / RECORDS
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        writer.write_table(table)
+    records = Records(path)
+    db = duckdb.connect(":memory:")
+    db.register("records", table)
+    in_sql = db.execute(f"SELECT collection, id FROM records WHERE "
+                        f"{rule(groups, collections)} ORDER BY collection, position").fetchall()
+    by_id = [(row["collection"], row["id"]) for row in sorted(
+        rows, key=lambda row: (row["collection"], row["position"]))
+        if visible(groups, collections, row["access"], row["collection"])]
+    listed = [(name, table.column("id")[int(row)].as_py())
+              for name in sorted(collections)
+              for row in records.listed(name, groups)]
+    assert by_id == [tuple(row) for row in in_sql] == listed
+    for row in rows:
+        at = records.row(row["id"])
+        assert at is not None and records.body(at) == row["json"]

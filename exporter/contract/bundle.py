@@ -6,7 +6,9 @@ holds restricted records, so its folder is 0700 and its files 0600.
 - `manifest.json` `schema.json` `openapi.json` `index.html` `changes.ndjson`: the exact bytes
   of the static files `api/manifest.json`, `api/schema.json`, `api/openapi.json`,
   `index.html` and `api/sync/changes.ndjson`
-- `records.parquet` one row per live record (public and restricted), `RECORD_COLUMNS`
+- `records.arrow` one row per live record (public and restricted), `RECORD_COLUMNS`, in
+  list order (by collection, then `position`): an uncompressed Arrow IPC file, so that both
+  the sidecar and the next export map it into memory and read it without copying
 - `events.parquet` the ledger, one row per `feed.Event`, `EVENT_COLUMNS`
 - `search/<group>/` the search index of one access group's records (`exporter.search`):
   tantivy's files, `vectors.npy` and `state.json`
@@ -21,21 +23,24 @@ from dataclasses import asdict, dataclass
 
 from .feed import EVENT_FIELDS
 
-FORMAT = 3
+FORMAT = 4
 META = "meta.json"
 MANIFEST = "manifest.json"
 SCHEMA = "schema.json"
 OPENAPI = "openapi.json"
 INDEX = "index.html"
 CHANGES = "changes.ndjson"
-RECORDS = "records.parquet"
+RECORDS = "records.arrow"
 EVENTS = "events.parquet"
 SEARCH = "search"
 PASSAGES = "passages"
 LIBRARY = "library"
 PAGES = "pages"  # a copy of the pages for people (exporter/pages.py), for the sidecar
+# Whole-collection downloads, at the same path in site_out/ and in the bundle.
+DOWNLOADS = "download"
+DWCA_FILE = "species-dwca.zip"
 
-# (column, type): "string", "int64" or "binary"
+# (column, type): "string", "int64" or "large_binary"
 RECORD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("collection", "string"),
     ("id", "string"),
@@ -46,7 +51,7 @@ RECORD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("content_hash", "string"),
     ("position", "int64"),  # list order within its collection
     ("render_key", "string"),  # what `json` was rendered from
-    ("json", "binary"),  # the served bytes
+    ("json", "large_binary"),  # the served bytes
 )
 _EVENT_TYPES = {"seq": "int64"}
 EVENT_COLUMNS: tuple[tuple[str, str], ...] = tuple(

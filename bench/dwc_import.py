@@ -1,0 +1,97 @@
+"""Time a Darwin Core checklist through fednode: the import, the first export of the imported
+taxa, an export with nothing changed, an export after one imported taxon is edited, and a
+re-import of the same source (which writes nothing).
+
+    .venv/bin/python bench/dwc_import.py [--checklist /work/shared/data/alien-plants-belgium]
+        [--sample]
+
+The node is empty but for node.toml (with --sample: the bundled sample, whose 22 species
+that the Belgian checklist also holds are reported and not imported). Each command runs as
+its own process, as a publisher runs it: wall time includes start-up."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
+
+from builders import Node, copy_sample  # noqa: E402
+from export_speed import timed_export  # noqa: E402
+
+CHECKLIST = Path("/work/shared/data/alien-plants-belgium")
+FEDNODE = str(Path(sys.executable).parent / "fednode")
+
+
+def timed(*args: str) -> tuple[float, float, str]:
+    """Run one fednode command; return wall seconds, CPU seconds and its last line."""
+    started = time.perf_counter()
+    process = subprocess.Popen([FEDNODE, *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    output = process.stdout.read().decode() if process.stdout else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"fednode {' '.join(args)} failed: {output}")
+    return seconds, usage.ru_utime + usage.ru_stime, output.strip().splitlines()[-1]
+
+
+def line(label: str, wall: float, cpu: float, summary: str) -> None:
+    print(f"{label:<34} {wall:6.2f} s wall {cpu:6.2f} s CPU")
+    print(f"    {summary}")
+
+
+def edit_one(root: Path) -> Path:
+    """Give one imported taxon a field of the publisher's own (tags), by hand: a re-import
+    keeps it."""
+    path = sorted((root / "content" / "species").glob("a*.md"))[0]
+    text = path.read_text()
+    edited = re.sub(r'^(id = .*)$', r'\1\ntags = ["edited"]', text, count=1, flags=re.M)
+    assert edited != text, path
+    path.write_text(edited)
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checklist", type=Path, default=CHECKLIST)
+    parser.add_argument("--sample", action="store_true",
+                        help="import into the bundled sample instead of an empty node")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder) / "node"
+        if args.sample:
+            copy_sample(root)
+        else:
+            Node(root)
+        project = ("--project", str(root))
+        line("import", *timed("import", "dwc", str(args.checklist), *project))
+        files = len(list((root / "content" / "species").glob("*.md")))
+        print(f"    {files} species files in content/species/")
+        line("re-import of the same source", *timed("import", "dwc", str(args.checklist),
+                                                     *project))
+        wall, cpu, _, summary = timed_export(root)
+        line("first export of the import", wall, cpu, summary)
+        wall, cpu, _, summary = timed_export(root)
+        line("export, nothing changed", wall, cpu, summary)
+        edited = edit_one(root)
+        wall, cpu, _, summary = timed_export(root)
+        line(f"export after editing {edited.name}", wall, cpu, summary)
+        line("re-import after that edit", *timed("import", "dwc", str(args.checklist),
+                                                 *project))
+        archive = root / "site_out" / "download" / "species-dwca.zip"
+        table = root / "site_out" / "download" / "species.csv"
+        print(f"archive {archive.stat().st_size / 1e6:.2f} MB; species.csv "
+              f"{table.stat().st_size / 1e6:.2f} MB")
+
+
+if __name__ == "__main__":
+    main()

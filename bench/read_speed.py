@@ -1,0 +1,267 @@
+"""Reads through the running sidecar, against what the machine can do, in one run.
+
+    .venv/bin/python bench/read_speed.py [--node DIR | --records 100000] [--seconds 5]
+        [--rounds 3] [--connections 16] [--nginx] [--datasette]
+
+Starts `fednode serve` on a node (an exported one with --node, or the sample grown to
+--records), and beside it the references: an aiohttp server answering a constant body of
+each request's own size (the framework's ceiling here), and optionally nginx over
+`site_out/` (what a CDN edge does) and Datasette over the same records in SQLite, one row by
+primary key. wrk (-t2) runs every request in alternating rounds, so the machine's drift
+hits all alike; the table gives each one's median requests/s, p99, and its ratio to the
+constant body of its size. Also printed: the sidecar's start time and resident memory.
+Needs wrk (apt-get install wrk); --nginx installs nginx with apt-get and --datasette
+installs Datasette into .cache/bench-venv where missing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
+
+from builders import copy_sample, multiply  # noqa: E402
+from timing import FEDNODE, HUGE, REFERENCE, free_port, wait_for  # noqa: E402
+
+SINCE = "2000-01-01T00:00:00Z"
+
+
+@dataclass
+class Case:
+    label: str
+    url: str
+    header: str | None = None
+    reference: str = ""  # the constant-body server's URL for a body of this size
+    rates: list[float] = field(default_factory=list)
+    p99s: list[float] = field(default_factory=list)
+
+
+def wrk(url: str, seconds: int, connections: int, header: str | None) -> tuple[float, float]:
+    """Requests a second and p99 in ms; any non-2xx answer stops the run."""
+    command = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", url]
+    if header:
+        command[1:1] = ["-H", header]
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    rate = re.search(r"Requests/sec:\s+([\d.]+)", output)
+    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)\b", output)
+    if not rate or not p99 or "Non-2xx" in output:
+        raise SystemExit(f"wrk against {url} failed or got errors:\n{output}")
+    scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}[p99.group(2)]
+    return float(rate.group(1)), float(p99.group(1)) * scale
+
+
+def fetch(url: str, header: str | None = None) -> bytes:
+    request = urllib.request.Request(url)
+    if header:
+        name, value = header.split(": ", 1)
+        request.add_header(name, value)
+    with urllib.request.urlopen(request) as answer:
+        return answer.read()  # type: ignore[no-any-return]
+
+
+def resident_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def node(folder: Path, records: int) -> Path:
+    root = copy_sample(folder / "node")
+    multiply(root / "content", max(records - 100, 0))
+    subprocess.run([FEDNODE, "export", "--project", str(root)], check=True,
+                   stdout=subprocess.DEVNULL)
+    return root
+
+
+def start(command: list[str], port: int, **options: object) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               **options)  # type: ignore[call-overload]
+    wait_for(port)
+    return process  # type: ignore[no-any-return]
+
+
+def nginx(site: Path, folder: Path, port: int) -> subprocess.Popen[bytes]:
+    if not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists():
+        subprocess.run(["apt-get", "install", "-y", "-q", "nginx-light"], check=True,
+                       stdout=subprocess.DEVNULL)
+    config = folder / "nginx.conf"
+    config.write_text(f"""daemon off; worker_processes 2; pid {folder}/nginx.pid;
+error_log {folder}/nginx.log; events {{ worker_connections 1024; }}
+http {{ access_log off; default_type application/json;
+  server {{ listen 127.0.0.1:{port}; root {site.resolve()};
+    location = /api/manifest {{ try_files /api/manifest.json =404; }}
+    location ~ ^/api/([a-z]+)/([0-9a-f-]+)$ {{ try_files /api/$1/$2.json =404; }} }} }}
+""")
+    return start(["/usr/sbin/nginx", "-c", str(config)], port)
+
+
+def datasette(root: Path, folder: Path, port: int) -> tuple[subprocess.Popen[bytes], str]:
+    venv = REPO / ".cache" / "bench-venv"
+    if not (venv / "bin" / "datasette").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "datasette"], check=True)
+    import pyarrow as pa  # the bundle's records, the same rows the sidecar serves
+
+    table = pa.ipc.open_file(pa.memory_map(str(root / ".fednode" / "bundle" /
+                                               "records.arrow"))).read_all()
+    database = folder / "records.db"
+    with sqlite3.connect(database) as db:
+        db.execute("CREATE TABLE records (id TEXT PRIMARY KEY, collection TEXT, access TEXT, "
+                   "position INTEGER, json TEXT)")
+        db.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?)", (
+            (r["id"], r["collection"], r["access"], r["position"], r["json"].decode())
+            for r in table.select(["id", "collection", "access", "position", "json"])
+            .to_pylist()))
+    process = subprocess.Popen([str(venv / "bin" / "datasette"), "serve", str(database),
+                                "--port", str(port), "--host", "127.0.0.1"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(300):
+        try:
+            fetch(f"http://127.0.0.1:{port}/-/versions.json")
+            break
+        except OSError:
+            time.sleep(0.1)
+    return process, f"http://127.0.0.1:{port}/records/records/"
+
+
+def follow_reload(root: Path, pid: int, base: str) -> str:
+    """Edit one species file, export, and sample the sidecar's memory until it serves the
+    new build and for 10 s after: the peak, and where it settles."""
+    target = next(path for path in sorted((root / "content" / "species").glob("*.md"))
+                  if "access =" not in path.read_text())
+    target.write_text(target.read_text() + f"\nEdited by the benchmark at {time.time()}.\n")
+    before = fetch(f"{base}/api/manifest")
+    subprocess.run([FEDNODE, "export", "--project", str(root)], check=True,
+                   stdout=subprocess.DEVNULL)
+    samples = [resident_mib(pid)]
+    deadline = time.monotonic() + 60
+    while fetch(f"{base}/api/manifest") == before and time.monotonic() < deadline:
+        samples.append(resident_mib(pid))
+        time.sleep(0.1)
+    swapped = time.monotonic()
+    while time.monotonic() < swapped + 10:
+        fetch(f"{base}/api/species?limit=1")
+        samples.append(resident_mib(pid))
+        time.sleep(0.2)
+    return (f"reload after an export: resident {samples[0]:.0f} MiB before, peak "
+            f"{max(samples):.0f} MiB, {samples[-1]:.0f} MiB 10 s after the swap")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--node", type=Path, help="an exported node (default: build one)")
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--nginx", action="store_true")
+    parser.add_argument("--datasette", action="store_true")
+    parser.add_argument("--reload", action="store_true",
+                        help="then edit one species file of the node, export, and follow the "
+                             "sidecar's memory through its reload (edits --node's content)")
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        raise SystemExit("wrk is not installed: apt-get install wrk")
+    processes: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryDirectory(prefix="fednode-bench-") as name:
+        folder = Path(name)
+        root = args.node or node(folder, args.records)
+        key = subprocess.run(
+            [FEDNODE, "keys", "create", "--project", str(root), "--name", "bench", "--scopes",
+             "read,changes", "--groups", "partners,sensitive", "--rate", str(HUGE)],
+            check=True, capture_output=True, text=True).stdout.strip()
+        keyed = f"Authorization: Bearer {key}"
+        try:
+            port = free_port()
+            started = time.perf_counter()
+            server = start([FEDNODE, "serve", "--project", str(root), "--port", str(port),
+                            "--anonymous-rate", str(HUGE)], port)
+            ready = time.perf_counter() - started
+            processes.append(server)
+            base = f"http://127.0.0.1:{port}"
+            record = json.loads(fetch(f"{base}/api/species?limit=1"))["items"][0]["id"]
+            cases = [
+                Case("record by id, open", f"{base}/api/species/{record}"),
+                Case("record by id, keyed", f"{base}/api/species/{record}", keyed),
+                Case("list of 50 at offset 1000, open",
+                     f"{base}/api/species?limit=50&offset=1000"),
+                Case("list of 50 at offset 1000, keyed (groups)",
+                     f"{base}/api/species?limit=50&offset=1000", keyed),
+                Case("list of 50, updated_since, keyed",
+                     f"{base}/api/species?limit=50&offset=1000&updated_since={SINCE}", keyed),
+                Case("changes page of 100, keyed",
+                     f"{base}/api/changes?since={SINCE}&limit=100", keyed),
+            ]
+            references: dict[int, str] = {}
+            for case in cases:  # a constant-body server per distinct body size
+                body = fetch(case.url, case.header)
+                size = len(body)
+                if size not in references:
+                    body_file = folder / f"body-{size}.json"
+                    body_file.write_bytes(body)
+                    reference_port = free_port()
+                    processes.append(start([sys.executable, "-c", REFERENCE,
+                                            str(reference_port), str(body_file)],
+                                           reference_port))
+                    references[size] = f"http://127.0.0.1:{reference_port}/api/manifest"
+                case.reference = references[size]
+            extra: list[Case] = []
+            if args.nginx:
+                nginx_port = free_port()
+                processes.append(nginx(root / "site_out", folder, nginx_port))
+                extra.append(Case("nginx over site_out/, one record",
+                                  f"http://127.0.0.1:{nginx_port}/api/species/{record}"))
+            if args.datasette:
+                datasette_port = free_port()
+                process, url = datasette(root, folder, datasette_port)
+                processes.append(process)
+                extra.append(Case("Datasette, one row by primary key", f"{url}{record}.json"))
+            constants = [Case(f"aiohttp, constant body of {size / 1024:.1f} KB", url)
+                         for size, url in sorted(references.items())]
+            everything = [*constants, *cases, *extra]
+            for case in everything:
+                wrk(case.url, 1, args.connections, case.header)  # warm up
+            for _ in range(args.rounds):
+                for case in everything:
+                    rate, p99 = wrk(case.url, args.seconds, args.connections, case.header)
+                    case.rates.append(rate)
+                    case.p99s.append(p99)
+            memory = resident_mib(server.pid)
+            reload = follow_reload(root, server.pid, base) if args.reload or not args.node \
+                else ""
+        finally:
+            for process in processes:
+                process.terminate()
+                process.wait()
+    median = statistics.median
+    by_url = {case.url: case for case in constants}
+    record_size = by_url[cases[0].reference]
+    print(f"{args.connections} connections, wrk -t2, {args.rounds} alternating rounds of "
+          f"{args.seconds}s; medians")
+    print(f"{'request':<44} {'req/s':>9} {'p99 ms':>8} {'vs constant body':>17}")
+    for case in everything:
+        against = by_url.get(case.reference, record_size)  # nginx, Datasette: a record's
+        ratio = median(case.rates) / median(against.rates)
+        print(f"{case.label:<44} {median(case.rates):9.0f} {median(case.p99s):8.1f} "
+              f"{ratio:16.0%}")
+    print(f"sidecar: answering {ready:.1f} s after start; resident {memory:.0f} MiB after "
+          f"the run")
+    if reload:
+        print(reload)
+
+if __name__ == "__main__":
+    main()

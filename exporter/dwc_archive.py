@@ -1,0 +1,191 @@
+"""The Darwin Core Archive of a node's public species: meta.xml, eml.xml and one CSV file a
+row type (the Taxon core; Distribution, Description, VernacularName and SpeciesProfile
+extensions), zipped with fixed timestamps so that unchanged content gives the same bytes.
+
+The core id is the record's UUID; `taxonID` is the source's taxonID when the record was
+imported (else the record's URL), and `scientificName` the verbatim name (the name and its
+authorship when the record has no verbatim name), as Darwin Core recommends."""
+
+from __future__ import annotations
+
+import csv
+import io
+import zipfile
+from collections.abc import Iterable
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+from .config import NodeConfig
+from .contract.bundle import DOWNLOADS, DWCA_FILE
+from .dwc_terms import CORE_TERMS, DC, EXTENSIONS, FLAGS, TAXON_ROW, Extension
+
+ARCHIVE_PATH = f"{DOWNLOADS}/{DWCA_FILE}"
+_FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip format's first moment
+CORE_FILE = "taxon.csv"
+CORE_COLUMNS: dict[str, str] = {**CORE_TERMS, "modified": DC}
+
+
+def archive(node: NodeConfig, records: Iterable[dict[str, Any]]) -> bytes:
+    """The archive of these (public, served) species records, in the order given."""
+    core: list[list[str]] = []
+    extension_rows: dict[str, list[list[str]]] = {kind: [] for kind in EXTENSIONS}
+    newest = ""
+    for record in records:
+        newest = max(newest, str(record.get("updated_at", "")))
+        core.append([record["id"], *(_core_value(record, node, term)
+                                     for term in CORE_COLUMNS)])
+        for kind, extension in EXTENSIONS.items():
+            for entry in _entries(record, extension, node):
+                extension_rows[kind].append([record["id"], *(entry.get(term, "")
+                                                             for term in extension.terms)])
+    files = {CORE_FILE: _table(["id", *CORE_COLUMNS], core)}
+    used = [e for e in EXTENSIONS.values() if extension_rows[e.kind]]
+    for extension in used:
+        files[f"{extension.kind}.csv"] = _table(["coreid", *extension.terms],
+                                                extension_rows[extension.kind])
+    files["meta.xml"] = _meta(used).encode("utf-8")
+    files["eml.xml"] = _eml(node, newest[:10]).encode("utf-8")
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as bundle:
+        for name in ("meta.xml", "eml.xml", CORE_FILE, *(f"{e.kind}.csv" for e in used)):
+            info = zipfile.ZipInfo(name, date_time=_FIXED_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            info.create_system = 3  # unix, whatever the machine
+            bundle.writestr(info, files[name])
+    return out.getvalue()
+
+
+def _core_value(record: dict[str, Any], node: NodeConfig, term: str) -> str:
+    if term == "taxonID":
+        return str(record.get("taxonID") or record.get("url", ""))
+    if term == "scientificName":
+        verbatim = record.get("verbatimScientificName")
+        if verbatim:
+            return str(verbatim)
+        author = record.get("scientificNameAuthorship")
+        return f"{record['scientificName']} {author}" if author else str(record["scientificName"])
+    if term == "modified":
+        return str(record.get("updated_at", ""))
+    return _text(record.get(term, ""))
+
+
+def _entries(record: dict[str, Any], extension: Extension,
+             node: NodeConfig) -> list[dict[str, str]]:
+    """The extension rows of one record, each term's text: one row a list entry (a row a
+    pathway), or the record's own fields where it has no list (a hand-written record)."""
+    if extension.field is None:
+        flags = {flag: _text(record[flag]) for flag in FLAGS if flag in record}
+        return [flags] if flags else []
+    rows: list[dict[str, str]] = []
+    for entry in record.get(extension.field, []):
+        plain = {term: _text(value) for term, value in entry.items()
+                 if term not in extension.lists}
+        lists = [term for term in extension.lists if entry.get(term)]
+        if not lists:
+            rows.append(plain)
+        for term in lists:
+            rows.extend({**plain, term: value} for value in entry[term])
+    if extension.kind == "distribution" and not rows:
+        own: dict[str, str] = {term: _text(record[term]) for term in (
+            "establishmentMeans", "degreeOfEstablishment", "pathway") if term in record}
+        if own:
+            rows.append(own)
+    if extension.kind == "description":
+        if record.get("nativeRange"):
+            rows.append({"description": record["nativeRange"], "type": "native range",
+                         "language": node.language})
+        if record.get("habitat"):
+            rows.append({"description": record["habitat"], "type": "habitat",
+                         "language": node.language})
+    if extension.kind == "vernacularname" and record.get("vernacularName"):
+        names = {row.get("vernacularName") for row in rows}
+        if record["vernacularName"] not in names:
+            rows.append({"vernacularName": record["vernacularName"],
+                         "language": node.language})
+    return rows
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return " | ".join(str(item) for item in value)
+    return str(value)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> bytes:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return out.getvalue().encode("utf-8")
+
+
+def _fields(terms: dict[str, str]) -> str:
+    return "\n".join(f'    <field index="{index}" term="{namespace}{term}"/>'
+                     for index, (term, namespace) in enumerate(terms.items(), start=1))
+
+
+def _meta(extensions: list[Extension]) -> str:
+    common = ('encoding="UTF-8" fieldsTerminatedBy="," linesTerminatedBy="\\n" '
+              'fieldsEnclosedBy="&quot;" ignoreHeaderLines="1"')
+    parts = ['<?xml version="1.0" encoding="UTF-8"?>',
+             '<archive xmlns="http://rs.tdwg.org/dwc/text/" metadata="eml.xml">',
+             f'  <core rowType="{TAXON_ROW}" {common}>',
+             f"    <files><location>{CORE_FILE}</location></files>",
+             '    <id index="0"/>', _fields(CORE_COLUMNS), "  </core>"]
+    for extension in extensions:
+        parts += [f'  <extension rowType="{extension.row_type}" {common}>',
+                  f"    <files><location>{extension.kind}.csv</location></files>",
+                  '    <coreid index="0"/>', _fields(extension.terms), "  </extension>"]
+    parts.append("</archive>")
+    return "\n".join(parts) + "\n"
+
+
+_LICENCES = {
+    "CC0-1.0": "http://creativecommons.org/publicdomain/zero/1.0/legalcode",
+    "CC-BY-4.0": "http://creativecommons.org/licenses/by/4.0/legalcode",
+    "CC-BY-NC-4.0": "http://creativecommons.org/licenses/by-nc/4.0/legalcode",
+}
+
+
+def _eml(node: NodeConfig, published: str) -> str:
+    """EML 2.1.1 as GBIF's IPT writes it, from content/node.toml."""
+    url = f"{node.base_url}/{ARCHIVE_PATH}"
+    licence = _LICENCES.get(node.licence)
+    rights = (f'<para>This work is licensed under <ulink url={quoteattr(licence)}>'
+              f"<citetitle>{escape(node.licence)}</citetitle></ulink>.</para>" if licence
+              else f"<para>{escape(node.licence)}</para>")
+    party = (f"<organizationName>{escape(node.publisher)}</organizationName>"
+             f"<electronicMailAddress>{escape(node.contact)}</electronicMailAddress>")
+    return "\n".join([
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        '<eml:eml xmlns:eml="eml://ecoinformatics.org/eml-2.1.1" '
+        'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
+        'xsi:schemaLocation="eml://ecoinformatics.org/eml-2.1.1 '
+        'http://rs.gbif.org/schema/eml-gbif-profile/1.1/eml.xsd" '
+        f'packageId={quoteattr(node.id)} system="fednode" scope="system" '
+        f'xml:lang={quoteattr(node.language)}>',
+        "<dataset>",
+        f"  <alternateIdentifier>{escape(url)}</alternateIdentifier>",
+        f"  <title xml:lang={quoteattr(node.language)}>{escape(node.name)}</title>",
+        f"  <creator>{party}</creator>",
+        f"  <metadataProvider>{party}</metadataProvider>",
+        *([f"  <pubDate>{escape(published)}</pubDate>"] if published else []),
+        f"  <language>{escape(node.language)}</language>",
+        f"  <abstract><para>{escape(node.description)}</para></abstract>",
+        f"  <intellectualRights>{rights}</intellectualRights>",
+        f"  <distribution scope=\"document\"><online><url function=\"information\">"
+        f"{escape(node.base_url)}/</url></online></distribution>",
+        f"  <contact>{party}</contact>",
+        f"  <publisher><organizationName>{escape(node.publisher)}</organizationName>"
+        f"</publisher>",
+        "</dataset>",
+        "<additionalMetadata><metadata><gbif>"
+        f"<dateStamp>{escape(published)}</dateStamp>"
+        f"<hierarchyLevel>dataset</hierarchyLevel>"
+        "</gbif></metadata></additionalMetadata>",
+        "</eml:eml>",
+    ]) + "\n"
+

@@ -1,0 +1,61 @@
+"""Splitting a checklist's scientific name into the name and its authorship, with GBIF's
+name parser (`gbif-name-parser` on PyPI: the Rust port of GBIF's own parser, importable as
+`nameparser`; it runs offline).
+
+The name is the parser's canonical form without authorship ("Spiraea × brachybotrys").
+The authorship is the source's own text where the parser's authorship is found, spaces
+aside, at the end of the verbatim name ("R. Nordenstam", not the parser's "R.Nordenstam");
+otherwise the parser's. A name the parser cannot read whole (hybrid formulas, "Hosta spec.",
+a partly parsed name) is kept whole, without an authorship, and reported. The verbatim name
+is always kept beside the split."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import nameparser
+
+
+@dataclass(frozen=True)
+class SplitName:
+    name: str  # dwc:scientificName without authorship
+    authorship: str  # dwc:scientificNameAuthorship, or ""
+    verbatim: str  # the name as the source wrote it
+    note: str = ""  # why the name was kept whole, when it was
+
+
+def split_names(verbatim: Sequence[str]) -> list[SplitName]:
+    """Split every name, in one call of the parser (about 0.2 ms a name)."""
+    parsed = nameparser.parse_all([" ".join(name.split()) for name in verbatim],
+                                  code="BOTANICAL")
+    return [_split(name, result) for name, result in zip(verbatim, parsed, strict=True)]
+
+
+def _split(verbatim: str, result: object) -> SplitName:
+    text = " ".join(verbatim.split())
+    if result is None:
+        return SplitName(text, "", verbatim, "not a name the parser reads (a hybrid formula?)")
+    if not isinstance(result, nameparser.ParsedName):
+        return SplitName(text, "", verbatim, "an informal name: kept whole")
+    if result.state != "COMPLETE" or result.unparsed:
+        return SplitName(text, "", verbatim, f"parsed only in part (left: "
+                                             f"{result.unparsed or '?'}): kept whole")
+    name = result.canonical_name_without_authorship() or text
+    authorship = result.authorship_complete() or ""
+    return SplitName(name, _verbatim_tail(text, authorship) or authorship, verbatim)
+
+
+def _verbatim_tail(text: str, authorship: str) -> str:
+    """The end of `text` that is `authorship` but for spaces, or ""."""
+    wanted = "".join(authorship.split())
+    if not wanted:
+        return ""
+    count = 0
+    for index in range(len(text) - 1, -1, -1):
+        if not text[index].isspace():
+            count += 1
+        if count == len(wanted):
+            tail = text[index:]
+            return tail if "".join(tail.split()) == wanted else ""
+    return ""

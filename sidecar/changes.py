@@ -1,0 +1,76 @@
+"""The changes feed of one snapshot for one kind of caller (its groups and collections),
+computed once and then paged by binary search.
+
+For each record, the feed since a time S holds the latest event the caller may learn of, if
+it is after S. The latest of all is after S exactly when any is, so the feed since any S is
+a suffix of one list: every record's latest such event, ordered by (at, collection, id).
+DuckDB computes that list once per snapshot and caller kind (`service.changes_sql`); a page
+is then two binary searches and a slice."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+COLLECTION_WIDTH = 20  # a collection name's most characters (the cursor's pattern)
+
+
+@dataclass(frozen=True)
+class Change:
+    collection: str
+    id: str
+    at: str
+    visible: bool
+    hash: str
+
+
+def _key(at: str, collection: str, record_id: str) -> bytes:
+    """(at, collection, id) as bytes that sort as the tuple does: times are fixed-width and
+    the collection is padded with NULs, which sort before every letter."""
+    return (at + collection.ljust(COLLECTION_WIDTH, "\0") + record_id).encode()
+
+
+class Feed:
+    """Every record's latest event for one kind of caller, in feed order."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self._table = table  # collection, id, at, visible, hash
+        ats = table.column("at").to_pylist()
+        self._at = np.asarray(ats, dtype="S20")
+        self._keys = np.asarray([_key(at, collection, record_id) for at, collection, record_id
+                                 in zip(ats, table.column("collection").to_pylist(),
+                                        table.column("id").to_pylist(), strict=True)])
+
+    def page(self, since: str, after: tuple[str, str, str] | None, limit: int
+             ) -> tuple[list[Change], str | None]:
+        """Up to `limit` changes after `since` and after the cursor's item; and the time of
+        the last change after `since` (None when there is none)."""
+        start = int(np.searchsorted(self._at, since.encode(), side="right"))
+        if after is not None:
+            start = max(start, int(np.searchsorted(self._keys, _key(*after), side="right")))
+        rows = self._table.slice(start, limit).to_pylist()
+        until = self._at[-1].decode() if len(self._at) and self._at[-1] > since.encode() \
+            else None
+        return [Change(**row) for row in rows], until
+
+
+class Feeds:
+    """A snapshot's feeds, by caller kind, the most recently used `kept` of them."""
+
+    def __init__(self, kept: int = 4) -> None:
+        self.kept = kept
+        self._feeds: OrderedDict[object, Feed] = OrderedDict()
+
+    def get(self, kind: object) -> Feed | None:
+        feed = self._feeds.get(kind)
+        if feed is not None:
+            self._feeds.move_to_end(kind)
+        return feed
+
+    def put(self, kind: object, feed: Feed) -> None:
+        self._feeds[kind] = feed
+        while len(self._feeds) > self.kept:
+            self._feeds.popitem(last=False)

@@ -1,0 +1,176 @@
+"""`fednode serve --workers N --redis URL`: several worker processes on one port, with rate
+limits kept in a real Redis (Debian's redis-server, installed where missing), exact across
+the workers, failing closed while Redis is down and recovering when it returns."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import debian_tool
+from test_cli_serve import ENV, FEDNODE, free_port, wait_for
+
+LIMIT = 20
+
+
+class Redis:
+    def __init__(self, binary: Path, folder: Path) -> None:
+        self.binary, self.folder, self.port = binary, folder, free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [str(self.binary), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.folder)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        import redis
+        client = redis.Redis(port=self.port)
+        for _ in range(100):
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise AssertionError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[Redis]:
+    server = Redis(debian_tool("redis-server", "redis-server"), tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def node(tmp_path: Path, sample_root: Path) -> tuple[Path, str]:
+    """The exported sample, with a key limited to LIMIT requests a minute."""
+    root = tmp_path / "node"
+    shutil.copytree(sample_root, root, symlinks=True)
+    key = subprocess.run([*FEDNODE, "keys", "create", "--project", str(root), "--name", "t",
+                          "--scopes", "read", "--rate", str(LIMIT)], env=ENV, check=True,
+                         capture_output=True, text=True).stdout.strip()
+    return root, key
+
+
+def serve(root: Path, *options: str) -> tuple[subprocess.Popen[str], str]:
+    port = free_port()
+    process = subprocess.Popen([*FEDNODE, "serve", "--project", str(root), "--port", str(port),
+                                *options], env=ENV, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    wait_for(f"{base}/api/schema", process, 90)
+    return process, base
+
+
+def get(url: str, key: str | None = None) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"}
+                                     if key else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def stop(process: subprocess.Popen[str]) -> str:
+    process.terminate()
+    _, log = process.communicate(timeout=30)
+    return log
+
+
+def test_more_than_one_worker_needs_redis(node: tuple[Path, str]) -> None:
+    done = subprocess.run([*FEDNODE, "serve", "--project", str(node[0]), "--workers", "2",
+                           "--port", str(free_port())], env=ENV, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 1
+    assert "--workers 2 needs --redis URL" in done.stderr
+
+
+def test_serve_refuses_a_redis_that_does_not_answer(node: tuple[Path, str]) -> None:
+    done = subprocess.run([*FEDNODE, "serve", "--project", str(node[0]), "--redis",
+                           f"redis://127.0.0.1:{free_port()}/0", "--port", str(free_port())],
+                          env=ENV, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "does not answer" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_serve_settings_in_node_toml_are_checked(node: tuple[Path, str]) -> None:
+    toml = node[0] / "content" / "node.toml"
+    toml.write_text(toml.read_text() + "\n[serve]\nworkers = 0\nthreads = 4\n")
+    done = subprocess.run([*FEDNODE, "serve", "--project", str(node[0]), "--port",
+                           str(free_port())], env=ENV, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1
+    assert re.search(r"content/node.toml:\d+: serve.workers: must be a whole number",
+                     done.stderr)
+    assert "serve.threads: unknown setting" in done.stderr
+
+
+@pytest.mark.slow
+def test_limits_are_exact_across_three_workers(node: tuple[Path, str],
+                                               redis_server: Redis) -> None:
+    root, key = node
+    process, base = serve(root, "--workers", "3", "--redis", redis_server.url,
+                          "--anonymous-rate", str(LIMIT))
+    try:
+        # Fresh connections, all at once: the kernel spreads them over the workers.
+        with ThreadPoolExecutor(24) as pool:
+            keyed = Counter(status for status, _ in pool.map(
+                lambda _: get(f"{base}/api/team", key), range(3 * LIMIT)))
+            anonymous = Counter(status for status, _ in pool.map(
+                lambda _: get(f"{base}/api/species"), range(3 * LIMIT)))
+    finally:
+        log = stop(process)
+    assert keyed == {200: LIMIT, 429: 2 * LIMIT}
+    # The sample's schema was fetched once while waiting for the server: one anonymous hit.
+    assert anonymous == {200: LIMIT - 1, 429: 2 * LIMIT + 1}
+    served = {line.split()[2] for line in log.splitlines() if "fednode.access GET" in line}
+    assert len(served) >= 2, f"one worker answered everything:\n{log}"
+
+
+@pytest.mark.slow
+def test_a_redis_outage_fails_closed_and_recovers(node: tuple[Path, str],
+                                                  redis_server: Redis) -> None:
+    root, key = node
+    process, base = serve(root, "--redis", redis_server.url)
+    try:
+        assert get(f"{base}/api/team", key)[0] == 200
+        redis_server.stop()
+        for who in (key, None):
+            started = time.monotonic()
+            status, body = get(f"{base}/api/team", who)
+            assert status == 503 and body["error"]["code"] == "unavailable"
+            assert "rate limiter, Redis, does not answer" in body["error"]["message"]
+            assert time.monotonic() - started < 5
+        redis_server.start()
+        for _ in range(50):
+            status, _ = get(f"{base}/api/team", key)
+            if status == 200:
+                break
+            time.sleep(0.1)
+        assert status == 200
+    finally:
+        log = stop(process)
+    assert "rate limiter: Redis at redis://127.0.0.1" in log
