@@ -14,7 +14,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from . import bundle_writer, downloads, layout, library, openapi, pages, redirects, search_index
 from .cache import Cache, SortKey
@@ -264,8 +263,7 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
         changes=changes.body,
         records=bundle_writer.records_table(rendered, _positions(rendered), previous),
         events=bundle_writer.events_table(ledger.events), search=search,
-        origins=node.allowed_origins),
-        *_copies(release.tree("site"), pages.PAGES_FOLDER, page_files)]
+        origins=node.allowed_origins)]
     release.write("bundle", private)
     progress("writing bundle", len(rendered), len(rendered))
     checkpoint("bundle")
@@ -274,20 +272,6 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     release.publish()
     content.cache.save(keep=content.paths)
     return report
-
-
-def _copies(tree: Path, folder: str, files: list[OutputFile]) -> Iterator[OutputFile]:
-    """The same outputs under `folder`, their bytes read back from `tree` (where they were
-    just written) rather than rendered again or held in memory."""
-    root = str(tree)
-    for f in files:
-        yield OutputFile(f"{folder}/{f.path}", f.fingerprint,
-                         functools.partial(_read, f"{root}/{f.path}"))
-
-
-def _read(path: str) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
 
 
 def _render(content: Content, ledger: Ledger, previous: Renderings,

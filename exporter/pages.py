@@ -33,14 +33,12 @@ from markupsafe import Markup
 
 from .config import NodeConfig
 from .content import SourceRecord
-from .contract.bundle import PAGES
 from .contract.endpoints import ENDPOINTS
 from .contract.page_urls import collection_href, file_of, record_href
 from .render import Rendered, fingerprint, json_of
 from .schemas import Collection
 from .writer import OutputFile, constant
 
-PAGES_FOLDER = PAGES  # where the bundle keeps a copy, for the sidecar
 PAGE_SIZE = 100  # records listed on one collection page
 SITEMAP_MAX = 50_000  # URLs in one sitemap file (the sitemaps.org limit)
 TEMPLATES = ("base.html", "index.html", "collection.html", "record.html", "site.css")

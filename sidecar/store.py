@@ -99,7 +99,7 @@ class Snapshot:
     def page(self, relative: str) -> bytes | None:
         """A page the export wrote for people (`relative` is made of checked segments)."""
         try:
-            return (self.path / bundle.PAGES / relative).read_bytes()
+            return (self.path / bundle.SITE / relative).read_bytes()
         except OSError:
             return None
 

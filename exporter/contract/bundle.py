@@ -14,6 +14,8 @@ holds restricted records, so its folder is 0700 and its files 0600.
   tantivy's files, `vectors.npy` and `state.json`
 - `passages/<group>/` the library's passages of one access group (`exporter.library`)
 - `library/<id>.pdf` every PDF of the library, public and restricted
+- `../site/` not the bundle's own: the public tree of the same build, whose pages for people
+  the sidecar serves as they are
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ EVENTS = "events.parquet"
 SEARCH = "search"
 PASSAGES = "passages"
 LIBRARY = "library"
-PAGES = "pages"  # a copy of the pages for people (exporter/pages.py), for the sidecar
+# The build's public tree, beside the bundle in the same build folder: the sidecar serves
+# the pages for people (exporter/pages.py) from it, the very bytes the CDN serves.
+SITE = "../site"
 # Whole-collection downloads, at the same path in site_out/ and in the bundle.
 DOWNLOADS = "download"
 DWCA_FILE = "species-dwca.zip"
