@@ -32,8 +32,8 @@ def csv_path(collection: str) -> str:
 def download_files(node: NodeConfig, collections: dict[str, Collection],
                    public: dict[str, tuple[list[Rendered], list[str]]]) -> list[OutputFile]:
     """The archive and one CSV a collection. `public` holds, by collection, the public
-    records in list order and their fingerprints: restricted records never reach here."""
-    """The same files go to site_out/ and to the bundle (the sidecar serves them): each is
+    records in list order and their fingerprints: restricted records never reach here. The
+    same files go to site_out/ and to the bundle (the sidecar serves them): each is
     rendered once."""
     files = []
     for name, (records, prints) in public.items():
