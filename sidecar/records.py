@@ -51,10 +51,11 @@ class Records:
             array = np.asarray(rows, np.int64)
             self._rows[pair] = array[np.argsort(positions[array], kind="stable")]
         self._positions = positions
-        # row -> its updated_at, as bytes: times are fixed-width RFC 3339, so bytes compare
-        # as times do
-        self._updated = np.asarray(table.column("updated_at").to_pylist(), dtype="S20")
-        self._merged: OrderedDict[tuple[str, tuple[str, ...]], np.ndarray] = OrderedDict()
+        # row -> its updated_at, in seconds since 1970 (the ledger's resolution)
+        self._updated = _seconds(table.column("updated_at").to_pylist())
+        # (collection, groups) -> those rows in list order, and their updated_at beside them
+        self._merged: OrderedDict[tuple[str, tuple[str, ...]],
+                                  tuple[np.ndarray, np.ndarray]] = OrderedDict()
 
     def row(self, record_id: str) -> int | None:
         return self._row.get(record_id)
@@ -67,19 +68,23 @@ class Records:
         offsets, data = self._offsets, self._data
         return [bytes(data[offsets[row]:offsets[row + 1]]) for row in rows]
 
-    def updated_since(self, rows: np.ndarray, since: str) -> np.ndarray:
-        """Those of `rows` updated at or after `since` (an RFC 3339 UTC time), in order."""
-        return rows[self._updated[rows] >= since.encode()]
-
     def listed(self, collection: str, groups: Sequence[str]) -> np.ndarray:
         """The rows of `collection` in the given access groups, in list order."""
+        return self._listed(collection, groups)[0]
+
+    def listed_since(self, collection: str, groups: Sequence[str], since: str) -> np.ndarray:
+        """Those of `listed` updated at or after `since` (an RFC 3339 UTC time), in order."""
+        rows, times = self._listed(collection, groups)
+        return rows[times >= _seconds([since])[0]]
+
+    def _listed(self, collection: str, groups: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         if collection not in COLLECTIONS:
-            return np.zeros(0, np.int64)
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
         key = (collection, tuple(sorted(set(groups))))
-        merged = self._merged.get(key)
-        if merged is not None:
+        found = self._merged.get(key)
+        if found is not None:
             self._merged.move_to_end(key)
-            return merged
+            return found
         parts = [self._rows[(collection, group)] for group in key[1]
                  if (collection, group) in self._rows]
         if len(parts) == 1:
@@ -89,7 +94,13 @@ class Records:
             merged = merged[np.argsort(self._positions[merged], kind="stable")]
         else:
             merged = np.zeros(0, np.int64)
-        self._merged[key] = merged
+        found = self._merged[key] = (merged, self._updated[merged])
         if len(self._merged) > MERGED_KEPT:
             self._merged.popitem(last=False)
-        return merged
+        return found
+
+
+def _seconds(times: Sequence[str]) -> np.ndarray:
+    """RFC 3339 UTC times (`...Z`, whole seconds) as seconds since 1970; a missing one as the
+    smallest number, before every time."""
+    return np.array([time[:-1] for time in times], dtype="datetime64[s]").astype(np.int64)

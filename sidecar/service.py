@@ -122,9 +122,8 @@ async def list_records(store: Store, caller: Caller, collection: str, *, limit: 
     caller.require_collection(collection)
     snapshot = await store.current()
     records = snapshot.records
-    rows = records.listed(collection, caller.groups)
-    if updated_since is not None:
-        rows = records.updated_since(rows, updated_since)
+    rows = records.listed(collection, caller.groups) if updated_since is None \
+        else records.listed_since(collection, caller.groups, updated_since)
     return list_page(snapshot.base_url, collection, records.bodies(rows[offset:offset + limit]),
                      total=len(rows), limit=limit, offset=offset, updated_since=updated_since)
 

@@ -75,7 +75,7 @@ class Snapshot:
         self.build = self.meta.build
         try:
             self.records = Records(path / bundle.RECORDS)
-        except (OSError, pa.ArrowException, KeyError) as exc:
+        except (OSError, pa.ArrowException, KeyError, ValueError) as exc:
             raise BundleMissing(f"the records at {path / bundle.RECORDS} are unusable ({exc}); "
                                 f"run `fednode export` again") from None
         self._db = duckdb.connect(":memory:")

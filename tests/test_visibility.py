@@ -92,7 +92,8 @@ def record_tables(draw: st.DrawFn) -> list[dict[str, Any]]:
         positions[collection] = positions.get(collection, -1) + 1
         rows.append({"collection": collection, "id": f"00000000-0000-4000-8000-{n:012d}",
                      "access": draw(st.sampled_from(ACCESS)), "title": f"t{n}",
-                     "created_at": "", "updated_at": "", "content_hash": f"h{n}",
+                     "created_at": "", "content_hash": f"h{n}",
+                     "updated_at": f"2026-03-0{draw(st.integers(1, 3))}T08:00:0{n % 2}Z",
                      "position": positions[collection], "render_key": "",
                      "json": f'{{"n": {n}}}'.encode()})
     return draw(st.permutations(rows))
@@ -103,8 +104,8 @@ def record_tables(draw: st.DrawFn) -> list[dict[str, Any]]:
        st.sampled_from([list(COLLECTIONS), ["species"], ["resources", "team"]]))
 def test_the_record_reads_follow_the_sql_rule(tmp_path_factory: Any, rows: list[dict[str, Any]],
                                               groups: list[str], collections: list[str]) -> None:
-    """Reads by id (`visible`) and list slices (`Records.listed` of the caller's groups) see
-    exactly the records the SQL spelling selects, lists in position order."""
+    """Reads by id (`visible`) and list slices (`Records.listed` of the caller's groups, and
+    `listed_since`) see exactly the records the SQL spelling selects, in position order."""
     schema = pa.schema([(name, getattr(pa, kind)()) for name, kind in RECORD_COLUMNS])
     table = pa.Table.from_pylist(rows, schema=schema)
     path = tmp_path_factory.mktemp("records") / RECORDS
@@ -122,6 +123,13 @@ def test_the_record_reads_follow_the_sql_rule(tmp_path_factory: Any, rows: list[
               for name in sorted(collections)
               for row in records.listed(name, groups)]
     assert by_id == [tuple(row) for row in in_sql] == listed
+    since = "2026-03-02T08:00:01Z"
+    in_sql_since = db.execute(f"SELECT collection, id FROM records WHERE "
+                              f"{rule(groups, collections)} AND updated_at >= '{since}' "
+                              f"ORDER BY collection, position").fetchall()
+    assert [tuple(row) for row in in_sql_since] == [
+        (name, table.column("id")[int(row)].as_py()) for name in sorted(collections)
+        for row in records.listed_since(name, groups, since)]
     for row in rows:
         at = records.row(row["id"])
         assert at is not None and records.body(at) == row["json"]
