@@ -10,7 +10,7 @@ is then two binary searches and a slice."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -18,8 +18,7 @@ import pyarrow as pa
 COLLECTION_WIDTH = 20  # a collection name's most characters (the cursor's pattern)
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     collection: str
     id: str
     at: str
@@ -51,10 +50,11 @@ class Feed:
         start = int(np.searchsorted(self._at, since.encode(), side="right"))
         if after is not None:
             start = max(start, int(np.searchsorted(self._keys, _key(*after), side="right")))
-        rows = self._table.slice(start, limit).to_pylist()
+        page = self._table.slice(start, limit)
+        columns = [page.column(name).to_pylist() for name in Change._fields]
         until = self._at[-1].decode() if len(self._at) and self._at[-1] > since.encode() \
             else None
-        return [Change(**row) for row in rows], until
+        return [Change(*row) for row in zip(*columns, strict=True)], until
 
 
 class Feeds:
