@@ -5,6 +5,7 @@ body) or a row of a CSV table in a collection folder. Nothing here writes anythi
 
 from __future__ import annotations
 
+import _csv
 import csv
 import difflib
 import hashlib
@@ -253,6 +254,31 @@ def _parse_markdown(text: str, source: SourceFile, collection: Collection
     return [SourceRecord.parsed(collection.name, source.rel, 1, fields, field_lines)], []
 
 
+def table_rows(reader: _csv.Reader, rel: str, width: int, problems: list[Problem]
+               ) -> Iterator[tuple[int, list[str]]]:
+    """The rows after a CSV table's header, each with the line it starts on; blank rows are
+    skipped, and a row of another width or broken CSV is a problem (broken CSV ends the
+    table: the lines after it cannot be trusted)."""
+    line = reader.line_num
+    while True:
+        start = line + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            problems.append(Problem(rel, reader.line_num, "", f"not valid CSV: {exc}"))
+            return
+        line = reader.line_num
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != width:
+            problems.append(Problem(rel, start, "", f"{len(row)} cells where the header has "
+                                                    f"{width}"))
+            continue
+        yield start, row
+
+
 def _parse_csv(text: str, source: SourceFile, collection: Collection
                ) -> tuple[list[SourceRecord], list[Problem]]:
     reader = csv.reader(io.StringIO(text, newline=""))
@@ -267,23 +293,7 @@ def _parse_csv(text: str, source: SourceFile, collection: Collection
     wrong = _header_problems(header, source.rel, collection)
     if wrong:  # rows under a header we cannot read are not read at all
         return [], wrong
-    line = reader.line_num
-    while True:
-        start = line + 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            problems.append(Problem(source.rel, reader.line_num, "", f"not valid CSV: {exc}"))
-            break
-        line = reader.line_num
-        if not any(cell.strip() for cell in row):
-            continue
-        if len(row) != len(header):
-            problems.append(Problem(source.rel, start, "", f"{len(row)} cells where the header "
-                                                           f"has {len(header)}"))
-            continue
+    for start, row in table_rows(reader, source.rel, len(header), problems):
         fields: dict[str, Any] = {}
         for name, cell in zip(header, row, strict=True):
             # `access` is taken exactly as written, as in front matter: ` public` or

@@ -14,6 +14,7 @@ from pathlib import Path
 from dwca.exceptions import InvalidArchive
 from dwca.read import DwCAReader
 
+from .content import table_rows
 from .dwc_terms import (
     BY_ROW_TYPE,
     CORE_TERMS,
@@ -120,23 +121,7 @@ def _csv_table(path: Path, extension: Extension | None,
         return None
 
     def rows() -> Iterator[Row]:
-        line = reader.line_num
-        while True:
-            start = line + 1
-            try:
-                cells = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as exc:
-                problems.append(Problem(shown, reader.line_num, "", f"not valid CSV: {exc}"))
-                return
-            line = reader.line_num
-            if not any(cell.strip() for cell in cells):
-                continue
-            if len(cells) != len(header):
-                problems.append(Problem(shown, start, "", f"{len(cells)} cells where the "
-                                                          f"header has {len(header)}"))
-                continue
+        for start, cells in table_rows(reader, shown, len(header), problems):
             terms = {name: cell.strip() for name, cell in zip(header, cells, strict=True)
                      if cell.strip()}
             yield Row(shown, start, terms, terms.get(TAXON_ID, ""))
