@@ -27,7 +27,6 @@ class Records:
 
     def __init__(self, path: Path) -> None:
         table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()  # no copy
-        self.count = table.num_rows
         json = table.column("json")
         chunk = json.chunk(0) if json.num_chunks == 1 else json.combine_chunks()
         buffers = chunk.buffers()
