@@ -4,7 +4,6 @@ Errors become one clear message and an exit code here, nowhere else."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -355,6 +354,8 @@ def sync(base_url: str, key: str | None, into: Path, log_file: Path | None) -> N
     may read. The key needs the scopes read and changes (the node's publisher makes one
     with `fednode keys create --scopes read,changes`). docs/hub.md describes the file,
     its views and the limits."""
+    import asyncio
+
     from hub.sync import sync as run_sync
     from hub.terminal import reporting
 

@@ -223,7 +223,8 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     changes = public_changes(ledger.events, node.base_url)
     sync_files, sync_section = _sync_files(node, public, changes, content.cache)
     download_files = downloads.download_files(
-        node, known, {name: (group.records, group.prints) for name, group in public.items()})
+        node, known, {name: (group.records, group.prints) for name, group in public.items()},
+        content.cache)
     manifest_bytes = manifest(node, known, dict(report.public), changes.updated_at,
                               sync_section, downloads.manifest_section(
                                   node, dict(report.public), list(known)))

@@ -3,7 +3,9 @@
 - what identifies each valid record of each content file (id, access, content hash) and
   its place in lists (its sort key), keyed by the file's path, size and mtime, so unchanged
   files are not read again;
-- the sha256 of outputs too large to hash on every run, keyed by their fingerprint.
+- the sha256 of outputs too large to hash on every run, keyed by their fingerprint;
+- parts of the download files (the rows of a few hundred records, as text), keyed by their
+  fingerprint, so that an edit re-renders only the part it falls in (`downloads`).
 
 Rendered records are not kept here: the previous bundle has them (`renderings`).
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import marshal
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ from .schemas import Collection, collections
 from .writer import private_folder
 
 FILE = "sources.marshal"
+PARTS = "parts.marshal"  # written only when a part changed: it holds every download's text
 LIBRARY_PAGES = "library.json"  # the library's PDFs, read (`library.CACHE`)
 FORMAT = "2"  # bump when the entries change shape
 
@@ -45,6 +49,10 @@ class Cache:
     folder: Path
     sources: dict[str, SourceEntry] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)  # output fingerprint -> sha256
+    # download -> part fingerprint -> its text: what the last export left (read when first
+    # asked for), and what this one used
+    _parts: dict[str, dict[str, tuple[str, ...]]] | None = None
+    _used: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, folder: Path) -> Cache:
@@ -74,21 +82,51 @@ class Cache:
             (r.collection, r.path, r.line, r.id, r.access, r.line_of("id"), r.hash, key)
             for r, key in zip(records, keys, strict=True)])
 
+    def part(self, group: str, key: str, make: Callable[[], tuple[str, ...]]
+             ) -> tuple[str, ...]:
+        """The part fingerprinted `key` of one download (`group`): remembered, or made now
+        and remembered."""
+        if self._parts is None:
+            self._parts = self._read_parts()
+        found = self._parts.get(group, {}).get(key)
+        if found is None:
+            found = make()
+        self._used.setdefault(group, {})[key] = found
+        return found
+
+    def _read_parts(self) -> dict[str, dict[str, tuple[str, ...]]]:
+        try:
+            data = marshal.loads((self.folder / PARTS).read_bytes())
+            if data["version"] == _version():
+                return data["parts"]  # type: ignore[no-any-return]
+        except (OSError, EOFError, ValueError, TypeError, KeyError):
+            pass
+        return {}
+
     def save(self, keep: set[str] | None = None) -> None:
-        """Write the cache; `keep` limits the source entries to files that still exist."""
+        """Write the cache; `keep` limits the source entries to files that still exist.
+        A download rendered now keeps only the parts it used; one not rendered keeps its
+        own. The parts' file is written only when this export rendered a download."""
         sources = self.sources if keep is None else {
             rel: entry for rel, entry in self.sources.items() if rel in keep}
         private_folder(self.folder)
-        temporary = self.folder / (FILE + ".tmp")
-        temporary.unlink(missing_ok=True)
-        data = marshal.dumps({"version": _version(), "sources": sources,
-                              "digests": self.digests})
-        with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, self.folder / FILE)
+        _replace(self.folder / FILE, marshal.dumps({"version": _version(), "sources": sources,
+                                                    "digests": self.digests}))
+        if self._parts is not None:
+            parts = {**self._parts, **self._used}
+            _replace(self.folder / PARTS, marshal.dumps({"version": _version(),
+                                                         "parts": parts}))
         for other in self.folder.iterdir():  # what older versions kept here
-            if other.name not in (FILE, LIBRARY_PAGES) and other.is_file():
+            if other.name not in (FILE, PARTS, LIBRARY_PAGES) and other.is_file():
                 other.unlink()
+
+
+def _replace(path: Path, data: bytes) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.unlink(missing_ok=True)
+    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
+        handle.write(data)
+    os.replace(temporary, path)
 
 
 class _Reread:

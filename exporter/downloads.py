@@ -2,7 +2,11 @@
 species (for GBIF), and a CSV table of each collection (for people: spreadsheets).
 
 Each is an `OutputFile` with a fingerprint over the records it holds, so an export that
-changes none of them neither renders nor writes it again."""
+changes none of them neither renders nor writes it again. One that does renders only the
+parts it changed: the rows are made in parts of about `PART` records, each part's text kept
+in the cache under a fingerprint of its records (`Cache.part`). Where a part ends depends on
+the ids of its records alone (a record whose id hashes to a multiple of `PART` ends one),
+not on their positions, so a record added or removed changes only the part it falls in."""
 
 from __future__ import annotations
 
@@ -10,10 +14,12 @@ import csv
 import functools
 import io
 import json
-from collections.abc import Sequence
+import zlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import dwc_archive
+from .cache import Cache
 from .config import NodeConfig
 from .contract.bundle import DOWNLOADS
 from .render import Rendered, fingerprint, json_of
@@ -23,6 +29,7 @@ from .writer import OutputFile
 SPECIES = "species"
 # The CSV's first columns; the collection's content fields follow, in schema order.
 LEAD = ("id", "url", "title", "access", "created_at", "updated_at")
+PART = 64  # records a part, on average
 
 
 def csv_path(collection: str) -> str:
@@ -30,7 +37,8 @@ def csv_path(collection: str) -> str:
 
 
 def download_files(node: NodeConfig, collections: dict[str, Collection],
-                   public: dict[str, tuple[list[Rendered], list[str]]]) -> list[OutputFile]:
+                   public: dict[str, tuple[list[Rendered], list[str]]],
+                   cache: Cache) -> list[OutputFile]:
     """The archive and one CSV a collection. `public` holds, by collection, the public
     records in list order and their fingerprints: restricted records never reach here. The
     same files go to site_out/ and to the bundle (the sidecar serves them): each is
@@ -40,14 +48,14 @@ def download_files(node: NodeConfig, collections: dict[str, Collection],
         collection = collections[name]
         files.append(OutputFile(csv_path(name), fingerprint("csv", name, *prints),
                                 functools.cache(functools.partial(
-                                    _csv_of, collection, records))))
+                                    _csv_of, collection, records, prints, cache))))
     records, prints = public.get(SPECIES, ([], []))
     identity = (node.id, node.name, node.description, node.publisher, node.contact,
                 node.licence, node.language, node.base_url)
     files.append(OutputFile(dwc_archive.ARCHIVE_PATH,
                             fingerprint("dwca", *identity, *prints),
-                            functools.cache(lambda: dwc_archive.archive(node,
-                                                                         _served(records)))))
+                            functools.cache(functools.partial(
+                                _archive_of, node, records, prints, cache))))
     return files
 
 
@@ -67,24 +75,60 @@ def manifest_section(node: NodeConfig, counts: dict[str, int],
     }
 
 
-def _csv_of(collection: Collection, records: list[Rendered]) -> bytes:
-    return csv_table(collection, _served(records))
+def _csv_of(collection: Collection, records: list[Rendered], prints: list[str],
+            cache: Cache) -> bytes:
+    text = _parts(cache, csv_path(collection.name), records, prints, (),
+                  lambda served: (csv_rows(collection, served),))
+    return (csv_header(collection) + "".join(part[0] for part in text)).encode("utf-8-sig")
 
 
-def _served(records: list[Rendered]) -> list[dict[str, Any]]:
-    return [json.loads(data) for data in json_of(records)]
+def _archive_of(node: NodeConfig, records: list[Rendered], prints: list[str],
+                cache: Cache) -> bytes:
+    parts = _parts(cache, dwc_archive.ARCHIVE_PATH, records, prints, (node.language,),
+                   lambda served: dwc_archive.rows(node, served))
+    return dwc_archive.archive(node, parts)
 
 
-def csv_table(collection: Collection, records: list[dict[str, Any]]) -> bytes:
+def _parts(cache: Cache, download: str, records: list[Rendered], prints: list[str],
+           context: tuple[str, ...],
+           make: Callable[[list[dict[str, Any]]], tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """The text of each part of one download, from the cache or made now from the records'
+    served JSON. `context` holds whatever else the text depends on."""
+    parts = []
+    start = 0
+    for end, r in enumerate(records, start=1):
+        if end == len(records) or zlib.crc32(r.id.encode()) % PART == 0:
+            span = slice(start, end)
+            parts.append(cache.part(download, fingerprint(download, *context, *prints[span]),
+                                    functools.partial(_made, make, records[span])))
+            start = end
+    return parts
+
+
+def _made(make: Callable[[list[dict[str, Any]]], tuple[str, ...]],
+          records: list[Rendered]) -> tuple[str, ...]:
+    return make([json.loads(data) for data in json_of(records)])
+
+
+def csv_header(collection: Collection) -> str:
+    return _lines([[*LEAD, *_fields(collection)]])
+
+
+def csv_rows(collection: Collection, records: list[dict[str, Any]]) -> str:
     """One row a record: the lead columns, then each content field (docs/darwin-core.md
     describes the cells of lists)."""
-    fields = [name for name in collection.content_fields if name not in LEAD]
+    names = (*LEAD, *_fields(collection))
+    return _lines([cell(record.get(name)) for name in names] for record in records)
+
+
+def _fields(collection: Collection) -> list[str]:
+    return [name for name in collection.content_fields if name not in LEAD]
+
+
+def _lines(rows: Any) -> str:
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow([*LEAD, *fields])
-    for record in records:
-        writer.writerow([cell(record.get(name)) for name in (*LEAD, *fields)])
-    return out.getvalue().encode("utf-8-sig")  # the mark makes spreadsheets read UTF-8
+    csv.writer(out, lineterminator="\r\n").writerows(rows)
+    return out.getvalue()
 
 
 def cell(value: Any) -> str:

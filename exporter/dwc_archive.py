@@ -25,8 +25,10 @@ CORE_FILE = "taxon.csv"
 CORE_COLUMNS: dict[str, str] = {**CORE_TERMS, "modified": DC}
 
 
-def archive(node: NodeConfig, records: Iterable[dict[str, Any]]) -> bytes:
-    """The archive of these (public, served) species records, in the order given."""
+def rows(node: NodeConfig, records: Iterable[dict[str, Any]]) -> tuple[str, ...]:
+    """The archive's rows of these (public, served) species records, as text: the latest
+    `updated_at` among them, then the core's rows, then each extension's (in `EXTENSIONS`
+    order). `archive` puts the rows of many such parts together."""
     core: list[list[str]] = []
     extension_rows: dict[str, list[list[str]]] = {kind: [] for kind in EXTENSIONS}
     newest = ""
@@ -38,13 +40,22 @@ def archive(node: NodeConfig, records: Iterable[dict[str, Any]]) -> bytes:
             for entry in _entries(record, extension, node):
                 extension_rows[kind].append([record["id"], *(entry.get(term, "")
                                                              for term in extension.terms)])
-    files = {CORE_FILE: _table(["id", *CORE_COLUMNS], core)}
-    used = [e for e in EXTENSIONS.values() if extension_rows[e.kind]]
-    for extension in used:
-        files[f"{extension.kind}.csv"] = _table(["coreid", *extension.terms],
-                                                extension_rows[extension.kind])
-    files["meta.xml"] = _meta(used).encode("utf-8")
-    files["eml.xml"] = _eml(node, newest[:10]).encode("utf-8")
+    return newest, _lines(core), *(_lines(extension_rows[kind]) for kind in EXTENSIONS)
+
+
+def archive(node: NodeConfig, parts: list[tuple[str, ...]]) -> bytes:
+    """The archive of the species whose rows `parts` hold (each made by `rows`), in the
+    order given."""
+    newest = max((part[0] for part in parts), default="")
+    files = {CORE_FILE: _lines([["id", *CORE_COLUMNS]]) + "".join(part[1] for part in parts)}
+    used = []
+    for index, extension in enumerate(EXTENSIONS.values(), start=2):
+        text = "".join(part[index] for part in parts)
+        if text:
+            used.append(extension)
+            files[f"{extension.kind}.csv"] = _lines([["coreid", *extension.terms]]) + text
+    files["meta.xml"] = _meta(used)
+    files["eml.xml"] = _eml(node, newest[:10])
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as bundle:
         for name in ("meta.xml", "eml.xml", CORE_FILE, *(f"{e.kind}.csv" for e in used)):
@@ -52,7 +63,7 @@ def archive(node: NodeConfig, records: Iterable[dict[str, Any]]) -> bytes:
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             info.create_system = 3  # unix, whatever the machine
-            bundle.writestr(info, files[name])
+            bundle.writestr(info, files[name].encode("utf-8"))
     return out.getvalue()
 
 
@@ -114,12 +125,10 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _table(header: list[str], rows: list[list[str]]) -> bytes:
+def _lines(rows: list[list[str]]) -> str:
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return out.getvalue().encode("utf-8")
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()
 
 
 def _fields(terms: dict[str, str]) -> str:

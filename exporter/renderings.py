@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from .contract.bundle import RECORDS
@@ -21,6 +22,7 @@ class Renderings:
         self.keys = keys
         self.titles = titles
         self.json = json  # one contiguous binary array, a row per record
+        self._offsets: list[int] | None = None  # each row's start in its data, then the end
 
     @classmethod
     def read(cls, folder: Path) -> Renderings:
@@ -44,7 +46,16 @@ class Renderings:
         return row if row is not None and self.keys[row] == key else None
 
     def bytes_of(self, rows: list[int]) -> list[bytes]:
-        return self.json.take(pa.array(rows, pa.int64())).to_pylist()  # type: ignore[no-any-return]
+        """Rows' bytes, sliced from the map (Arrow's `take` would load pyarrow.compute, a
+        seventh of a small export's time)."""
+        if not rows:
+            return []
+        buffers = self.json.buffers()
+        if self._offsets is None:
+            self._offsets = np.frombuffer(buffers[1], np.int64)[
+                self.json.offset:self.json.offset + len(self.json) + 1].tolist()
+        offsets, data = self._offsets, memoryview(buffers[2])  # type: ignore[arg-type]
+        return [bytes(data[offsets[row]:offsets[row + 1]]) for row in rows]
 
     def column(self, rows: list[int], fresh: list[bytes]) -> pa.Array:
         """A binary column: row n is previous row `rows[n]`, or `fresh[-rows[n] - 1]` where
