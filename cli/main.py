@@ -11,20 +11,22 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from exporter.build import build, load
 from exporter.config import Project, load_node_config, load_serve_config
 from exporter.contract.errors import FednodeError
-from exporter.contract.wire import PUBLIC
+from exporter.contract.wire import PUBLIC, SCOPES
 from exporter.errors import ContentError
 from exporter.ledger import Ledger
 from exporter.names import SPECIES, duplicates, species_records
 from exporter.scaffold import new_record
 from exporter.tomltext import toml_string
-from sidecar import keys as keyring
+
+if TYPE_CHECKING:  # the commands that use keys import them (jwt): an export need not wait
+    from sidecar import keys as keyring
 
 
 class ContentProblems(click.ClickException):
@@ -223,7 +225,6 @@ def serve(project_dir: Path, host: str, port: int, anonymous_rate: int, workers:
                    "it, from public documents only.")
 def ask(question: str, project_dir: Path, limit: int, groups: tuple[str, ...]) -> None:
     """Answer QUESTION from the library of the last export, citing pages."""
-    from exporter.contract.wire import PUBLIC
     from sidecar.library import answer
     from sidecar.store import Snapshot
 
@@ -240,6 +241,8 @@ def ask(question: str, project_dir: Path, limit: int, groups: tuple[str, ...]) -
 
 
 def _registry(project_dir: Path) -> keyring.Registry:
+    from sidecar import keys as keyring
+
     return keyring.Registry.load(Project(project_dir).private / "keys.json")
 
 
@@ -256,7 +259,7 @@ def keys() -> None:
 @project_option
 @click.option("--name", required=True, help="Who or what the key is for.")
 @click.option("--scopes", default="read", show_default=True,
-              help=f"Comma-separated, from: {', '.join(keyring.SCOPES)}.")
+              help=f"Comma-separated, from: {', '.join(SCOPES)}.")
 @click.option("--collections", default="", help="Comma-separated collections it may read "
                                                 "(default: all).")
 @click.option("--groups", default="", help="Comma-separated access groups whose restricted "
@@ -267,6 +270,8 @@ def keys() -> None:
 def keys_create(project_dir: Path, name: str, scopes: str, collections: str, groups: str,
                 rate: int, expires: str | None) -> None:
     """Issue a key. The key alone goes to standard output, once; details to standard error."""
+    from sidecar import keys as keyring
+
     project = Project(project_dir)
     node = load_node_config(project)
     secret, where = keyring.load_secret(project.private, create=True)

@@ -17,6 +17,8 @@ import jsonschema
 
 from .contract.wire import COLLECTIONS
 
+VALIDATOR = jsonschema.Draft202012Validator
+
 
 @dataclass(frozen=True, eq=False)
 class Collection:
@@ -27,8 +29,7 @@ class Collection:
     title_field: str
     order: tuple[str, ...]  # the fields lists are sorted by (`sort_key`)
     schema: dict[str, Any]
-    validator: jsonschema.protocols.Validator = field(repr=False, compare=False)
-    fast: Callable[[dict[str, Any]], Any] = field(repr=False, compare=False)
+    content_schema: dict[str, Any] = field(repr=False, compare=False)  # what content may set
 
     def errors(self, fields: dict[str, Any]) -> list[jsonschema.ValidationError]:
         """Every schema error of a record's content fields. A compiled validator answers
@@ -39,6 +40,22 @@ class Collection:
         except fastjsonschema.JsonSchemaValueException as exc:
             # Should the two ever disagree, the record is refused: fast's reason stands.
             return list(self.validator.iter_errors(fields)) or [_from_fast(exc)]
+
+    @cached_property
+    def validator(self) -> jsonschema.protocols.Validator:
+        return VALIDATOR(self.content_schema, format_checker=VALIDATOR.FORMAT_CHECKER)
+
+    @cached_property
+    def fast(self) -> Callable[[dict[str, Any]], Any]:
+        """The same document, compiled, when first needed (an export that reads no file of
+        a collection never compiles it). Our schemas use only keywords that draft 7 shares
+        with 2020-12, and formats are checked by jsonschema's own checker, so both agree."""
+        checker = VALIDATOR.FORMAT_CHECKER
+        compiled = dict(self.content_schema,
+                        **{"$schema": "http://json-schema.org/draft-07/schema#"})
+        formats = {name: (lambda value, name=name: checker.conforms(value, name))
+                   for name in ("date", "date-time", "uri", "uuid")}
+        return fastjsonschema.compile(compiled, formats=formats)  # type: ignore[no-any-return]
 
     @property
     def content_fields(self) -> list[str]:
@@ -130,19 +147,10 @@ def _load(name: str) -> Collection:
         key: value for key, value in content_schema["properties"].items()
         if not value.get("readOnly")
     }
-    validator_cls = jsonschema.Draft202012Validator
-    checker = validator_cls.FORMAT_CHECKER
-    validator = validator_cls(content_schema, format_checker=checker)
-    # The same document, compiled. Our schemas use only keywords that draft 7 shares with
-    # 2020-12, and formats are checked by jsonschema's own checker, so both agree.
-    compiled = dict(content_schema, **{"$schema": "http://json-schema.org/draft-07/schema#"})
-    formats = {name: (lambda value, name=name: checker.conforms(value, name))
-               for name in ("date", "date-time", "uri", "uuid")}
-    fast = fastjsonschema.compile(compiled, formats=formats)
     return Collection(
         name=name, title=schema["title"], description=schema["description"], tool=meta["tool"],
         title_field=meta["titleField"], order=tuple(meta["order"]), schema=schema,
-        validator=validator, fast=fast,
+        content_schema=content_schema,
     )
 
 

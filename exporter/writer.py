@@ -29,7 +29,9 @@ import json
 import os
 import shutil
 import signal
+import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,32 +165,33 @@ class Release:
         recorded: dict[str, str] = {}
         written = reused = 0
         made: set[str] = set()
-        for count, item in enumerate(files, start=1):
-            if progress and count % 2000 == 0:
-                progress(count)
-            if item.path in recorded:
-                raise ExportError(f"two outputs claim the same path: {item.path}")
-            recorded[item.path] = item.fingerprint
-            if kept.get(item.path) == item.fingerprint:
-                reused += 1
-                continue
-            destination = safe_join(stage, item.path)
-            if item.path in kept:
-                os.unlink(destination)  # never write into a file: another build may share it
-            else:
-                folder = destination.rpartition("/")[0]
-                if folder not in made:
-                    _makedirs(folder, 0o700 if tree == "bundle" else 0o777)
-                    made.add(folder)
-            if previous.get(item.path) == item.fingerprint:
-                try:
-                    os.link(safe_join(live, item.path), destination)
+        with _Writes() as writes:
+            for count, item in enumerate(files, start=1):
+                if progress and count % 2000 == 0:
+                    progress(count)
+                if item.path in recorded:
+                    raise ExportError(f"two outputs claim the same path: {item.path}")
+                recorded[item.path] = item.fingerprint
+                if kept.get(item.path) == item.fingerprint:
                     reused += 1
                     continue
-                except OSError:
-                    pass  # render it again
-            _write(destination, item.render(), mode)
-            written += 1
+                destination = safe_join(stage, item.path)
+                if item.path in kept:
+                    os.unlink(destination)  # never write into a file: another build may share it
+                else:
+                    folder = destination.rpartition("/")[0]
+                    if folder not in made:
+                        _makedirs(folder, 0o700 if tree == "bundle" else 0o777)
+                        made.add(folder)
+                if previous.get(item.path) == item.fingerprint:
+                    try:
+                        os.link(safe_join(live, item.path), destination)
+                        reused += 1
+                        continue
+                    except OSError:
+                        pass  # render it again
+                writes.put(destination, item.render(), mode)
+                written += 1
         gone = [path for path in kept if path not in recorded]
         for path in gone:
             _remove(stage, path)
@@ -267,6 +270,41 @@ def _symlink(target: str, path: Path) -> None:
     temporary.unlink(missing_ok=True)
     os.symlink(target, temporary)
     os.replace(temporary, path)
+
+
+class _Writes:
+    """Files written by a few threads while the caller renders the next ones: creating a
+    file is the kernel's work (ext4 spends most of it finding a free inode), which runs
+    beside Python's rendering on another core. At most `PENDING` files wait, so memory stays
+    small; the first error is raised, once every write has ended."""
+
+    THREADS = 3
+    PENDING = 256
+
+    def __enter__(self) -> _Writes:
+        self._pool = ThreadPoolExecutor(self.THREADS, thread_name_prefix="fednode-write")
+        self._slots = threading.BoundedSemaphore(self.PENDING)
+        self._errors: list[OSError] = []
+        return self
+
+    def put(self, path: str, data: bytes, mode: int) -> None:
+        if self._errors:
+            raise self._errors[0]
+        self._slots.acquire()
+        self._pool.submit(self._run, path, data, mode)
+
+    def _run(self, path: str, data: bytes, mode: int) -> None:
+        try:
+            _write(path, data, mode)
+        except OSError as exc:
+            self._errors.append(exc)
+        finally:
+            self._slots.release()
+
+    def __exit__(self, *failed: object) -> None:
+        self._pool.shutdown(wait=True)
+        if self._errors and failed[0] is None:
+            raise self._errors[0]
 
 
 def _write(path: str, data: bytes, mode: int, replace: bool = False) -> None:

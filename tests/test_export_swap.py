@@ -21,6 +21,7 @@ from aiohttp.test_utils import TestClient
 from builders import REPO, Node, app_for, copy_sample, engine_file, multiply, search_ids, species
 
 from exporter.build import BuildReport
+from exporter.contract.layout import record_file
 
 Export = Callable[..., BuildReport]
 Client = Callable[..., Awaitable[TestClient]]
@@ -210,3 +211,33 @@ def test_a_write_that_fails_is_one_error_and_keeps_the_build(tmp_path: Path) -> 
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert "Error: cannot write the export: Operation not permitted" in result.stderr
     assert one_build(root) == before
+
+
+def test_a_file_that_cannot_be_created_is_one_error_and_keeps_the_build(tmp_path: Path
+                                                                        ) -> None:
+    """Files are created by writer threads: a failure there still stops the export with one
+    message, and the published build stays whole."""
+    root = copy_sample(tmp_path)
+    assert run_export(root).returncode == 0
+    edit(root, 0)
+    assert run_export(root).returncode == 0  # both builds exist now
+    before = one_build(root)
+    staging = root / ".fednode" / "builds" / (
+        "a" if os.readlink(root / ".fednode" / "current").endswith("b") else "b")
+    while True:  # a new record whose file goes into a folder the staging build has
+        fields = species("Addenda nova")
+        folder = (staging / "site" / record_file("species", fields["id"])).parent
+        if folder.is_dir():
+            break
+    Node(root, node_toml=(root / "content" / "node.toml").read_text()).write(
+        "species", "addenda-nova", fields)
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode:
+        pytest.skip("needs chattr +i (root on ext4) to make a folder unwritable")
+    try:
+        result = run_export(root)
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "Error: cannot write the export: Operation not permitted" in result.stderr
+    assert one_build(root) == before
+    assert run_export(root).returncode == 0
