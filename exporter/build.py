@@ -182,14 +182,14 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     """Ledger, rendering and both trees, under the export lock."""
     progress("ledger", 0, len(content.records))
     ledger = Ledger.load(project.ledger)
-    stamp = _second_after(datetime.now(UTC))
+    stamp = _second_of(datetime.now(UTC))
     if now is None and ledger.last_at and format_time(stamp) <= ledger.last_at:
         last = parse_time(ledger.last_at)
         if last - datetime.now(UTC) <= timedelta(seconds=2):
-            # An export killed after writing the ledger, before its second had come: wait
-            # for that second to pass, as the killed export would have.
-            _wait_for(last + timedelta(microseconds=1))
-            stamp = _second_after(datetime.now(UTC))
+            # The last export stamped this second (or, killed by an older fednode, the
+            # next): this one's events get the second after it, once that has come.
+            _wait_for(last + timedelta(seconds=1))
+            stamp = _second_of(datetime.now(UTC))
     events = ledger.reconcile(
         (Current(r.collection, r.id, r.hash, r.access) for r in content.records),
         now or stamp)
@@ -268,8 +268,6 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     release.write("bundle", private)
     progress("writing bundle", len(rendered), len(rendered))
     checkpoint("bundle")
-    if now is None and events:
-        _wait_for(stamp)  # publish no time that has not come yet
     release.publish()
     content.cache.save(keep=content.paths)
     return report
@@ -302,13 +300,13 @@ def _write(release: Release, tree: str, files: list[OutputFile], phase: str,
     return stats
 
 
-def _second_after(moment: datetime) -> datetime:
-    """The time an export stamps its events with: the whole second after it began. The
-    export publishes nothing before that second has come (`_wait_for`), so the next export
-    begins in it or later and stamps a later second: each export's events get a time of
-    their own, however quickly exports follow one another, and it depends on nothing but the
-    clock (not on earlier, perhaps restricted, events)."""
-    return moment.replace(microsecond=0) + timedelta(seconds=1)
+def _second_of(moment: datetime) -> datetime:
+    """The time an export stamps its events with: the whole second in which it began, a
+    time that has come before anything is published. Each export's events get a second of
+    their own: an export that begins in the second the last one stamped waits for the next
+    (`_write_all`). The time depends on nothing but the clock and the ledger's last second,
+    never on what earlier (perhaps restricted) events were."""
+    return moment.replace(microsecond=0)
 
 
 def _wait_for(moment: datetime) -> None:
