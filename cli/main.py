@@ -5,7 +5,6 @@ Errors become one clear message and an exit code here, nowhere else."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 import time
@@ -203,10 +202,9 @@ def export(project_dir: Path, frozen: bool, base_url: str | None) -> None:
 def serve(project_dir: Path, host: str, port: int, anonymous_rate: int, workers: int | None,
           redis_url: str | None) -> None:
     """Start the sidecar on the last export's bundle."""
-    from sidecar.serve import Options, run
+    from sidecar.serve import Options, configure_logging, run
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
-                        stream=sys.stderr)
+    configure_logging("%(asctime)s %(name)s %(message)s")
     project = Project(project_dir)
     settings = load_serve_config(project)
     options = Options(project.bundle, project.private, host, port, anonymous_rate,

@@ -1,11 +1,11 @@
 """Application wiring: `create_app(config) -> web.Application`, and `NodeRunner` to serve it.
 
 A request passes, in order: the error boundary (`errors_middleware`, the one place that
-turns exceptions into the contract's error bodies), CORS preflights, then `auth_middleware`
-(who is calling, their per-minute rate, the endpoint's key and scope policy from the
-endpoint table), then the endpoint's handler. Headers every response carries are stamped
-in one `on_response_prepare` hook; requests too malformed to reach the application are
-answered by `ContractRequestHandler`, in the same form."""
+turns exceptions into the contract's error bodies), then `auth_middleware` (CORS preflights
+answered at once; else who is calling, their per-minute rate, the endpoint's key and scope
+policy from the endpoint table), then the endpoint's handler. Headers every response
+carries are stamped in one `on_response_prepare` hook; requests too malformed to reach the
+application are answered by `ContractRequestHandler`, in the same form."""
 
 from __future__ import annotations
 
@@ -79,25 +79,23 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
                                        "again later"))
 
 
-@web.middleware
-async def preflight_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every CORS preflight (OPTIONS), whatever the path, gets the same answer."""
-    if request.method != "OPTIONS":
-        return await handler(request)
-    return web.Response(status=204, headers={
-        "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
-        "Access-Control-Allow-Headers": "Authorization, X-API-Key, Content-Type, "
-                                        "MCP-Protocol-Version, Mcp-Session-Id, Mcp-Method, "
-                                        "Mcp-Name, If-None-Match",
-        "Access-Control-Max-Age": "86400",
-    })
+PREFLIGHT = {
+    "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+    "Access-Control-Allow-Headers": "Authorization, X-API-Key, Content-Type, "
+                                    "MCP-Protocol-Version, Mcp-Session-Id, Mcp-Method, "
+                                    "Mcp-Name, If-None-Match",
+    "Access-Control-Max-Age": "86400",
+}
 
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Identify the caller, count the request against its per-minute rate, and check the
     policy the endpoint table gives the matched route before the handler runs. A request
-    without a key, or with a bad one, counts against the client address."""
+    without a key, or with a bad one, counts against the client address. Every CORS
+    preflight (OPTIONS), whatever the path, gets the same answer, uncounted."""
+    if request.method == "OPTIONS":
+        return web.Response(status=204, headers=PREFLIGHT)
     app = request.app
     address = f"addr:{request.remote}"
     try:
@@ -168,7 +166,7 @@ class AccessLogger(abc.AbstractAccessLogger):
 
 def create_app(config: SidecarConfig) -> web.Application:
     app = web.Application(
-        middlewares=[errors_middleware, preflight_middleware, auth_middleware],
+        middlewares=[errors_middleware, auth_middleware],
         client_max_size=BODY_LIMIT,
         handler_args={"access_log_class": AccessLogger, "access_log": access_logger})
     app[VERIFIER] = Verifier(config.private, clock=config.clock)

@@ -23,10 +23,12 @@ def etag(body: bytes) -> str:
     return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
 
 
-def open_response(request: web.Request, body: bytes, content_type: str = JSON) -> web.Response:
-    """An answer every caller allowed here gets alike: cacheable, with an ETag; 304 when the
-    client has it already. (A keyed request's answer is made private by the header hook.)"""
-    tag = etag(body)
+def open_response(request: web.Request, body: bytes, content_type: str = JSON,
+                  tag: str | None = None) -> web.Response:
+    """An answer every caller allowed here gets alike: cacheable, with an ETag (`tag`, else
+    one hashed from the bytes); 304 when the client has it already. (A keyed request's
+    answer is made private by the header hook.)"""
+    tag = tag or etag(body)
     headers = {"ETag": tag, "Cache-Control": "public, max-age=60"}
     if tag in request.headers.get("If-None-Match", ""):
         return web.Response(status=304, headers=headers)
@@ -68,16 +70,17 @@ async def openapi(request: web.Request, query: dict[str, Any]) -> web.Response:
 
 
 async def list_records(request: web.Request, query: dict[str, Any]) -> web.Response:
-    body = await service.list_records(
+    page = await service.list_records(
         request.app[STORE], request[CALLER], request.match_info["collection"],
         limit=query["limit"], offset=query["offset"], updated_since=query["updated_since"])
-    return open_response(request, body)
+    return open_response(request, page.body, tag=page.tag)
 
 
 async def read_record(request: web.Request, query: dict[str, Any]) -> web.Response:
-    body = await service.read_record(request.app[STORE], request[CALLER],
-                                     request.match_info["collection"], request.match_info["id"])
-    return open_response(request, body)
+    record = await service.read_record(request.app[STORE], request[CALLER],
+                                       request.match_info["collection"],
+                                       request.match_info["id"])
+    return open_response(request, record.body, tag=record.tag)
 
 
 async def changes(request: web.Request, query: dict[str, Any]) -> web.Response:

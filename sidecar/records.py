@@ -8,6 +8,7 @@ visibility rule is not here: `service` asks for the rows of the groups a caller 
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from exporter.contract.wire import COLLECTIONS
 # A caller's merged rows are kept for this many (collection, groups) pairs: callers share
 # few distinct sets of groups (anonymous, and each kind of partner key).
 MERGED_KEPT = 256
+DIGEST = 16  # bytes of a record's SHA-256 kept for its validator
 
 
 class Records:
@@ -52,6 +54,9 @@ class Records:
         self._positions = positions
         # row -> its updated_at, in seconds since 1970 (the ledger's resolution)
         self._updated = _seconds(table.column("updated_at").to_pylist())
+        # row -> the first 16 bytes of the SHA-256 of its bytes, made when first asked for
+        self._digests = bytearray(DIGEST * len(ids))
+        self._digested = np.zeros(len(ids), bool)
         # (collection, groups) -> those rows in list order, and their updated_at beside them
         self._merged: OrderedDict[tuple[str, tuple[str, ...]],
                                   tuple[np.ndarray, np.ndarray]] = OrderedDict()
@@ -66,6 +71,20 @@ class Records:
     def bodies(self, rows: Sequence[int] | np.ndarray) -> list[bytes]:
         offsets, data = self._offsets, self._data
         return [bytes(data[offsets[row]:offsets[row + 1]]) for row in rows]
+
+    def digests(self, rows: Sequence[int] | np.ndarray) -> bytes:
+        """The rows' digests, DIGEST bytes each, one after the other: what a validator (an
+        ETag) of their bytes is made from, without hashing them again on every request."""
+        for row in rows:
+            if not self._digested[row]:
+                start = int(row) * DIGEST
+                self._digests[start:start + DIGEST] = hashlib.sha256(
+                    self._data[self._offsets[row]:self._offsets[row + 1]]).digest()[:DIGEST]
+                self._digested[row] = True
+        if len(rows) == 1:
+            start = int(rows[0]) * DIGEST
+            return bytes(self._digests[start:start + DIGEST])
+        return np.frombuffer(self._digests, f"V{DIGEST}")[np.asarray(rows, np.int64)].tobytes()
 
     def listed(self, collection: str, groups: Sequence[str]) -> np.ndarray:
         """The rows of `collection` in the given access groups, in list order."""

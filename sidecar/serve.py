@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import logging.handlers
 import multiprocessing
 import os
 import queue
@@ -27,6 +28,24 @@ from .limits import where_of
 from .state import STORE
 
 log = logging.getLogger("fednode.sidecar")
+ACCESS_FLUSH = 0.5  # seconds an access line may wait before it is written
+ACCESS_BUFFER = 1024  # access lines kept before they are written, whatever the time
+
+
+def configure_logging(format_: str) -> logging.Handler:
+    """Log lines to standard error. Access lines, one a request, are buffered: written in
+    batches, at least every ACCESS_FLUSH seconds (by `serve`) and at once when a warning
+    or error comes, rather than with one write a request (a sixth of a record read's time).
+    Returns the access buffer."""
+    logging.logThreads = False  # not in our lines; the record need not look them up
+    logging.logMultiprocessing = False
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=format_)
+    target = logging.getLogger().handlers[0]
+    buffered = logging.handlers.MemoryHandler(ACCESS_BUFFER, logging.WARNING, target)
+    access = logging.getLogger("fednode.access")
+    access.addHandler(buffered)
+    access.propagate = False
+    return buffered
 
 
 class ServeError(FednodeError):
@@ -87,9 +106,27 @@ async def serve(options: Options, *, say: Callable[[str], None], reuse_port: boo
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
+        flushing = asyncio.create_task(_flush_access_log(stop))
         await stop.wait()
+        await flushing
     finally:
         await runner.cleanup()
+        _flush_access_log_now()
+
+
+async def _flush_access_log(stop: asyncio.Event) -> None:
+    """Write the buffered access lines every ACCESS_FLUSH seconds until `stop`."""
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), ACCESS_FLUSH)
+        except TimeoutError:
+            pass
+        _flush_access_log_now()
+
+
+def _flush_access_log_now() -> None:
+    for handler in logging.getLogger("fednode.access").handlers:
+        handler.flush()
 
 
 def _supervise(options: Options, workers: int, say: Callable[[str], None]) -> None:
@@ -150,8 +187,7 @@ def _supervise(options: Options, workers: int, say: Callable[[str], None]) -> No
 
 def _worker(options: Options, reports: multiprocessing.Queue[tuple[str, str]]) -> None:
     """One worker process: serve on the shared port, report when listening or why not."""
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(process)d %(name)s %(message)s")
+    configure_logging("%(asctime)s %(process)d %(name)s %(message)s")
     try:
         asyncio.run(serve(options, say=lambda line: None, reuse_port=True,
                           ready=lambda: reports.put(("ready", ""))))

@@ -10,6 +10,7 @@ indexes. REST handlers and the MCP tools are thin adapters over these functions.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from exporter.contract.wire import (
     SEARCH_QUERY_MAX,
     TIME_PATTERN,
     UUID_PATTERN,
-    list_page,
+    list_envelope,
     record_url,
 )
 
@@ -115,8 +116,18 @@ def events_visible(groups: Sequence[str], collections: Sequence[str]) -> tuple[s
     return after, before
 
 
+@dataclass(frozen=True)
+class Served:
+    """Bytes as served, and a strong validator of them (an ETag): equal tags, equal bytes.
+    It is made from what the bytes are made of (each record's digest and the page's own
+    values), so it is the same for every caller shown the same bytes."""
+
+    body: bytes
+    tag: str
+
+
 async def list_records(store: Store, caller: Caller, collection: str, *, limit: int,
-                       offset: int, updated_since: str | None) -> bytes:
+                       offset: int, updated_since: str | None) -> Served:
     """A page of the collection: a slice of the rows of the access groups the caller holds
     (the rule: within its collections, which `require_collection` checked)."""
     caller.require_collection(collection)
@@ -124,11 +135,17 @@ async def list_records(store: Store, caller: Caller, collection: str, *, limit: 
     records = snapshot.records
     rows = records.listed(collection, caller.groups) if updated_since is None \
         else records.listed_since(collection, caller.groups, updated_since)
-    return list_page(snapshot.base_url, collection, records.bodies(rows[offset:offset + limit]),
-                     total=len(rows), limit=limit, offset=offset, updated_since=updated_since)
+    page = rows[offset:offset + limit]
+    head, tail = list_envelope(snapshot.base_url, collection, len(page) > 0, total=len(rows),
+                               limit=limit, offset=offset, updated_since=updated_since)
+    made_of = hashlib.sha256(b"%d:%b%b" % (len(page), head, tail))
+    made_of.update(records.digests(page))
+    return Served(b"".join([head, b",".join(records.bodies(page)), tail]),
+                  _tag(made_of.digest()))
 
 
-async def read_record(store: Store, caller: Caller, collection: str, record_id: str) -> bytes:
+async def read_record(store: Store, caller: Caller, collection: str, record_id: str
+                      ) -> Served:
     caller.require_collection(collection)
     records = (await store.current()).records
     row = records.row(record_id.lower())
@@ -136,7 +153,12 @@ async def read_record(store: Store, caller: Caller, collection: str, record_id: 
         # Identical for an id that never existed and one the caller may not see.
         raise NotFound(f"no record with that id in {collection}; list the collection at "
                        f"/api/{collection} to find ids")
-    return records.body(row)
+    return Served(records.body(row), _tag(records.digests([row])))
+
+
+def _tag(digest: bytes) -> str:
+    """An ETag: 16 bytes of a SHA-256 in hex, quoted (the form `handlers.etag` gives)."""
+    return f'"{digest[:16].hex()}"'
 
 
 async def snapshot_file(store: Store, caller: Caller, collection: str, offset: int) -> bytes:

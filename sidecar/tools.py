@@ -82,16 +82,16 @@ def _getter(collection: str, noun: str) -> Tool:
                                 f"'c80b1c40-8745-4e4e-9194-7448008fe1a7', got {record_id[:60]!r}; "
                                 f"call {_tool_of(collection)} without id to list records")
             try:
-                body = await service.read_record(store, caller, collection, record_id)
+                found = await service.read_record(store, caller, collection, record_id)
             except NotFound:
                 raise ToolError(f"no {collection} record with id {record_id}; call "
                                 f"{_tool_of(collection)} without id to list records, or "
                                 f"`search` to find one") from None
-            record = json.loads(body)
+            record = json.loads(found.body)
             return {"collection": collection, "items": [record], "total": 1, "limit": 1,
                     "offset": 0, "next": None}
-        return json.loads(await service.list_records(store, caller, collection, limit=limit,
-                                                     offset=0, updated_since=None))
+        return json.loads((await service.list_records(store, caller, collection, limit=limit,
+                                                      offset=0, updated_since=None)).body)
 
     return Tool(
         name=_tool_of(collection), title=f"Get {noun}",

@@ -65,6 +65,33 @@ def test_export_then_serve_answers_with_the_static_bytes(tmp_path: Path) -> None
     assert b"GET /api/team 200 open" in errors
 
 
+def test_access_lines_are_written_within_a_second_while_serving(tmp_path: Path) -> None:
+    """Access lines are buffered, not held: they reach standard error within about
+    half a second of the request, while the server keeps running."""
+    root = copy_sample(tmp_path / "node")
+    subprocess.run([*FEDNODE, "export", "--project", str(root)], env=ENV, capture_output=True,
+                   timeout=120, check=True)
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as errors:
+        server = subprocess.Popen([*FEDNODE, "serve", "--project", str(root), "--port",
+                                   str(port)], env=ENV, stdout=subprocess.DEVNULL,
+                                  stderr=errors)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for(f"{base}/api/manifest", server, 30)
+        for offset in (1, 2, 3):
+            http_get(f"{base}/api/species?offset={offset}")
+        asked = time.monotonic()
+        while log.read_bytes().count(b"fednode.access GET /api/species?offset=") < 3:
+            assert time.monotonic() - asked < 2, log.read_text()
+            time.sleep(0.05)
+        assert server.poll() is None
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def test_netlify_builds_with_the_frozen_ledger_and_publishes_site_out() -> None:
     config = tomllib.loads((REPO / "netlify.toml").read_text())
     assert config["build"]["publish"] == "site_out"

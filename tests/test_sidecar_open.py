@@ -182,3 +182,48 @@ async def test_new_export_is_served_without_restart(
     node.write("species", "b", species("Fallopia sachalinensis"))
     export(node.root)
     assert (await (await client.get("/api/species")).json())["total"] == 2
+
+
+async def test_list_and_record_etags_are_strong_validators(
+        node: Node, export: Callable[..., BuildReport],
+        aiohttp_client: Callable[..., object]) -> None:
+    """ETags of lists and records are made from each record's digest and the page's own
+    values, not by hashing the bytes: equal bytes have equal tags and different bytes
+    different tags, across pages, limits, filters and exports; If-None-Match gives 304."""
+    slugs = [f"s{n}" for n in range(12)]
+    for n, slug in enumerate(slugs):
+        node.write("species", slug, species(f"Genus{n:02} species"))
+    node.write("team", "t", team("Ana"))
+    export(node.root)
+    client: TestClient = await aiohttp_client(  # type: ignore[operator]
+        app_for(node.root, reload_interval=0))
+    urls = [f"/api/species?limit={limit}&offset={offset}" for limit in (1, 5, 50)
+            for offset in (0, 1, 5, 11, 12)]
+    urls += ["/api/team", "/api/species?updated_since=2000-01-01T00:00:00Z",
+             "/api/species?updated_since=2999-01-01T00:00:00Z", "/api/treatments"]
+
+    async def seen() -> dict[str, tuple[bytes, str]]:
+        answers = {}
+        for url in urls:
+            response = await client.get(url)
+            assert response.status == 200
+            answers[url] = (await response.read(), response.headers["ETag"])
+        first = json.loads(answers[urls[0]][0])["items"][0]
+        response = await client.get(f"/api/species/{first['id']}")
+        answers["record"] = (await response.read(), response.headers["ETag"])
+        return answers
+
+    before = await seen()
+    node.write("species", slugs[0], species("Genus00 species", habitat="Edited"))
+    export(node.root)
+    after = await seen()
+    pairs = [*before.values(), *after.values()]
+    assert len({body for body, _ in pairs}) == len({tag for _, tag in pairs})
+    assert len({(body, tag) for body, tag in pairs}) == len({tag for _, tag in pairs})
+    assert before["record"][1] != after["record"][1]
+    assert before["/api/team"] == after["/api/team"]
+    for url, (_, tag) in after.items():
+        again = await client.get(url if url != "record" else
+                                 f"/api/species/{json.loads(after['record'][0])['id']}",
+                                 headers={"If-None-Match": tag})
+        assert again.status == 304, url

@@ -92,13 +92,19 @@ def list_page(base_url: str, collection: str, items: list[bytes], *, total: int,
     """One page of a list: {"collection","items","total","limit","offset","next"}.
 
     `items` are the records' own JSON bytes, spliced in unchanged."""
+    head, tail = list_envelope(base_url, collection, bool(items), total=total, limit=limit,
+                               offset=offset, updated_since=updated_since)
+    return b"".join([head, b",".join(items), tail])
+
+
+def list_envelope(base_url: str, collection: str, any_items: bool, *, total: int, limit: int,
+                  offset: int, updated_since: str | None = None) -> tuple[bytes, bytes]:
+    """The bytes of a list page before its items and after them."""
     following = offset + limit
     next_url = (list_url(base_url, collection, limit=limit, offset=following,
                          updated_since=updated_since)
-                if following < total and items else None)
-    return b"".join([
-        b'{"collection":', encode(collection),
-        b',"items":[', b",".join(items),
+                if following < total and any_items else None)
+    return b'{"collection":' + encode(collection) + b',"items":[', b"".join([
         b'],"total":', str(total).encode(),
         b',"limit":', str(limit).encode(),
         b',"offset":', str(offset).encode(),
