@@ -140,8 +140,7 @@ async def list_records(store: Store, caller: Caller, collection: str, *, limit: 
                                limit=limit, offset=offset, updated_since=updated_since)
     made_of = hashlib.sha256(b"%d:%b%b" % (len(page), head, tail))
     made_of.update(records.digests(page))
-    return Served(b"".join([head, b",".join(records.bodies(page)), tail]),
-                  _tag(made_of.digest()))
+    return Served(b"".join([head, records.joined(page, b","), tail]), _tag(made_of.digest()))
 
 
 async def read_record(store: Store, caller: Caller, collection: str, record_id: str
@@ -153,7 +152,7 @@ async def read_record(store: Store, caller: Caller, collection: str, record_id: 
         # Identical for an id that never existed and one the caller may not see.
         raise NotFound(f"no record with that id in {collection}; list the collection at "
                        f"/api/{collection} to find ids")
-    return Served(records.body(row), _tag(records.digests([row])))
+    return Served(records.body(row), _tag(records.digest(row)))
 
 
 def _tag(digest: bytes) -> str:
