@@ -77,9 +77,10 @@ def manifest_section(node: NodeConfig, counts: dict[str, int],
 
 def _csv_of(collection: Collection, records: list[Rendered], prints: list[str],
             cache: Cache) -> bytes:
-    text = _parts(cache, csv_path(collection.name), records, prints, (),
-                  lambda served: (csv_rows(collection, served),))
-    return (csv_header(collection) + "".join(part[0] for part in text)).encode("utf-8-sig")
+    parts = _parts(cache, csv_path(collection.name), records, prints, (),
+                   lambda served: (csv_rows(collection, served),))
+    text = csv_header(collection) + "".join(part[0] for part in parts)
+    return text.encode("utf-8-sig")  # the mark makes spreadsheets read UTF-8
 
 
 def _archive_of(node: NodeConfig, records: list[Rendered], prints: list[str],
