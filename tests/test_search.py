@@ -19,11 +19,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from builders import REPO, Node, ServerThread, app_for, copy_sample, http_get, issue_key, species
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from exporter import search
 from exporter.build import build
 from exporter.config import Project
 
@@ -301,3 +303,21 @@ def test_a_change_of_searched_fields_indexes_afresh() -> None:
     schema["x-fednode"]["search"]["names"] = ["scientificName"]
     changed = {**known, "species": dataclasses.replace(known["species"], schema=schema)}
     assert index_version(changed) != index_version(known) == index_version(collections())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.text(max_size=300), min_size=1, max_size=20).map(
+    lambda texts: [*texts, "Japanese knotweed along the Meuse", "Fallopia japonica (Houtt.)"]))
+def test_our_word_vectors_are_wordllamas(texts: list[str]) -> None:
+    """The export and the sidecar embed with `WordVectors`, which reads wordllama's files
+    without importing wordllama; its vectors are wordllama's own, for any text."""
+    import wordllama
+    from wordllama import WordLlama
+
+    theirs = WordLlama.load(**search.MODEL, cache_dir=Path(wordllama.__file__).parent,
+                            disable_download=True)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a text without tokens: NaN, alike
+        expected = theirs.embed(texts, norm=True, batch_size=7)
+        ours = search.Embedder.embed(texts)
+    assert ours.dtype == np.float32 and ours.shape == (len(texts), search.DIMENSIONS)
+    np.testing.assert_array_equal(ours, expected)
