@@ -234,7 +234,8 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     index_bytes = pages.home(people)
     page_files = pages.files(people, known, {name: group.records for name, group
                                              in public.items()},
-                             {r.id: r for r in content.records if r.access == PUBLIC})
+                             {r.id: r for r in content.records if r.access == PUBLIC},
+                             content.cache)
 
     routing = redirects.redirects_file(
         node.sidecar_url, [(name, r.id) for name, group in public.items() for r in group.records])

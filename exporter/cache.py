@@ -4,6 +4,7 @@
   its place in lists (its sort key), keyed by the file's path, size and mtime, so unchanged
   files are not read again;
 - the sha256 of outputs too large to hash on every run, keyed by their fingerprint;
+- the species each public record names, keyed by its render key (for the pages' links);
 - parts of the download files (the rows of a few hundred records, as text), keyed by their
   fingerprint, so that an edit re-renders only the part it falls in (`downloads`).
 
@@ -32,7 +33,7 @@ from .writer import private_folder
 FILE = "sources.marshal"
 PARTS = "parts.marshal"  # written only when a part changed: it holds every download's text
 LIBRARY_PAGES = "library.json"  # the library's PDFs, read (`library.CACHE`)
-FORMAT = "2"  # bump when the entries change shape
+FORMAT = "3"  # bump when the entries change shape
 
 SortKey = tuple[str, ...]
 # path -> (mtime_ns, size, [(collection, path, line, id, access, id_line, hash, sort key)])
@@ -49,6 +50,8 @@ class Cache:
     folder: Path
     sources: dict[str, SourceEntry] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)  # output fingerprint -> sha256
+    # render key -> the species a public record names (`pages`: links between pages)
+    names: dict[str, list[str]] = field(default_factory=dict)
     # download -> part fingerprint -> its text: what the last export left (read when first
     # asked for), and what this one used
     _parts: dict[str, dict[str, tuple[str, ...]]] | None = None
@@ -60,7 +63,7 @@ class Cache:
             data = marshal.loads((folder / FILE).read_bytes())  # load(file) reads piecemeal
             if data["version"] != _version():
                 return cls(folder)
-            return cls(folder, data["sources"], data["digests"])
+            return cls(folder, data["sources"], data["digests"], data["names"])
         except (OSError, EOFError, ValueError, TypeError, KeyError):
             return cls(folder)
 
@@ -111,7 +114,8 @@ class Cache:
             rel: entry for rel, entry in self.sources.items() if rel in keep}
         private_folder(self.folder)
         _replace(self.folder / FILE, marshal.dumps({"version": _version(), "sources": sources,
-                                                    "digests": self.digests}))
+                                                    "digests": self.digests,
+                                                    "names": self.names}))
         if self._parts is not None:
             parts = {**self._parts, **self._used}
             _replace(self.folder / PARTS, marshal.dumps({"version": _version(),

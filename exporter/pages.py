@@ -31,6 +31,7 @@ from xml.sax.saxutils import escape
 import jinja2
 from markupsafe import Markup
 
+from .cache import Cache
 from .config import NodeConfig
 from .content import SourceRecord
 from .contract.endpoints import ENDPOINTS
@@ -96,10 +97,10 @@ def home(site: Site) -> bytes:
 
 
 def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rendered]],
-          sources: dict[str, SourceRecord]) -> list[OutputFile]:
+          sources: dict[str, SourceRecord], remembered: Cache) -> list[OutputFile]:
     """Every page but the home page, for the public records given (by collection, in list
     order). `sources` has each public record's content."""
-    related = _relations(public)
+    related = _relations(public, remembered)
     hrefs = {r.id: record_href(name, r.id) for name, items in public.items() for r in items}
     out: list[OutputFile] = []
     for name, items in public.items():
@@ -138,22 +139,31 @@ def _collection_pages(site: Site, collection: Collection, items: list[Rendered],
         yield OutputFile(file_of(href), print_, render)
 
 
-def _relations(public: dict[str, list[Rendered]]) -> dict[str, list[tuple[str, Rendered]]]:
+def _relations(public: dict[str, list[Rendered]], remembered: Cache
+               ) -> dict[str, list[tuple[str, Rendered]]]:
     """For each public record, the public records it links to, with a section title each:
     a species to the treatments, resources and germination results naming it, and those
-    back to the species. The names are read from the served JSON (one batch a collection,
-    mostly from the previous export's table), not from the content files."""
+    back to the species. The names are read from the served JSON (of the records rendered
+    since the last export; the others' names are in the cache, under their render key),
+    not from the content files."""
     species = {r.title: r for r in public.get("species", [])}
     related: dict[str, list[tuple[str, Rendered]]] = {}
+    known = remembered.names
+    kept: dict[str, list[str]] = {}
     for name, (field, section) in _NAMES_SPECIES.items():
         items = public.get(name, [])
-        for r, served in zip(items, json_of(items), strict=True):
+        unknown = [r for r in items if r.key not in known]
+        for r, served in zip(unknown, json_of(unknown), strict=True):
             named = json.loads(served).get(field)
-            for scientific in [named] if isinstance(named, str) else (named or []):
+            known[r.key] = [named] if isinstance(named, str) else list(named or [])
+        for r in items:
+            kept[r.key] = names = known[r.key]
+            for scientific in names:
                 taxon = species.get(scientific)
                 if taxon is not None:
                     related.setdefault(taxon.id, []).append((section, r))
                     related.setdefault(r.id, []).append(("Species", taxon))
+    remembered.names = kept
     return related
 
 

@@ -159,6 +159,34 @@ def test_an_unchanged_records_page_is_not_rendered_again(tmp_path: Path) -> None
     assert report.site is not None and report.site.written < 10, report.summary()
 
 
+def test_links_follow_an_edit_of_the_species_a_record_names(tmp_path: Path) -> None:
+    """The species a record names are remembered between exports (by render key): after a
+    treatment is pointed at another species, every page is what an export that remembers
+    nothing makes."""
+    root = copy_sample(tmp_path / "node")
+    build(Project(root), now=NOW)
+    records = load(Project(root)).records
+    treatment = next(r for r in records if r.collection == "treatments"
+                     and r.access == PUBLIC and isinstance(r.fields.get("targetSpecies"), list))
+    other = next(r.fields["scientificName"] for r in records if r.collection == "species"
+                 and r.access == PUBLIC
+                 and r.fields["scientificName"] not in treatment.fields["targetSpecies"])
+    source = root / treatment.path
+    text = source.read_text("utf-8")
+    first = treatment.fields["targetSpecies"][0]
+    assert f'"{first}"' in text
+    source.write_text(text.replace(f'"{first}"', f'"{other}"', 1), "utf-8")
+    build(Project(root), now=NOW)
+    kept = page_files(root)
+    (root / ".fednode" / "cache" / "sources.marshal").unlink()
+    (root / ".fednode" / "cache" / "parts.marshal").unlink(missing_ok=True)
+    for outputs in (root / ".fednode" / "builds").glob("*/outputs.json"):
+        outputs.unlink()
+    build(Project(root), now=NOW)
+    assert page_files(root) == kept
+    assert other.encode() in kept[record_href("treatments", treatment.id).lstrip("/")]
+
+
 async def test_the_sidecar_serves_the_same_pages(
         sample_root: Path, aiohttp_client: Callable[..., object]) -> None:
     client: TestClient = await aiohttp_client(app_for(sample_root))  # type: ignore[operator]
