@@ -31,7 +31,7 @@ from .schemas import Collection, collections
 from .writer import private_folder
 
 FILE = "sources.marshal"
-PARTS = "parts.marshal"  # written only when a part changed: it holds every download's text
+PARTS = "parts"  # a file a download: the text of its parts
 LIBRARY_PAGES = "library.json"  # the library's PDFs, read (`library.CACHE`)
 FORMAT = "3"  # bump when the entries change shape
 
@@ -54,7 +54,7 @@ class Cache:
     names: dict[str, list[str]] = field(default_factory=dict)
     # download -> part fingerprint -> its text: what the last export left (read when first
     # asked for), and what this one used
-    _parts: dict[str, dict[str, tuple[str, ...]]] | None = None
+    _parts: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
     _used: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
 
     @classmethod
@@ -89,17 +89,20 @@ class Cache:
              ) -> tuple[str, ...]:
         """The part fingerprinted `key` of one download (`group`): remembered, or made now
         and remembered."""
-        if self._parts is None:
-            self._parts = self._read_parts()
-        found = self._parts.get(group, {}).get(key)
+        if group not in self._parts:
+            self._parts[group] = self._read_parts(group)
+        found = self._parts[group].get(key)
         if found is None:
             found = make()
         self._used.setdefault(group, {})[key] = found
         return found
 
-    def _read_parts(self) -> dict[str, dict[str, tuple[str, ...]]]:
+    def _parts_file(self, group: str) -> Path:
+        return self.folder / PARTS / (group.replace("/", "_") + ".marshal")
+
+    def _read_parts(self, group: str) -> dict[str, tuple[str, ...]]:
         try:
-            data = marshal.loads((self.folder / PARTS).read_bytes())
+            data = marshal.loads(self._parts_file(group).read_bytes())
             if data["version"] == _version():
                 return data["parts"]  # type: ignore[no-any-return]
         except (OSError, EOFError, ValueError, TypeError, KeyError):
@@ -108,20 +111,20 @@ class Cache:
 
     def save(self, keep: set[str] | None = None) -> None:
         """Write the cache; `keep` limits the source entries to files that still exist.
-        A download rendered now keeps only the parts it used; one not rendered keeps its
-        own. The parts' file is written only when this export rendered a download."""
+        A download rendered now keeps only the parts it used, in a file of its own; the
+        files of downloads not rendered now are left as they are."""
         sources = self.sources if keep is None else {
             rel: entry for rel, entry in self.sources.items() if rel in keep}
         private_folder(self.folder)
         _replace(self.folder / FILE, marshal.dumps({"version": _version(), "sources": sources,
                                                     "digests": self.digests,
                                                     "names": self.names}))
-        if self._parts is not None:
-            parts = {**self._parts, **self._used}
-            _replace(self.folder / PARTS, marshal.dumps({"version": _version(),
-                                                         "parts": parts}))
+        for group, parts in self._used.items():
+            private_folder(self.folder / PARTS)
+            _replace(self._parts_file(group), marshal.dumps({"version": _version(),
+                                                              "parts": parts}))
         for other in self.folder.iterdir():  # what older versions kept here
-            if other.name not in (FILE, PARTS, LIBRARY_PAGES) and other.is_file():
+            if other.name not in (FILE, LIBRARY_PAGES) and other.is_file():
                 other.unlink()
 
 

@@ -390,7 +390,7 @@ def test_downloads_after_edits_equal_downloads_made_afresh(
             node.write("species", slug, fields[slug])
         export(node.root)
     kept = snapshot(node.root / "site_out" / "download")
-    assert (node.root / ".fednode" / "cache" / "parts.marshal").is_file()
+    assert (node.root / ".fednode" / "cache" / "parts" / "download_species.csv.marshal").is_file()
     fresh = tmp_path_factory.mktemp("fresh") / "node"
     shutil.copytree(node.root / "content", fresh / "content")
     shutil.copy(node.root / "ledger.jsonl", fresh / "ledger.jsonl")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -179,7 +180,7 @@ def test_links_follow_an_edit_of_the_species_a_record_names(tmp_path: Path) -> N
     build(Project(root), now=NOW)
     kept = page_files(root)
     (root / ".fednode" / "cache" / "sources.marshal").unlink()
-    (root / ".fednode" / "cache" / "parts.marshal").unlink(missing_ok=True)
+    shutil.rmtree(root / ".fednode" / "cache" / "parts", ignore_errors=True)
     for outputs in (root / ".fednode" / "builds").glob("*/outputs.json"):
         outputs.unlink()
     build(Project(root), now=NOW)
