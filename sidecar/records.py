@@ -72,12 +72,19 @@ class Records:
         offsets, data = self._offsets, self._data
         return [bytes(data[offsets[row]:offsets[row + 1]]) for row in rows]
 
-    def joined(self, rows: np.ndarray, separator: bytes) -> bytes:
-        """The rows' bytes joined by `separator`, copied once, straight from the map."""
-        starts = self._offsets[rows].tolist()
-        ends = self._offsets[rows + 1].tolist()
+    def joined(self, rows: np.ndarray, separator: bytes, head: bytes, tail: bytes) -> bytes:
+        """`head`, the rows' bytes with `separator` between them, then `tail`: copied once,
+        straight from the map."""
         data = self._data
-        return separator.join([data[start:end] for start, end in zip(starts, ends, strict=True)])
+        pieces: list[bytes | memoryview] = [head]
+        for start, end in zip(self._offsets[rows].tolist(), self._offsets[rows + 1].tolist(),
+                              strict=True):
+            pieces += (data[start:end], separator)
+        if len(pieces) > 1:
+            pieces[-1] = tail  # in place of the last separator
+        else:
+            pieces.append(tail)
+        return b"".join(pieces)
 
     def digest(self, row: int) -> bytes:
         """The first DIGEST bytes of the SHA-256 of a record's bytes: what a validator (an

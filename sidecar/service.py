@@ -140,7 +140,7 @@ async def list_records(store: Store, caller: Caller, collection: str, *, limit: 
                                limit=limit, offset=offset, updated_since=updated_since)
     made_of = hashlib.sha256(b"%d:%b%b" % (len(page), head, tail))
     made_of.update(records.digests(page))
-    return Served(b"".join([head, records.joined(page, b","), tail]), _tag(made_of.digest()))
+    return Served(records.joined(page, b",", head, tail), _tag(made_of.digest()))
 
 
 async def read_record(store: Store, caller: Caller, collection: str, record_id: str
