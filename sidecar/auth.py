@@ -24,13 +24,13 @@ from exporter.contract.endpoints import Endpoint
 from exporter.contract.wire import parse_time
 
 from .errors import ApiKeyRequired, InsufficientScope, InvalidApiKey, Unavailable
-from .keys import ALGORITHM, SECRET_ENV, KeyError_, KeyRecord, Registry, load_secret
+from .keys import ALGORITHM, KeyError_, KeyRecord, Registry, load_secret
 
 log = logging.getLogger("fednode.sidecar")
 _TOKEN = re.compile(r"[\x21-\x7e]{1,8000}")  # printable ASCII, as JWTs are
 
 
-def _file_identity(path: Path) -> tuple[int, int, int] | None:
+def _file_identity(path: str) -> tuple[int, int, int] | None:
     try:
         found = os.stat(path)
     except OSError:
@@ -81,15 +81,18 @@ class Verifier:
         self._clock = clock
         self._registry_path = private / "keys.json"
         self._registry = Registry(self._registry_path)
+        # Looked at on every keyed request: as strings, ready for os.stat
+        self._watched = (str(self._registry_path), str(private / "secret"))
         self._stamp: tuple[object, ...] | None = None
         self._secret: bytes | None = None
         self._expiries: dict[str, float] = {}
 
     def _refresh(self) -> Registry:
-        """Re-read the registry and the secret when either changed: a revocation or a new
-        secret takes effect at the next request."""
-        stamp = (_file_identity(self._registry_path), _file_identity(self.private / "secret"),
-                 os.environ.get(SECRET_ENV))
+        """Re-read the registry and the secret when either file changed: a revocation or a
+        new secret takes effect at the next request. (FEDNODE_SECRET is read with the file;
+        a process's environment changes only at a restart.)"""
+        registry_file, secret_file = self._watched
+        stamp = (_file_identity(registry_file), _file_identity(secret_file))
         if stamp != self._stamp:
             try:
                 registry = Registry.load(self._registry_path)
