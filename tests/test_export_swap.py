@@ -200,17 +200,21 @@ def test_a_write_that_fails_is_one_error_and_keeps_the_build(tmp_path: Path) -> 
     root = copy_sample(tmp_path)
     assert run_export(root).returncode == 0
     before = one_build(root)
-    builds = root / ".fednode" / "builds"
-    if subprocess.run(["chattr", "+i", str(builds)], capture_output=True).returncode:
+    edit(root, 0)
+    export_refused_with_unwritable(root, root / ".fednode" / "builds")
+    assert one_build(root) == before
+
+
+def export_refused_with_unwritable(root: Path, folder: Path) -> None:
+    """Export while `folder` cannot be written to: one clear error, no traceback."""
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode:
         pytest.skip("needs chattr +i (root on ext4) to make a folder unwritable")
     try:
-        edit(root, 0)
         result = run_export(root)
     finally:
-        subprocess.run(["chattr", "-i", str(builds)], check=True)
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert "Error: cannot write the export: Operation not permitted" in result.stderr
-    assert one_build(root) == before
 
 
 def test_a_file_that_cannot_be_created_is_one_error_and_keeps_the_build(tmp_path: Path
@@ -231,13 +235,6 @@ def test_a_file_that_cannot_be_created_is_one_error_and_keeps_the_build(tmp_path
             break
     Node(root, node_toml=(root / "content" / "node.toml").read_text()).write(
         "species", "addenda-nova", fields)
-    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode:
-        pytest.skip("needs chattr +i (root on ext4) to make a folder unwritable")
-    try:
-        result = run_export(root)
-    finally:
-        subprocess.run(["chattr", "-i", str(folder)], check=True)
-    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
-    assert "Error: cannot write the export: Operation not permitted" in result.stderr
+    export_refused_with_unwritable(root, folder)
     assert one_build(root) == before
     assert run_export(root).returncode == 0
