@@ -32,20 +32,33 @@ ACCESS_FLUSH = 0.5  # seconds an access line may wait before it is written
 ACCESS_BUFFER = 1024  # access lines kept before they are written, whatever the time
 
 
-def configure_logging(format_: str) -> logging.Handler:
-    """Log lines to standard error. Access lines, one a request, are buffered: written in
-    batches, at least every ACCESS_FLUSH seconds (by `serve`) and at once when a warning
-    or error comes, rather than with one write a request (a sixth of a record read's time).
-    Returns the access buffer."""
+def configure_logging(format_: str) -> None:
+    """Log lines to standard error. Access lines, one a request, are buffered and written in
+    batches, at least every ACCESS_FLUSH seconds (by `serve`), rather than with one write a
+    request (a sixth of a record read's time); a warning or an error writes the waiting
+    access lines first, so the log keeps its order."""
+    access = logging.getLogger("fednode.access")
+    if any(isinstance(h, logging.handlers.MemoryHandler) for h in access.handlers):
+        return  # configured already
     logging.logThreads = False  # not in our lines; the record need not look them up
     logging.logMultiprocessing = False
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=format_)
-    target = logging.getLogger().handlers[0]
-    buffered = logging.handlers.MemoryHandler(ACCESS_BUFFER, logging.WARNING, target)
-    access = logging.getLogger("fednode.access")
+    root = logging.getLogger()
+    buffered = logging.handlers.MemoryHandler(ACCESS_BUFFER, logging.WARNING, root.handlers[0])
     access.addHandler(buffered)
     access.propagate = False
-    return buffered
+    root.handlers.insert(0, _FlushFirst(buffered))
+
+
+class _FlushFirst(logging.Handler):
+    """Before a warning or an error is written, the access lines that came before it."""
+
+    def __init__(self, buffered: logging.Handler) -> None:
+        super().__init__(logging.WARNING)
+        self.buffered = buffered
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.buffered.flush()
 
 
 class ServeError(FednodeError):

@@ -87,6 +87,15 @@ def test_access_lines_are_written_within_a_second_while_serving(tmp_path: Path) 
             assert time.monotonic() - asked < 2, log.read_text()
             time.sleep(0.05)
         assert server.poll() is None
+        # An error is written after the access lines of the requests before it.
+        http_get(f"{base}/api/species?offset=4")
+        (root / ".fednode" / "keys.json").write_text("{damaged")
+        try:
+            http_get(f"{base}/api/species", {"Authorization": "Bearer x.y.z"})
+        except urllib.error.HTTPError as error:
+            assert error.code == 503
+        text = log.read_text()
+        assert text.index("GET /api/species?offset=4") < text.index("refusing every key")
     finally:
         server.terminate()
         server.wait(timeout=30)
