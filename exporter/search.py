@@ -248,7 +248,7 @@ class WordVectors:
     def __init__(self, table: np.ndarray, tokenizer: Any) -> None:
         self.table = np.ascontiguousarray(table, dtype=np.float32)
         self.tokenizer = tokenizer
-        self.tokenizer.enable_padding()
+        self.tokenizer.no_padding()
         self.tokenizer.no_truncation()
 
     @classmethod
@@ -269,18 +269,31 @@ class WordVectors:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Unit-length float32 vectors, a row a text, as wordllama's
-        `embed(texts, norm=True)` gives them."""
+        `embed(texts, norm=True)` gives them (equal to the bit: the rows of a text are
+        added in the same order, and wordllama's padding adds only zeros after them).
+
+        wordllama pads a batch to its longest text and multiplies a (texts, tokens, 256)
+        array by the padding mask; a batch with one long text made hundreds of megabytes
+        of zeros. Here each batch's tokens are looked up once, unpadded, and summed per
+        text, row after row as wordllama's sum adds them."""
         out = np.empty((len(texts), self.table.shape[1]), np.float32)
+        last = self.table.shape[0] - 1
         for start in range(0, len(texts), self.BATCH):
             encoded = self.tokenizer.encode_batch(texts[start:start + self.BATCH],
                                                   is_pretokenized=False,
                                                   add_special_tokens=False)
-            ids = np.array([e.ids for e in encoded], dtype=np.int32)
-            mask = np.array([e.attention_mask for e in encoded], dtype=np.float32)
-            np.clip(ids, 0, self.table.shape[0] - 1, out=ids)
-            counts = np.maximum(mask.sum(axis=1, keepdims=True), 1.0).astype(np.float32)
-            pooled = np.sum(self.table[ids] * mask[..., np.newaxis], axis=1,
-                            dtype=np.float32) / counts
+            lengths = np.fromiter((len(e.ids) for e in encoded), np.int64, len(encoded))
+            ids = np.fromiter((i for e in encoded for i in e.ids), np.int64,
+                              int(lengths.sum()))
+            np.clip(ids, 0, last, out=ids)
+            rows = self.table[ids]
+            pooled = np.zeros((len(encoded), self.table.shape[1]), np.float32)
+            at = 0
+            for n, length in enumerate(lengths.tolist()):
+                if length:  # a text without tokens stays zero (and then NaN, alike)
+                    rows[at:at + length].sum(axis=0, dtype=np.float32, out=pooled[n])
+                    at += length
+            pooled /= np.maximum(lengths, 1).astype(np.float32)[:, np.newaxis]
             pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
             out[start:start + len(encoded)] = pooled
         return out

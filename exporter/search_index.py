@@ -55,6 +55,7 @@ class Vectors:
                 for n, row in enumerate(rows):
                     self.known[row[2]] = (source, n)
         self.fresh: dict[str, np.ndarray] = {}
+        self.docs: dict[str, search.Doc] = {}  # record id -> its document, made once
         self._work: Future[None] | None = None
         self._pool: ThreadPoolExecutor | None = None
 
@@ -66,7 +67,8 @@ class Vectors:
         missing: dict[str, str] = {}
         for record in records:
             if record.hash not in vectors.known and record.hash not in missing:
-                missing[record.hash] = _doc(record, known).embedding_text()
+                doc = vectors.docs[record.id] = _doc(record, known)
+                missing[record.hash] = doc.embedding_text()
         if missing:
             vectors._pool = ThreadPoolExecutor(1, thread_name_prefix="embed")
             vectors._work = vectors._pool.submit(vectors._embed, missing)
@@ -174,18 +176,19 @@ def _group(folder: Path, live: Path | None, before: list[Row] | None, rows: list
         add = [row for row in rows if old.get(row[1]) != row[2]]
         (folder / search.STATE).unlink()
         (folder / search.VECTORS).unlink()
-        search.write(search.open_index(folder), _docs(add, sources, known), remove)
+        search.write(search.open_index(folder), _docs(add, sources, known, vectors.docs),
+                     remove)
     else:
-        search.write(search.create(folder), _docs(rows, sources, known))
+        search.write(search.create(folder), _docs(rows, sources, known, vectors.docs))
     search.save_vectors(folder / search.VECTORS, vectors.of(rows))
     (folder / search.STATE).write_text(json.dumps(
         {"version": vectors.version, "rows": rows}, separators=(",", ":")))
     search.seal(folder)
 
 
-def _docs(rows: list[Row], sources: dict[str, SourceRecord],
-          known: dict[str, Collection]) -> list[tantivy.Document]:
-    return [search.record_document(_doc(sources[record_id], known))
+def _docs(rows: list[Row], sources: dict[str, SourceRecord], known: dict[str, Collection],
+          made: dict[str, search.Doc]) -> list[tantivy.Document]:
+    return [search.record_document(made.get(record_id) or _doc(sources[record_id], known))
             for _, record_id, _ in rows]
 
 
