@@ -44,22 +44,18 @@ def download_files(node: NodeConfig, collections: dict[str, Collection],
     same files go to site_out/ and to the bundle (the sidecar serves them): each is
     rendered once."""
     files = []
-    # render key -> served JSON: the species CSV and the archive (written after it) decode a
-    # species once between them; the archive lets go of them
-    decoded: dict[str, dict[str, Any]] = {}
     for name, (records, prints) in public.items():
         collection = collections[name]
         files.append(OutputFile(csv_path(name), fingerprint("csv", name, *prints),
                                 functools.cache(functools.partial(
-                                    _csv_of, collection, records, prints, cache,
-                                    decoded if name == SPECIES else {}))))
+                                    _csv_of, collection, records, prints, cache))))
     records, prints = public.get(SPECIES, ([], []))
     identity = (node.id, node.name, node.description, node.publisher, node.contact,
                 node.licence, node.language, node.base_url)
     files.append(OutputFile(dwc_archive.ARCHIVE_PATH,
                             fingerprint("dwca", *identity, *prints),
                             functools.cache(functools.partial(
-                                _archive_of, node, records, prints, cache, decoded))))
+                                _archive_of, node, records, prints, cache))))
     return files
 
 
@@ -80,23 +76,22 @@ def manifest_section(node: NodeConfig, counts: dict[str, int],
 
 
 def _csv_of(collection: Collection, records: list[Rendered], prints: list[str],
-            cache: Cache, decoded: dict[str, dict[str, Any]]) -> bytes:
-    parts = _parts(cache, decoded, csv_path(collection.name), records, prints, (),
+            cache: Cache) -> bytes:
+    parts = _parts(cache, csv_path(collection.name), records, prints, (),
                    lambda served: (csv_rows(collection, served),))
     text = csv_header(collection) + "".join(part[0] for part in parts)
     return text.encode("utf-8-sig")  # the mark makes spreadsheets read UTF-8
 
 
 def _archive_of(node: NodeConfig, records: list[Rendered], prints: list[str],
-                cache: Cache, decoded: dict[str, dict[str, Any]]) -> bytes:
-    parts = _parts(cache, decoded, dwc_archive.ARCHIVE_PATH, records, prints,
-                   (node.language,), lambda served: dwc_archive.rows(node, served))
-    decoded.clear()
+                cache: Cache) -> bytes:
+    parts = _parts(cache, dwc_archive.ARCHIVE_PATH, records, prints, (node.language,),
+                   lambda served: dwc_archive.rows(node, served))
     return dwc_archive.archive(node, parts)
 
 
-def _parts(cache: Cache, decoded: dict[str, dict[str, Any]], download: str,
-           records: list[Rendered], prints: list[str], context: tuple[str, ...],
+def _parts(cache: Cache, download: str, records: list[Rendered], prints: list[str],
+           context: tuple[str, ...],
            make: Callable[[list[dict[str, Any]]], tuple[str, ...]]) -> list[tuple[str, ...]]:
     """The text of each part of one download, from the cache or made now from the records'
     served JSON. `context` holds whatever else the text depends on."""
@@ -106,19 +101,14 @@ def _parts(cache: Cache, decoded: dict[str, dict[str, Any]], download: str,
         if end == len(records) or zlib.crc32(r.id.encode()) % PART == 0:
             span = slice(start, end)
             parts.append(cache.part(download, fingerprint(download, *context, *prints[span]),
-                                    functools.partial(_made, make, records[span], decoded)))
+                                    functools.partial(_made, make, records[span])))
             start = end
     return parts
 
 
-def _made(make: Callable[[list[dict[str, Any]]], tuple[str, ...]], records: list[Rendered],
-          decoded: dict[str, dict[str, Any]]) -> tuple[str, ...]:
-    """A part's text. The records are read from their served JSON, each decoded once an
-    export (`decoded`, by render key) whichever download needs it first."""
-    new = [r for r in records if r.key not in decoded]
-    for r, data in zip(new, json_of(new), strict=True):
-        decoded[r.key] = json.loads(data)
-    return make([decoded[r.key] for r in records])
+def _made(make: Callable[[list[dict[str, Any]]], tuple[str, ...]],
+          records: list[Rendered]) -> tuple[str, ...]:
+    return make([json.loads(data) for data in json_of(records)])
 
 
 def csv_header(collection: Collection) -> str:
