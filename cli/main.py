@@ -202,9 +202,10 @@ def export(project_dir: Path, frozen: bool, base_url: str | None) -> None:
 def serve(project_dir: Path, host: str, port: int, anonymous_rate: int, workers: int | None,
           redis_url: str | None) -> None:
     """Start the sidecar on the last export's bundle."""
-    from sidecar.serve import Options, configure_logging, run
+    from sidecar import access_log
+    from sidecar.serve import Options, run
 
-    configure_logging("%(asctime)s %(name)s %(message)s")
+    access_log.configure()
     project = Project(project_dir)
     settings = load_serve_config(project)
     options = Options(project.bundle, project.private, host, port, anonymous_rate,

@@ -15,12 +15,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiohttp import abc, http_exceptions, web, web_protocol, web_server
+from aiohttp import http_exceptions, web, web_protocol, web_server
 
 from exporter.contract.endpoints import BY_NAME
 from exporter.contract.wire import BODY_LIMIT, error_body
 
-from . import handlers
+from . import access_log, handlers
+from .access_log import AccessLogger, printable
 from .auth import Verifier, check_policy, extract_token
 from .errors import APIError, InvalidApiKey, MethodNotAllowed, NotFound, for_status
 from .limits import Limiter, MemoryLimiter, RedisLimiter, rate_limited
@@ -29,7 +30,6 @@ from .state import ANONYMOUS_RATE, CALLER, LIMITER, RATE, STORE, VERIFIER
 from .store import Store
 
 log = logging.getLogger("fednode.sidecar")
-access_logger = logging.getLogger("fednode.access")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 KEY_HEADERS = "Authorization, X-API-Key"
@@ -74,7 +74,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     except web.HTTPException as exc:
         return error_response(for_status(exc.status, exc.reason))
     except Exception:
-        log.exception("unhandled error on %s %s", request.method, _printable(request.raw_path))
+        log.exception("unhandled error on %s %s", request.method, printable(request.raw_path))
         return error_response(APIError("the node failed to answer; the error is logged, try "
                                        "again later"))
 
@@ -144,31 +144,11 @@ async def on_response_prepare(request: web.Request, response: web.StreamResponse
         response.headers.update(decision.headers())
 
 
-def _printable(text: str) -> str:
-    """A path as it may go into a log line: control and non-ASCII characters escaped, so a
-    request cannot forge or break log lines."""
-    return text.encode("ascii", "backslashreplace").decode("ascii").translate(_CONTROL)
-
-
-_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7f)}
-
-
-class AccessLogger(abc.AbstractAccessLogger):
-    """One line a request: method, raw path (escaped), status, caller, time taken."""
-
-    def log(self, request: web.BaseRequest, response: web.StreamResponse,
-            time: float) -> None:
-        caller = request.get(CALLER)
-        self.logger.info("%s %s %s %s %.1fms", _printable(request.method),
-                         _printable(request.raw_path), response.status,
-                         caller.access if caller else "open", time * 1000)
-
-
 def create_app(config: SidecarConfig) -> web.Application:
     app = web.Application(
         middlewares=[errors_middleware, auth_middleware],
         client_max_size=BODY_LIMIT,
-        handler_args={"access_log_class": AccessLogger, "access_log": access_logger})
+        handler_args={"access_log_class": AccessLogger, "access_log": access_log.logger})
     app[VERIFIER] = Verifier(config.private, clock=config.clock)
     app[ANONYMOUS_RATE] = config.anonymous_rate
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import logging.handlers
 import multiprocessing
 import os
 import queue
@@ -22,45 +21,13 @@ from aiohttp import web
 
 from exporter.contract.errors import FednodeError
 
+from . import access_log
 from .app import NodeRunner, SidecarConfig, create_app
 from .errors import Unavailable
 from .limits import where_of
 from .state import STORE
 
 log = logging.getLogger("fednode.sidecar")
-ACCESS_FLUSH = 0.5  # seconds an access line may wait before it is written
-ACCESS_BUFFER = 1024  # access lines kept before they are written, whatever the time
-
-
-def configure_logging(format_: str) -> None:
-    """Log lines to standard error. Access lines, one a request, are buffered and written in
-    batches, at least every ACCESS_FLUSH seconds (by `serve`), rather than with one write a
-    request (a sixth of a record read's time); a warning or an error writes the waiting
-    access lines first, so the log keeps its order."""
-    access = logging.getLogger("fednode.access")
-    if any(isinstance(h, logging.handlers.MemoryHandler) for h in access.handlers):
-        return  # configured already
-    logging.logThreads = False  # not in our lines; the record need not look them up
-    logging.logMultiprocessing = False
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=format_)
-    root = logging.getLogger()
-    buffered = logging.handlers.MemoryHandler(ACCESS_BUFFER, logging.WARNING, root.handlers[0])
-    access.addHandler(buffered)
-    access.propagate = False
-    root.handlers.insert(0, _FlushFirst(buffered))
-
-
-class _FlushFirst(logging.Handler):
-    """Before a warning or an error is written, the access lines that came before it."""
-
-    def __init__(self, buffered: logging.Handler) -> None:
-        super().__init__(logging.WARNING)
-        self.buffered = buffered
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.buffered.flush()
-
-
 class ServeError(FednodeError):
     """The sidecar cannot start; the message says why and what to do."""
 
@@ -124,22 +91,17 @@ async def serve(options: Options, *, say: Callable[[str], None], reuse_port: boo
         await flushing
     finally:
         await runner.cleanup()
-        _flush_access_log_now()
+        access_log.flush()
 
 
 async def _flush_access_log(stop: asyncio.Event) -> None:
-    """Write the buffered access lines every ACCESS_FLUSH seconds until `stop`."""
+    """Write the waiting access lines every FLUSH_SECONDS until `stop`."""
     while not stop.is_set():
         try:
-            await asyncio.wait_for(stop.wait(), ACCESS_FLUSH)
+            await asyncio.wait_for(stop.wait(), access_log.FLUSH_SECONDS)
         except TimeoutError:
             pass
-        _flush_access_log_now()
-
-
-def _flush_access_log_now() -> None:
-    for handler in logging.getLogger("fednode.access").handlers:
-        handler.flush()
+        access_log.flush()
 
 
 def _supervise(options: Options, workers: int, say: Callable[[str], None]) -> None:
@@ -200,7 +162,7 @@ def _supervise(options: Options, workers: int, say: Callable[[str], None]) -> No
 
 def _worker(options: Options, reports: multiprocessing.Queue[tuple[str, str]]) -> None:
     """One worker process: serve on the shared port, report when listening or why not."""
-    configure_logging("%(asctime)s %(process)d %(name)s %(message)s")
+    access_log.configure(worker=True)
     try:
         asyncio.run(serve(options, say=lambda line: None, reuse_port=True,
                           ready=lambda: reports.put(("ready", ""))))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -87,6 +88,19 @@ def test_access_lines_are_written_within_a_second_while_serving(tmp_path: Path) 
             assert time.monotonic() - asked < 2, log.read_text()
             time.sleep(0.05)
         assert server.poll() is None
+        # Each line in the layout of every other log line, one a request, even for a path
+        # written to look like a second line.
+        forged = "/api/species%0A127.0.0.1%20GET%20/forged%20200"
+        assert http_get(f"{base}{forged}")[0] == 404
+        asked = time.monotonic()
+        while forged.encode() not in log.read_bytes():
+            assert time.monotonic() - asked < 2, log.read_text()
+            time.sleep(0.05)
+        lines = [line for line in log.read_text().splitlines() if "fednode.access" in line]
+        assert len(lines) == 5  # the manifest waited for, three lists, the forged path
+        assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} fednode\.access "
+                                r"GET \S+ \d{3} open \d+\.\dms", line) for line in lines), lines
+        assert lines[-1].split()[4:6] == [forged, "404"]
         # An error is written after the access lines of the requests before it.
         http_get(f"{base}/api/species?offset=4")
         (root / ".fednode" / "keys.json").write_text("{damaged")
