@@ -85,9 +85,9 @@ class Batch(logging.Handler):
     def flush(self) -> None:
         if not self.lines:
             return
-        take = self.lines.popleft
-        text = "".join([take() for _ in range(len(self.lines))])
-        with self.target.lock:  # type: ignore[union-attr]
+        with self.target.lock:  # type: ignore[union-attr]  # one flush at a time
+            take = self.lines.popleft
+            text = "".join([take() for _ in range(len(self.lines))])
             try:
                 self.target.stream.write(text)
                 self.target.flush()

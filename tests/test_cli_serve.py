@@ -115,6 +115,42 @@ def test_access_lines_are_written_within_a_second_while_serving(tmp_path: Path) 
         server.wait(timeout=30)
 
 
+def test_access_lines_flushed_from_two_threads_are_each_written_once_in_order() -> None:
+    """A warning on a worker thread flushes the batch while the loop adds and flushes: no
+    line is lost, doubled or moved."""
+    import io
+    import logging
+    import threading
+
+    from sidecar.access_log import Batch
+
+    stream = io.StringIO()
+    target = logging.StreamHandler(stream)
+    batch = Batch(target, "fednode.access")
+    done = threading.Event()
+
+    def warn_often() -> None:
+        while not done.is_set():
+            batch.flush()
+
+    other = threading.Thread(target=warn_often)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as they can
+    other.start()
+    try:
+        for n in range(20_000):
+            batch.add(f"GET /api/species/{n} 200 open 0.1ms")
+            if n % 7 == 0:
+                batch.flush()
+    finally:
+        done.set()
+        other.join()
+        sys.setswitchinterval(interval)
+    batch.flush()
+    numbers = [int(line.split()[4].rpartition("/")[2]) for line in stream.getvalue().splitlines()]
+    assert numbers == list(range(20_000))
+
+
 def test_netlify_builds_with_the_frozen_ledger_and_publishes_site_out() -> None:
     config = tomllib.loads((REPO / "netlify.toml").read_text())
     assert config["build"]["publish"] == "site_out"
