@@ -9,6 +9,7 @@ line breaks undone), so a reader can find it at `url` (`…pdf#page=N`)."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,10 @@ EVIDENCE = 0.43  # the question is answered only if the best passage reaches thi
 EVIDENCE_WORDS = 0.3  # the weight of words in the evidence; the rest is meaning
 NO_ANSWER = ("The library holds no passage that answers this question; try other words, or "
              "ask about what its documents cover (GET /api/resources lists them).")
+# A word the tokenizer of the embedding model splits into this many pieces or more is rare in
+# the text its vocabulary was learnt from (common words are one or two pieces).
+RARE_PIECES = 3
+_WORD = re.compile(r"\w+")
 
 
 # Words that make a question a question, not what it is about.
@@ -50,6 +55,11 @@ class Candidate:
 def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
            ) -> dict[str, Any]:
     indexes = snapshot.passage_groups(groups)
+    unknown = unknown_names(question, indexes)
+    if unknown:
+        return _refusal(question, f"The library's documents never mention {unknown[0]!r}, so "
+                                  f"they cannot answer this question; ask about what they "
+                                  f"cover (GET /api/resources lists them).")
     terms = set(search.stems(question)) - ASKING
     vector = search.Embedder.embed([question])[0]
     found: list[Candidate] = []
@@ -72,8 +82,7 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
             quotes += [(sentence, passage) for sentence in search.sentences(str(passage[3]))]
         chosen = _support(quotes, weights, vector, limit)
     if not chosen:
-        return {"question": question, "answer": None, "citations": [], "grounded": False,
-                "message": NO_ANSWER}
+        return _refusal(question, NO_ANSWER)
     citations = []
     for n, (sentence, cited, _) in enumerate(chosen, start=1):
         document_id, page, label = str(cited[0]), int(cited[1]), str(cited[2])
@@ -86,6 +95,33 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
                           "url": f"{document_url(root, document_id)}#page={page}"})
     text = " ".join(f"{sentence} [{n}]" for n, (sentence, _, _) in enumerate(chosen, start=1))
     return {"question": question, "answer": text, "citations": citations, "grounded": True}
+
+
+def _refusal(question: str, message: str) -> dict[str, Any]:
+    return {"question": question, "answer": None, "citations": [], "grounded": False,
+            "message": message}
+
+
+def unknown_names(question: str, indexes: list[search.Passages]) -> list[str]:
+    """The question's words that name something none of these passages mention: a word
+    the passages never use (stemmed as the index stems it) that is written as a name
+    (a capital letter after the first word, or a digit) or is rare (`RARE_PIECES`). A
+    library that never mentions what a question is about cannot answer it, however close
+    its other words come. An ordinary word it does not use ("fridge" where the library says
+    "refrigerator") is left to the evidence step."""
+    found = []
+    tokenizer = search.Embedder.model().tokenizer
+    for n, word in enumerate(_WORD.findall(question)):
+        named = (n > 0 and word[:1].isupper()) or any(c.isdigit() for c in word)
+        if not named and len(tokenizer.encode(word.lower(), add_special_tokens=False).ids) \
+                < RARE_PIECES:
+            continue
+        stemmed = search.stems(word)
+        if not stemmed or stemmed[0] in ASKING:
+            continue  # a stop word or a question word: what it asks, not what about
+        if not any(group.searcher.doc_freq("text", stemmed[0]) for group in indexes):
+            found.append(word)
+    return found
 
 
 def _evidence(candidates: list[Candidate], by_name: dict[str, search.Passages],

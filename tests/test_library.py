@@ -49,7 +49,8 @@ GUIDE_PAGES = [
 PROTOCOL_PAGES = [
     "Partner protocol.",
     "Every injection team carries a spill kit with absorbent pads and a sealed bag. A spill "
-    "is reported to the coordinator on the same day.",
+    "is reported to the coordinator on the same day. Spare Spillsorb pads are kept in the "
+    "store at Profondeville.",
 ]
 
 
@@ -124,15 +125,19 @@ def test_an_answer_cites_the_page_it_comes_from(site: Site) -> None:
     assert len(body["citations"]) == 1 and body["citations"][0]["page_label"] == "2"
 
 
-@pytest.mark.parametrize("question", [
-    "What is the best treatment for ragweed allergy?",
-    "How many members does the football club have?",
+@pytest.mark.parametrize(("question", "says"), [
+    ("How many members does the football club have?", "no passage"),
+    ("What is the best way to feed a horse in winter?", "no passage"),
+    # A name, a number or a rare word the library never uses: it cannot be what it is about.
+    ("What is the best treatment for ragweed allergy?", "never mention 'ragweed'"),
+    ("Are knotweed stems injected in Dinant as well?", "never mention 'Dinant'"),
+    ("Can a holder of a P1 licence inject knotweed stems?", "never mention 'P1'"),
 ])
-def test_no_support_is_no_answer(site: Site, question: str) -> None:
+def test_no_support_is_no_answer(site: Site, question: str, says: str) -> None:
     status, body = site.ask({"question": question})
     assert status == 200
     assert body["answer"] is None and body["grounded"] is False and body["citations"] == []
-    assert "no passage" in body["message"]
+    assert says in body["message"], body["message"]
 
 
 def test_restricted_documents_are_absent_for_keys_without_their_group(
@@ -144,12 +149,18 @@ def test_restricted_documents_are_absent_for_keys_without_their_group(
     assert granted["citations"][0]["url"].startswith("https://api.example.org/library/")
     public = site.ask({"question": "When should knotweed stems be injected?"})[1]
     assert public["citations"][0]["url"].startswith("https://node.example.org/library/")
+    # A name only the restricted document uses is, for everyone else, one the library
+    # never mentions: the refusal says so, as a node without the document would.
+    status, named = site.ask({"question": "Where are the Spillsorb pads kept?"}, "sensitive")
+    assert named["grounded"] and named["citations"][0]["document_id"] == PROTOCOL
     for words in ("What must an injection team carry in case of a spill?",
-                  "When should knotweed stems be injected?", "spill kit absorbent pads"):
+                  "When should knotweed stems be injected?", "spill kit absorbent pads",
+                  "Where are the Spillsorb pads kept?"):
         plain = site.ask({"question": words, "limit": 5}, "plain")
         alone = public_only.ask({"question": words, "limit": 5}, "plain")
         assert plain == alone, words
         assert PROTOCOL not in json.dumps(plain)
+    assert "never mention 'Spillsorb'" in plain[1]["message"]
 
 
 def test_pdfs_are_published_or_served_only_to_those_who_may_read_them(site: Site) -> None:
