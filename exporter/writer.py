@@ -4,7 +4,7 @@ Layout (everything under the private folder is 0700; bundle files are 0600):
 
     .fednode/builds/a/site/       a build's public tree
     .fednode/builds/a/bundle/     the same build's private bundle
-    .fednode/builds/a/outputs.json   what each file of both trees was rendered from
+    .fednode/builds/a/outputs.marshal   what each file of both trees was rendered from
     .fednode/builds/b/...         the other build: the previous one, or the next one
     .fednode/current -> builds/a  the switch
     site_out -> .fednode/current/site
@@ -16,9 +16,9 @@ exist and always belong to the same build, whenever the export is killed; reader
 old pair or the new pair, never a mix.
 
 The two builds take turns. The one not current holds the build before last, with its
-`outputs.json`: files whose fingerprint is unchanged stay, files the current build has are
+`outputs.marshal`: files whose fingerprint is unchanged stay, files the current build has are
 hard-linked from it, and only the rest are rendered. A file is never written into: it is
-replaced by a new one, so the builds can share files through hard links. `outputs.json` is
+replaced by a new one, so the builds can share files through hard links. `outputs.marshal` is
 removed before a build is touched and written back only when both trees are complete, so a
 build whose export died is rebuilt from scratch, never trusted."""
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import marshal
 import os
 import shutil
 import signal
@@ -40,7 +41,11 @@ from .errors import ExportError
 
 BUILDS = "builds"
 CURRENT = "current"
-OUTPUTS = "outputs.json"
+# Python's marshal, not JSON: 300,000 paths at 100,000 records took 0.3 s to read (twice an
+# export) and 0.3 s to write as JSON; marshal reads them in 0.13 s and writes them in 0.01 s.
+# Written and read by this fednode only; one it cannot read is not trusted (rebuilt).
+OUTPUTS = "outputs.marshal"
+LEGACY_OUTPUTS = "outputs.json"  # what fednode before session 6 wrote: read, never written
 NAMES = ("a", "b")
 # Each tree's folder name in a build, and the mode of its files.
 TREES = {"site": 0o644, "bundle": 0o600}
@@ -134,6 +139,7 @@ class Release:
         _sweep(release)
         kept = _read_outputs(release.folder)
         (release.folder / OUTPUTS).unlink(missing_ok=True)
+        (release.folder / LEGACY_OUTPUTS).unlink(missing_ok=True)
         if kept is None:
             _rmtree(release.folder)
             kept = {}
@@ -202,8 +208,7 @@ class Release:
         """Switch both trees in with one rename, then make sure the links point through
         the switch. The build that was current stays, as the next export's starting point."""
         record = self.folder / OUTPUTS
-        _write(str(record) + ".tmp", json.dumps(self.outputs, separators=(",", ":"))
-               .encode(), 0o600, replace=True)
+        _write(str(record) + ".tmp", marshal.dumps(self.outputs), 0o600, replace=True)
         os.replace(str(record) + ".tmp", record)
         checkpoint("recorded")
         _symlink(f"{BUILDS}/{self.name}", self.private / CURRENT)
@@ -229,10 +234,17 @@ def _current(private: Path) -> str | None:
 
 def _read_outputs(folder: Path) -> dict[str, dict[str, str]] | None:
     try:
-        data = json.loads((folder / OUTPUTS).read_bytes())
-    except (OSError, ValueError):
+        data = marshal.loads((folder / OUTPUTS).read_bytes())
+    except FileNotFoundError:
+        try:
+            data = json.loads((folder / LEGACY_OUTPUTS).read_bytes())
+        except (OSError, ValueError):
+            return None
+    except (OSError, ValueError, EOFError, TypeError):
         return None
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+    if not isinstance(data, dict) or not all(
+            isinstance(v, dict) and all(isinstance(k, str) and isinstance(f, str)
+                                        for k, f in v.items()) for v in data.values()):
         return None
     return data
 

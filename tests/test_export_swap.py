@@ -124,7 +124,7 @@ def test_private_folders_are_closed_and_their_files_0600(tmp_path: Path) -> None
         assert stat.S_IMODE(path.stat().st_mode) == (0o600 if path.is_file() else 0o700), path
     assert stat.S_IMODE((private / "export.lock").stat().st_mode) == 0o600
     for build in (private / "builds").iterdir():
-        assert stat.S_IMODE((build / "outputs.json").stat().st_mode) == 0o600
+        assert stat.S_IMODE((build / "outputs.marshal").stat().st_mode) == 0o600
     site = (root / "site_out").resolve()
     assert stat.S_IMODE(site.stat().st_mode) & 0o005 == 0o005  # a web server may read it
     assert all(stat.S_IMODE(p.stat().st_mode) & 0o004 for p in site.rglob("*"))
@@ -238,3 +238,39 @@ def test_a_file_that_cannot_be_created_is_one_error_and_keeps_the_build(tmp_path
     export_refused_with_unwritable(root, folder)
     assert one_build(root) == before
     assert run_export(root).returncode == 0
+
+
+def test_builds_recorded_by_an_older_fednode_are_reused_and_a_damaged_record_is_rebuilt(
+        tmp_path: Path) -> None:
+    """Each build records what its files were rendered from (outputs.marshal; fednode before
+    it wrote outputs.json, which is still read). Unreadable, a build is rebuilt, not
+    trusted."""
+    import marshal
+
+    from exporter.build import build
+    from exporter.config import Project
+
+    root = copy_sample(tmp_path / "node")
+    build(Project(root))
+    first = build(Project(root))  # both builds exist and are recorded now
+    assert first.site is not None and first.site.written == 0
+    builds = root / ".fednode" / "builds"
+    for record in builds.glob("*/outputs.marshal"):
+        (record.parent / "outputs.json").write_text(json.dumps(marshal.loads(
+            record.read_bytes())))
+        record.unlink()
+    older = build(Project(root))
+    assert older.site is not None and (older.site.written, older.site.reused) == (
+        0, first.site.reused)
+    current = builds / os.readlink(root / ".fednode" / "current").rpartition("/")[2]
+    # The build this export brought up to date has the new record only.
+    assert (current / "outputs.marshal").is_file()
+    assert not (current / "outputs.json").exists()
+    before = one_build(root)
+    spare = next(p for p in builds.iterdir() if p != current)
+    (spare / "outputs.marshal").write_bytes(b"\x00damaged")
+    stray = spare / "site" / "stray.txt"
+    stray.write_text("a file no record of the build names")
+    build(Project(root))
+    assert not stray.exists()  # the build was made afresh, not trusted
+    assert one_build(root) == before

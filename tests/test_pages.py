@@ -181,7 +181,7 @@ def test_links_follow_an_edit_of_the_species_a_record_names(tmp_path: Path) -> N
     kept = page_files(root)
     (root / ".fednode" / "cache" / "sources.marshal").unlink()
     shutil.rmtree(root / ".fednode" / "cache" / "parts", ignore_errors=True)
-    for outputs in (root / ".fednode" / "builds").glob("*/outputs.json"):
+    for outputs in (root / ".fednode" / "builds").glob("*/outputs.marshal"):
         outputs.unlink()
     build(Project(root), now=NOW)
     assert page_files(root) == kept
