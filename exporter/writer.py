@@ -45,7 +45,7 @@ CURRENT = "current"
 # export) and 0.3 s to write as JSON; marshal reads them in 0.13 s and writes them in 0.01 s.
 # Written and read by this fednode only; one it cannot read is not trusted (rebuilt).
 OUTPUTS = "outputs.marshal"
-LEGACY_OUTPUTS = "outputs.json"  # what fednode before session 6 wrote: read, never written
+LEGACY_OUTPUTS = "outputs.json"  # what earlier versions of fednode wrote: read, never written
 NAMES = ("a", "b")
 # Each tree's folder name in a build, and the mode of its files.
 TREES = {"site": 0o644, "bundle": 0o600}

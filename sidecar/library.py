@@ -36,6 +36,7 @@ NO_ANSWER = ("The library holds no passage that answers this question; try other
 # the text its vocabulary was learnt from (common words are one or two pieces).
 RARE_PIECES = 3
 _WORD = re.compile(r"\w+")
+_SENTENCE_ENDS = (".", "!", "?", ":", ";", "\"", "“", "(")
 
 
 # Words that make a question a question, not what it is about.
@@ -105,14 +106,16 @@ def _refusal(question: str, message: str) -> dict[str, Any]:
 def unknown_names(question: str, indexes: list[search.Passages]) -> list[str]:
     """The question's words that name something none of these passages mention: a word
     the passages never use (stemmed as the index stems it) that is written as a name
-    (a capital letter after the first word, or a digit) or is rare (`RARE_PIECES`). A
+    (a capital letter not opening a sentence, or a digit) or is rare (`RARE_PIECES`). A
     library that never mentions what a question is about cannot answer it, however close
     its other words come. An ordinary word it does not use ("fridge" where the library says
     "refrigerator") is left to the evidence step."""
     found = []
     tokenizer = search.Embedder.model().tokenizer
-    for n, word in enumerate(_WORD.findall(question)):
-        named = (n > 0 and word[:1].isupper()) or any(c.isdigit() for c in word)
+    for match in _WORD.finditer(question):
+        word, before = match.group(), question[:match.start()].rstrip()
+        opens = not before or before.endswith(_SENTENCE_ENDS)  # a capital there is no name
+        named = (not opens and word[:1].isupper()) or any(c.isdigit() for c in word)
         if not named and len(tokenizer.encode(word.lower(), add_special_tokens=False).ids) \
                 < RARE_PIECES:
             continue

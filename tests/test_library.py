@@ -140,6 +140,16 @@ def test_no_support_is_no_answer(site: Site, question: str, says: str) -> None:
     assert says in body["message"], body["message"]
 
 
+def test_a_capital_opening_a_later_sentence_is_no_name(site: Site) -> None:
+    """Only a capital inside a sentence makes a word a name: "Afterwards" opens one."""
+    status, body = site.ask({"question": "Our team pulls balsam. Afterwards, when should "
+                                         "knotweed stems be injected?"})
+    assert body["grounded"] is True, body
+    status, body = site.ask({"question": "Our team pulls balsam, and afterwards Dinant: "
+                                         "when should knotweed stems be injected?"})
+    assert "never mention 'Dinant'" in body["message"]
+
+
 def test_restricted_documents_are_absent_for_keys_without_their_group(
         site: Site, public_only: Site) -> None:
     question = {"question": "What must an injection team carry in case of a spill?"}
