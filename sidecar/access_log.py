@@ -30,6 +30,8 @@ logger = logging.getLogger("fednode.access")
 def printable(text: str) -> str:
     """Text as it may go into a log line: control and non-ASCII characters escaped, so a
     request cannot forge or break log lines."""
+    if text.isascii() and text.isprintable():  # nearly every path: nothing to escape
+        return text
     return text.encode("ascii", "backslashreplace").decode("ascii").translate(_CONTROL)
 
 
