@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from . import bundle_writer, downloads, layout, library, openapi, pages, redirects, search_index
 from .cache import Cache, SortKey
 from .config import NodeConfig, Project, load_node_config
-from .content import SourceRecord, discover, read
+from .content import SourceRecord, discover, read_all
 from .contract.feed import (
     CHANGES_PATH,
     SNAPSHOT_CHUNK,
@@ -105,21 +105,30 @@ def load(project: Project, *, base_url: str | None = None,
     records: list[SourceRecord] = []
     sort_keys: dict[str, SortKey] = {}
     progress("reading", 0, len(files))
-    for done, source in enumerate(files, start=1):
-        collection = known[source.collection]
-        cached = cache.records(source, collection)
+    # The cache's records first, then the files it does not have, read (by worker
+    # processes when there are many); records keep the order of the files.
+    found_in: dict[int, tuple[list[SourceRecord], list[SortKey]]] = {}
+    unread = []
+    for n, source in enumerate(files):
+        cached = cache.records(source, known[source.collection])
         if cached is None:
-            got, found = read(source, collection)
-            problems.extend(found)
-            keys = [collection.sort_key(record.fields) for record in got]
-            if not found:
-                cache.remember(source.rel, source.mtime_ns, source.size, got, keys)
+            unread.append(n)
         else:
-            got, keys = cached
+            found_in[n] = cached
+    for done, (n, (got, found)) in enumerate(
+            zip(unread, read_all([files[n] for n in unread])), start=1):
+        source, collection = files[n], known[files[n].collection]
+        problems.extend(found)
+        keys = [collection.sort_key(record.fields) for record in got]
+        if not found:
+            cache.remember(source.rel, source.mtime_ns, source.size, got, keys)
+        found_in[n] = got, keys
+        if done % 2000 == 0:
+            progress("reading", done + len(files) - len(unread), len(files))
+    for n in range(len(files)):
+        got, keys = found_in.pop(n)
         records.extend(got)
         sort_keys.update(zip((record.id for record in got), keys, strict=True))
-        if done % 2000 == 0:
-            progress("reading", done, len(files))
     progress("reading", len(files), len(files))
     problems.extend(_duplicates(records))
     documents: list[library.Document] = []

@@ -11,7 +11,9 @@ from click.testing import CliRunner
 from cli.main import main
 from exporter.build import load
 from exporter.config import Project
+from exporter.content import CHUNK, PARALLEL_FROM, discover, read, read_all
 from exporter.errors import ContentError
+from exporter.schemas import collections
 
 
 def problems(root: Path) -> list[str]:
@@ -167,3 +169,31 @@ def test_cli_new_scaffolds_a_record_that_check_explains(node: Node) -> None:
     assert "giant-hogweed.md:5: family: empty: fill it in or remove the line\n" in check.output
     bad = runner.invoke(main, ["new", "plants", "X", "--project", str(node.root)])
     assert bad.exit_code == 1 and "unknown collection 'plants'" in bad.output
+
+
+def test_many_files_are_read_by_workers_in_order_with_every_problem(node: Node) -> None:
+    """Past `PARALLEL_FROM` files, worker processes read them: records come back in the
+    files' order, and each broken file's problems with their own path, line and field, as
+    reading them one by one here gives them."""
+    count = PARALLEL_FROM + CHUNK + 7  # several chunks, the last one short
+    broken = {17: {"category": "weedy"}, CHUNK + 3: {"scientificNam": "typo"}}
+    for n in range(count):
+        node.write("species", f"s{n:04d}", species(f"Planta numero{n:04d}",
+                                                   **broken.get(n, {})))
+    node.path("species", f"s{count - 1:04d}").write_text("+++\nid = \"x\n")
+    files, _ = discover(node.root / "content", collections())
+    assert len(files) == count
+    one_by_one = [read(source, collections()["species"]) for source in files]
+    by_workers = list(read_all(files))
+    assert [[r.hash for r in records] for records, _ in by_workers] == \
+        [[r.hash for r in records] for records, _ in one_by_one]
+    assert [list(map(str, found)) for _, found in by_workers] == \
+        [list(map(str, found)) for _, found in one_by_one]
+    found = problems(node.root)
+    assert len(found) == 3, found
+    assert found[0] == ("content/species/s0017.md:5: category: 'weedy' is not one of invasive, "
+                        "native, introduced")
+    assert found[1] == (f"content/species/s{CHUNK + 3:04d}.md:7: scientificNam: unknown field; "
+                        f"did you mean scientificName?")
+    assert found[2] == (f"content/species/s{count - 1:04d}.md:1: front matter not closed: add a "
+                        f"line '+++' after the fields")
