@@ -116,7 +116,7 @@ def load(project: Project, *, base_url: str | None = None,
         else:
             found_in[n] = cached
     for done, (n, (got, found)) in enumerate(
-            zip(unread, read_all([files[n] for n in unread])), start=1):
+            zip(unread, read_all([files[n] for n in unread]), strict=True), start=1):
         source, collection = files[n], known[files[n].collection]
         problems.extend(found)
         keys = [collection.sort_key(record.fields) for record in got]

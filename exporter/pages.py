@@ -78,8 +78,14 @@ class Site:
     print_: str  # changes whenever any of the above may
 
     def render(self, template: str, **values: Any) -> bytes:
-        return _environment().get_template(template).render(
+        return _template(template).render(
             node=self.node, collections=self.collections, **values).encode("utf-8")
+
+
+@cache
+def _template(name: str) -> jinja2.Template:
+    """A template, looked up once (they are the package's own files, never changed)."""
+    return _environment().get_template(name)
 
 
 def site_of(node: NodeConfig, known: dict[str, Collection], counts: dict[str, int]) -> Site:
@@ -171,19 +177,31 @@ _WORDS = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _HIDDEN = {"id", "access", "title", "tags", "body"}
 
 
+@cache
+def _labelled(collection: Collection) -> tuple[tuple[str, str], ...]:
+    """The fields a record page lists, in schema order, each with its label."""
+    out = []
+    for name in collection.content_fields:
+        if name in _HIDDEN or name == collection.title_field:
+            continue
+        label = (collection.property(name) or {}).get("title") or _WORDS.sub(" ", name)
+        out.append((name, str(label[:1].upper() + label[1:])))
+    return tuple(out)
+
+
 def _record_page(site: Site, collection: Collection, r: Rendered, source: SourceRecord,
                  links: list[tuple[str, Rendered]]) -> bytes:
     fields = source.fields
     shown: list[tuple[str, Any]] = []
-    for name in collection.content_fields:
+    for name, label in _labelled(collection):
         value = fields.get(name)
-        if name in _HIDDEN or name == collection.title_field or value in (None, "", []):
+        if value in (None, "", []):
             continue
-        label = (collection.property(name) or {}).get("title") or _WORDS.sub(" ", name)
-        shown.append((str(label[:1].upper() + label[1:]),
-                      [str(v) for v in value] if isinstance(value, list) else str(value)))
+        # a list as one text, escaped once: what `join(", ")` gave, item by item
+        shown.append((label, ", ".join(map(str, value)) if isinstance(value, list)
+                      else str(value)))
     if fields.get("tags"):
-        shown.append(("Tags", [str(tag) for tag in fields["tags"]]))
+        shown.append(("Tags", ", ".join(map(str, fields["tags"]))))
     sections: dict[str, list[dict[str, str]]] = {}
     for section, other in links:
         sections.setdefault(section, []).append(

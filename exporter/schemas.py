@@ -57,11 +57,12 @@ class Collection:
                    for name in ("date", "date-time", "uri", "uuid")}
         return fastjsonschema.compile(compiled, formats=formats)  # type: ignore[no-any-return]
 
-    @property
-    def content_fields(self) -> list[str]:
-        """Fields a content file may set, in schema order (the node sets the readOnly ones)."""
-        return [name for name, spec in self.schema["properties"].items()
-                if not spec.get("readOnly")]
+    @cached_property
+    def content_fields(self) -> tuple[str, ...]:
+        """Fields a content file may set, in schema order (the node sets the readOnly ones).
+        Asked for every record read and every page made: made once."""
+        return tuple(name for name, spec in self.schema["properties"].items()
+                     if not spec.get("readOnly"))
 
     def sort_key(self, fields: dict[str, Any]) -> tuple[str, ...]:
         """Where a record goes in lists: the values of the schema's `x-fednode.order`

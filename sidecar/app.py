@@ -62,6 +62,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     with the contract's headers. (No handler streams: each returns its whole response, so
     the headers can be stamped here rather than in an `on_response_prepare` signal, which
     cost every request a few microseconds more.)"""
+    response: web.StreamResponse | None
     try:
         response = await admit(request)
         if response is None:

@@ -45,8 +45,7 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
         counts[source.rel] += 1
         return real(source, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(exporter.content, "read", counted)
-    monkeypatch.setattr(exporter.build, "read", counted)
+    monkeypatch.setattr(exporter.content, "read", counted)  # reading, one file at a time
     return counts
 
 
