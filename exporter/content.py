@@ -224,8 +224,9 @@ def read_all(files: Sequence[SourceFile]) -> Iterator[tuple[list[SourceRecord], 
     (parsing and validating is Python's work, one core's at a time in one process): forked
     on Linux, so they start at once with the schemas loaded, and handed files in chunks.
     Should a worker die, what it had not read is read here."""
-    workers = min(os.cpu_count() or 1, 8)
-    if len(files) < PARALLEL_FROM or workers < 2 or sys.platform != "linux":
+    # the cores this process may use (a container's, not the host's)
+    workers = min(len(os.sched_getaffinity(0)), 8) if sys.platform == "linux" else 1
+    if len(files) < PARALLEL_FROM or workers < 2:
         yield from _read_chunk(files)
         return
     chunks = [files[start:start + CHUNK] for start in range(0, len(files), CHUNK)]
