@@ -38,7 +38,7 @@ from .contract.wire import (
     parse_time,
 )
 from .errors import ContentError, ExportError, Problem
-from .ledger import Current, Ledger
+from .ledger import Current, Event, Ledger
 from .render import (
     Rendered,
     fingerprint,
@@ -217,10 +217,20 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     progress("ledger", len(content.records), len(content.records))
     release = Release.stage(project.private, {"site": project.site_out,
                                               "bundle": project.bundle})
-    # Embedding new text is the slowest step: it runs on its own thread from here.
+    # Embedding new text is the slowest step: it runs aside (another process) from here.
     vectors = search_index.Vectors.start(release.live_tree("bundle"), content.records,
                                          content.collections)
+    try:
+        return _write_trees(project, content, ledger, events, release, vectors,
+                            progress=progress, folder_limit=folder_limit)
+    finally:
+        vectors.close()
 
+
+def _write_trees(project: Project, content: Content, ledger: Ledger, events: list[Event],
+                 release: Release, vectors: search_index.Vectors, *, progress: Progress,
+                 folder_limit: int) -> BuildReport:
+    """Render every output and write both trees into the build, then switch it in."""
     previous = Renderings.read(project.bundle)
     rendered = _render(content, ledger, previous, progress)
     report = BuildReport(seconds=0.0, events=len(events))

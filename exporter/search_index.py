@@ -17,13 +17,13 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import tantivy
 
 from . import search
+from .aside import Aside
 from .content import SourceRecord
 from .contract.bundle import SEARCH
 from .render import Rendered
@@ -35,8 +35,8 @@ Row = tuple[str, str, str]  # collection, id, content hash
 
 class Vectors:
     """Embeddings by content hash. Those of the live build's groups are reused; the others
-    are embedded on a thread of their own, started early (`start`) so that the export's
-    other phases run meanwhile (the tokenizer and numpy let go of the GIL)."""
+    are embedded by a process of their own, started early (`start`) so that the export's
+    other phases run meanwhile on the other core (`aside.Aside`)."""
 
     def __init__(self, live: Path | None, version: str) -> None:
         self.version = version
@@ -56,8 +56,8 @@ class Vectors:
                     self.known[row[2]] = (source, n)
         self.fresh: dict[str, np.ndarray] = {}
         self.docs: dict[str, search.Doc] = {}  # record id -> its document, made once
-        self._work: Future[None] | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._missing: list[str] = []  # the hashes being embedded, in order
+        self._work: Aside[np.ndarray] | None = None
 
     @classmethod
     def start(cls, live: Path | None, records: list[SourceRecord],
@@ -70,21 +70,21 @@ class Vectors:
                 doc = vectors.docs[record.id] = _doc(record, known)
                 missing[record.hash] = doc.embedding_text()
         if missing:
-            vectors._pool = ThreadPoolExecutor(1, thread_name_prefix="embed")
-            vectors._work = vectors._pool.submit(vectors._embed, missing)
+            vectors._missing = list(missing)
+            vectors._work = Aside(search.Embedder.embed, list(missing.values()))
         return vectors
 
-    def _embed(self, texts: dict[str, str]) -> None:
-        embedded = search.Embedder.embed(list(texts.values()))
-        self.fresh = dict(zip(texts, embedded, strict=True))
+    def close(self) -> None:
+        """Stop embedding if the export ended without asking for the vectors."""
+        if self._work is not None:
+            self._work.cancel()
+            self._work = None
 
     def of(self, rows: list[Row]) -> np.ndarray:
         """The vectors of `rows`, in order."""
         if self._work is not None:
-            self._work.result()
-            assert self._pool is not None
-            self._pool.shutdown()
-            self._work = None
+            work, self._work = self._work, None
+            self.fresh = dict(zip(self._missing, work.result(), strict=True))
         out = np.empty((len(rows), search.DIMENSIONS), np.float32)
         taken: list[tuple[list[int], list[int]]] = [([], []) for _ in self.matrices]
         for n, (_, _, digest) in enumerate(rows):

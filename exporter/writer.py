@@ -90,6 +90,9 @@ def checkpoint(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+_HELD: set[int] = set()  # descriptors of the export locks this process holds
+
+
 @contextmanager
 def exclusive(private: Path) -> Iterator[None]:
     """One export of a node at a time: a second one stops with an error rather than write
@@ -102,9 +105,19 @@ def exclusive(private: Path) -> Iterator[None]:
         except BlockingIOError:
             raise ExportError("another `fednode export` of this node is running; let it "
                               "finish, then export again") from None
+        _HELD.add(descriptor)
         yield
     finally:
+        _HELD.discard(descriptor)
         os.close(descriptor)
+
+
+def release_inherited_locks() -> None:
+    """In a forked child: close its copies of the lock descriptors, so that the lock is held
+    by the exporting process alone and goes when it goes."""
+    for descriptor in _HELD:
+        os.close(descriptor)
+    _HELD.clear()
 
 
 def private_folder(path: Path, mode: int = PRIVATE) -> Path:
