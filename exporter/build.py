@@ -12,6 +12,7 @@ import hashlib
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -217,19 +218,18 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     progress("ledger", len(content.records), len(content.records))
     release = Release.stage(project.private, {"site": project.site_out,
                                               "bundle": project.bundle})
-    # Embedding new text is the slowest step: it runs aside (another process) from here.
-    vectors = search_index.Vectors.start(release.live_tree("bundle"), content.records,
-                                         content.collections)
-    try:
-        return _write_trees(project, content, ledger, events, release, vectors,
+    with ExitStack() as aside:  # work done in other processes, stopped if the export fails
+        # Embedding new text is the slowest step: it runs aside from here.
+        vectors = search_index.Vectors.start(release.live_tree("bundle"), content.records,
+                                             content.collections)
+        aside.callback(vectors.close)
+        return _write_trees(project, content, ledger, events, release, vectors, aside,
                             progress=progress, folder_limit=folder_limit)
-    finally:
-        vectors.close()
 
 
 def _write_trees(project: Project, content: Content, ledger: Ledger, events: list[Event],
-                 release: Release, vectors: search_index.Vectors, *, progress: Progress,
-                 folder_limit: int) -> BuildReport:
+                 release: Release, vectors: search_index.Vectors, aside: ExitStack, *,
+                 progress: Progress, folder_limit: int) -> BuildReport:
     """Render every output and write both trees into the build, then switch it in."""
     previous = Renderings.read(project.bundle)
     rendered = _render(content, ledger, previous, progress)
@@ -243,7 +243,7 @@ def _write_trees(project: Project, content: Content, ledger: Ledger, events: lis
     sync_files, sync_section = _sync_files(node, public, changes, content.cache)
     download_files = downloads.download_files(
         node, known, {name: (group.records, group.prints) for name, group in public.items()},
-        content.cache)
+        content.cache, aside)
     manifest_bytes = manifest(node, known, dict(report.public), changes.updated_at,
                               sync_section, downloads.manifest_section(
                                   node, dict(report.public), list(known)))
@@ -263,7 +263,8 @@ def _write_trees(project: Project, content: Content, ledger: Ledger, events: lis
             constant("api/openapi.json", openapi_bytes,
                      hashlib.sha256(openapi_bytes).hexdigest()),
             constant(redirects.FILE, routing, hashlib.sha256(routing).hexdigest()),
-            *sync_files, *download_files, *library.published(content.documents), *page_files]
+            *sync_files, *library.published(content.documents), *page_files,
+            *download_files]  # last: their parts may be in the making aside meanwhile
     # The whole public tree is known: refuse it before the ledger or any tree is written.
     layout.check_folders((f.path for f in site), folder_limit)
     ledger.write(events)

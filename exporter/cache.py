@@ -89,13 +89,23 @@ class Cache:
              ) -> tuple[str, ...]:
         """The part fingerprinted `key` of one download (`group`): remembered, or made now
         and remembered."""
-        if group not in self._parts:
-            self._parts[group] = self._read_parts(group)
-        found = self._parts[group].get(key)
+        found = self._known_parts(group).get(key)
         if found is None:
             found = make()
         self._used.setdefault(group, {})[key] = found
         return found
+
+    def has_part(self, group: str, key: str) -> bool:
+        return key in self._known_parts(group)
+
+    def add_part(self, group: str, key: str, part: tuple[str, ...]) -> None:
+        """A part made elsewhere, for `part` to find."""
+        self._known_parts(group)[key] = part
+
+    def _known_parts(self, group: str) -> dict[str, tuple[str, ...]]:
+        if group not in self._parts:
+            self._parts[group] = self._read_parts(group)
+        return self._parts[group]
 
     def _parts_file(self, group: str) -> Path:
         return self.folder / PARTS / (group.replace("/", "_") + ".marshal")

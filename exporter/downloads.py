@@ -15,10 +15,12 @@ import functools
 import io
 import json
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
 from typing import Any
 
-from . import dwc_archive
+from . import aside, dwc_archive
 from .cache import Cache
 from .config import NodeConfig
 from .contract.bundle import DOWNLOADS
@@ -30,6 +32,8 @@ SPECIES = "species"
 # The CSV's first columns; the collection's content fields follow, in schema order.
 LEAD = ("id", "url", "title", "access", "created_at", "updated_at")
 PART = 64  # records a part, on average
+ASIDE_FROM = 512  # records to make parts of, from which they are made in a process aside
+Make = Callable[[list[dict[str, Any]]], tuple[str, ...]]
 
 
 def csv_path(collection: str) -> str:
@@ -38,24 +42,29 @@ def csv_path(collection: str) -> str:
 
 def download_files(node: NodeConfig, collections: dict[str, Collection],
                    public: dict[str, tuple[list[Rendered], list[str]]],
-                   cache: Cache) -> list[OutputFile]:
+                   cache: Cache, stack: ExitStack) -> list[OutputFile]:
     """The archive and one CSV a collection. `public` holds, by collection, the public
     records in list order and their fingerprints: restricted records never reach here. The
     same files go to site_out/ and to the bundle (the sidecar serves them): each is
-    rendered once."""
-    files = []
-    for name, (records, prints) in public.items():
-        collection = collections[name]
-        files.append(OutputFile(csv_path(name), fingerprint("csv", name, *prints),
-                                functools.cache(functools.partial(
-                                    _csv_of, collection, records, prints, cache))))
+    rendered once. The parts the cache lacks are made aside, while the export renders the
+    pages, where there are enough of them (`_made_aside`); `stack` stops that work if the
+    export ends first."""
+    csvs = {name: _Download(csv_path(name), records, prints, (),
+                            functools.partial(_csv_part, collections[name]))
+            for name, (records, prints) in public.items()}
     records, prints = public.get(SPECIES, ([], []))
+    archive = _Download(dwc_archive.ARCHIVE_PATH, records, prints, (node.language,),
+                        functools.partial(dwc_archive.rows, node))
+    ready = _made_aside([*csvs.values(), archive], cache, stack)
+    files = [OutputFile(download.path, fingerprint("csv", name, *download.prints),
+                        functools.cache(functools.partial(
+                            _csv_of, collections[name], download, cache, ready)))
+             for name, download in csvs.items()]
     identity = (node.id, node.name, node.description, node.publisher, node.contact,
                 node.licence, node.language, node.base_url)
-    files.append(OutputFile(dwc_archive.ARCHIVE_PATH,
-                            fingerprint("dwca", *identity, *prints),
+    files.append(OutputFile(archive.path, fingerprint("dwca", *identity, *prints),
                             functools.cache(functools.partial(
-                                _archive_of, node, records, prints, cache))))
+                                _archive_of, node, archive, cache, ready))))
     return files
 
 
@@ -75,40 +84,86 @@ def manifest_section(node: NodeConfig, counts: dict[str, int],
     }
 
 
-def _csv_of(collection: Collection, records: list[Rendered], prints: list[str],
-            cache: Cache) -> bytes:
-    parts = _parts(cache, csv_path(collection.name), records, prints, (),
-                   lambda served: (csv_rows(collection, served),))
-    text = csv_header(collection) + "".join(part[0] for part in parts)
+@dataclass(frozen=True)
+class _Download:
+    """One download's rows: made from `records` (with their fingerprints `prints`) in parts,
+    by `make`; `context` holds whatever else the text depends on."""
+
+    path: str
+    records: list[Rendered]
+    prints: list[str]
+    context: tuple[str, ...]
+    make: Make
+
+    def parts(self) -> Iterator[tuple[str, slice]]:
+        """Each part's cache key and records."""
+        start = 0
+        for end, r in enumerate(self.records, start=1):
+            if end == len(self.records) or zlib.crc32(r.id.encode()) % PART == 0:
+                yield (fingerprint(self.path, *self.context, *self.prints[start:end]),
+                       slice(start, end))
+                start = end
+
+    def texts(self, cache: Cache) -> list[tuple[str, ...]]:
+        """The text of each part, from the cache or made now."""
+        return [cache.part(self.path, key, functools.partial(
+                    _made, self.make, self.records[span])) for key, span in self.parts()]
+
+
+def _csv_of(collection: Collection, download: _Download, cache: Cache,
+            ready: Callable[[], None]) -> bytes:
+    ready()
+    text = csv_header(collection) + "".join(part[0] for part in download.texts(cache))
     return text.encode("utf-8-sig")  # the mark makes spreadsheets read UTF-8
 
 
-def _archive_of(node: NodeConfig, records: list[Rendered], prints: list[str],
-                cache: Cache) -> bytes:
-    parts = _parts(cache, dwc_archive.ARCHIVE_PATH, records, prints, (node.language,),
-                   lambda served: dwc_archive.rows(node, served))
-    return dwc_archive.archive(node, parts)
+def _archive_of(node: NodeConfig, download: _Download, cache: Cache,
+                ready: Callable[[], None]) -> bytes:
+    ready()
+    return dwc_archive.archive(node, download.texts(cache))
 
 
-def _parts(cache: Cache, download: str, records: list[Rendered], prints: list[str],
-           context: tuple[str, ...],
-           make: Callable[[list[dict[str, Any]]], tuple[str, ...]]) -> list[tuple[str, ...]]:
-    """The text of each part of one download, from the cache or made now from the records'
-    served JSON. `context` holds whatever else the text depends on."""
-    parts = []
-    start = 0
-    for end, r in enumerate(records, start=1):
-        if end == len(records) or zlib.crc32(r.id.encode()) % PART == 0:
-            span = slice(start, end)
-            parts.append(cache.part(download, fingerprint(download, *context, *prints[span]),
-                                    functools.partial(_made, make, records[span])))
-            start = end
-    return parts
+def _csv_part(collection: Collection, served: list[dict[str, Any]]) -> tuple[str, ...]:
+    return (csv_rows(collection, served),)
 
 
-def _made(make: Callable[[list[dict[str, Any]]], tuple[str, ...]],
-          records: list[Rendered]) -> tuple[str, ...]:
+def _made(make: Make, records: list[Rendered]) -> tuple[str, ...]:
     return make([json.loads(data) for data in json_of(records)])
+
+
+def _made_aside(downloads: list[_Download], cache: Cache,
+                stack: ExitStack) -> Callable[[], None]:
+    """Start making the parts the cache lacks in a process of their own, if there are
+    enough of them to be worth one (a first export; an edit makes one part a download).
+    What is returned waits for them and gives them to the cache; it does nothing after the
+    first call, or where nothing was started."""
+    todo = [(download, key, span) for download in downloads
+            for key, span in download.parts() if not cache.has_part(download.path, key)]
+    if sum(span.stop - span.start for _, _, span in todo) < ASIDE_FROM or not aside.forks():
+        return lambda: None
+    work = aside.Aside(_make_parts, [(download.make, download.records[span])
+                                     for download, _, span in todo])
+    stack.callback(work.cancel)
+
+    @functools.cache
+    def ready() -> None:
+        for (download, key, _), part in zip(todo, work.result(), strict=True):
+            cache.add_part(download.path, key, part)
+    return ready
+
+
+def _make_parts(jobs: list[tuple[Make, list[Rendered]]]) -> list[tuple[str, ...]]:
+    """Each job's part. The records of a part common to several downloads (the species' CSV
+    and archive) are decoded once for all of them."""
+    alike: dict[tuple[str, str, int], list[int]] = {}
+    for n, (_, records) in enumerate(jobs):
+        alike.setdefault((records[0].id, records[-1].id, len(records)), []).append(n)
+    out: list[tuple[str, ...]] = [()] * len(jobs)
+    for numbers in alike.values():
+        served = [json.loads(data) for data in json_of(jobs[numbers[0]][1])]
+        for n in numbers:
+            out[n] = jobs[n][0](served)
+    return out
 
 
 def csv_header(collection: Collection) -> str:

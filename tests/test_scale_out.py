@@ -74,6 +74,9 @@ def node(tmp_path: Path, sample_root: Path) -> tuple[Path, str]:
     return root, key
 
 
+EARLY: dict[int, list[str]] = {}  # a server's log lines read before it was stopped, by pid
+
+
 def serve(root: Path, *options: str) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
     process = subprocess.Popen([*FEDNODE, "serve", "--project", str(root), "--port", str(port),
@@ -81,6 +84,13 @@ def serve(root: Path, *options: str) -> tuple[subprocess.Popen[str], str]:
                                stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     wait_for(f"{base}/api/schema", process, 90)
+    # The first worker answers before the others listen: the start line waits for them all.
+    assert process.stderr is not None
+    early = EARLY[process.pid] = []
+    while not early or not early[-1].startswith("fednode sidecar on "):
+        line = process.stderr.readline()
+        assert line, "".join(early)
+        early.append(line)
     return process, base
 
 
@@ -97,7 +107,7 @@ def get(url: str, key: str | None = None) -> tuple[int, dict[str, Any]]:
 def stop(process: subprocess.Popen[str]) -> str:
     process.terminate()
     _, log = process.communicate(timeout=30)
-    return log
+    return "".join(EARLY.pop(process.pid, [])) + log
 
 
 def test_more_than_one_worker_needs_redis(node: tuple[Path, str]) -> None:
