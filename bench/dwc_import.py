@@ -3,7 +3,7 @@ taxa, an export with nothing changed, an export after one imported taxon is edit
 re-import of the same source (which writes nothing).
 
     .venv/bin/python bench/dwc_import.py [--checklist /work/shared/data/alien-plants-belgium]
-        [--sample]
+        [--sample] [--folder /dev/shm]
 
 The node is empty but for node.toml (with --sample: the bundled sample, whose 22 species
 that the Belgian checklist also holds are reported and not imported). Each command runs as
@@ -65,8 +65,11 @@ def main() -> None:
     parser.add_argument("--checklist", type=Path, default=CHECKLIST)
     parser.add_argument("--sample", action="store_true",
                         help="import into the bundled sample instead of an empty node")
+    parser.add_argument("--folder", type=Path, default=None,
+                        help="where to make the node (default: the system's temporary "
+                             "folder); /dev/shm takes this disk's file creation out")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory(dir=args.folder) as folder:
         root = Path(folder) / "node"
         if args.sample:
             copy_sample(root)

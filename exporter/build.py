@@ -243,7 +243,7 @@ def _write_trees(project: Project, content: Content, ledger: Ledger, events: lis
     sync_files, sync_section = _sync_files(node, public, changes, content.cache)
     download_files = downloads.download_files(
         node, known, {name: (group.records, group.prints) for name, group in public.items()},
-        content.cache, aside)
+        content.cache, functools.partial(release.unchanged, "site"), aside)
     manifest_bytes = manifest(node, known, dict(report.public), changes.updated_at,
                               sync_section, downloads.manifest_section(
                                   node, dict(report.public), list(known)))

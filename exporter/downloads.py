@@ -15,7 +15,7 @@ import functools
 import io
 import json
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -42,27 +42,33 @@ def csv_path(collection: str) -> str:
 
 def download_files(node: NodeConfig, collections: dict[str, Collection],
                    public: dict[str, tuple[list[Rendered], list[str]]],
-                   cache: Cache, stack: ExitStack) -> list[OutputFile]:
+                   cache: Cache, unchanged: Callable[[str, str], bool],
+                   stack: ExitStack) -> list[OutputFile]:
     """The archive and one CSV a collection. `public` holds, by collection, the public
     records in list order and their fingerprints: restricted records never reach here. The
     same files go to site_out/ and to the bundle (the sidecar serves them): each is
-    rendered once. The parts the cache lacks are made aside, while the export renders the
-    pages, where there are enough of them (`_made_aside`); `stack` stops that work if the
-    export ends first."""
+    rendered once. Of the downloads to render (`unchanged(path, fingerprint)` is false), the
+    parts the cache lacks are made aside while the export renders the pages, where there are
+    enough of them (`_made_aside`); `stack` stops that work if the export ends first."""
     csvs = {name: _Download(csv_path(name), records, prints, (),
                             functools.partial(_csv_part, collections[name]))
             for name, (records, prints) in public.items()}
     records, prints = public.get(SPECIES, ([], []))
     archive = _Download(dwc_archive.ARCHIVE_PATH, records, prints, (node.language,),
                         functools.partial(dwc_archive.rows, node))
-    ready = _made_aside([*csvs.values(), archive], cache, stack)
-    files = [OutputFile(download.path, fingerprint("csv", name, *download.prints),
+    identity = (node.id, node.name, node.description, node.publisher, node.contact,
+                node.licence, node.language, node.base_url)
+    prints_of = {**{download.path: fingerprint("csv", name, *download.prints)
+                    for name, download in csvs.items()},
+                 archive.path: fingerprint("dwca", *identity, *prints)}
+    ready = _made_aside([download for download in (*csvs.values(), archive)
+                         if not unchanged(download.path, prints_of[download.path])],
+                        cache, stack)
+    files = [OutputFile(download.path, prints_of[download.path],
                         functools.cache(functools.partial(
                             _csv_of, collections[name], download, cache, ready)))
              for name, download in csvs.items()]
-    identity = (node.id, node.name, node.description, node.publisher, node.contact,
-                node.licence, node.language, node.base_url)
-    files.append(OutputFile(archive.path, fingerprint("dwca", *identity, *prints),
+    files.append(OutputFile(archive.path, prints_of[archive.path],
                             functools.cache(functools.partial(
                                 _archive_of, node, archive, cache, ready))))
     return files
@@ -95,19 +101,22 @@ class _Download:
     context: tuple[str, ...]
     make: Make
 
-    def parts(self) -> Iterator[tuple[str, slice]]:
+    @functools.cached_property
+    def parts(self) -> list[tuple[str, slice]]:
         """Each part's cache key and records."""
+        out = []
         start = 0
         for end, r in enumerate(self.records, start=1):
             if end == len(self.records) or zlib.crc32(r.id.encode()) % PART == 0:
-                yield (fingerprint(self.path, *self.context, *self.prints[start:end]),
-                       slice(start, end))
+                out.append((fingerprint(self.path, *self.context, *self.prints[start:end]),
+                            slice(start, end)))
                 start = end
+        return out
 
     def texts(self, cache: Cache) -> list[tuple[str, ...]]:
         """The text of each part, from the cache or made now."""
         return [cache.part(self.path, key, functools.partial(
-                    _made, self.make, self.records[span])) for key, span in self.parts()]
+                    _made, self.make, self.records[span])) for key, span in self.parts]
 
 
 def _csv_of(collection: Collection, download: _Download, cache: Cache,
@@ -137,9 +146,11 @@ def _made_aside(downloads: list[_Download], cache: Cache,
     enough of them to be worth one (a first export; an edit makes one part a download).
     What is returned waits for them and gives them to the cache; it does nothing after the
     first call, or where nothing was started."""
+    if not aside.forks():
+        return lambda: None
     todo = [(download, key, span) for download in downloads
-            for key, span in download.parts() if not cache.has_part(download.path, key)]
-    if sum(span.stop - span.start for _, _, span in todo) < ASIDE_FROM or not aside.forks():
+            for key, span in download.parts if not cache.has_part(download.path, key)]
+    if sum(span.stop - span.start for _, _, span in todo) < ASIDE_FROM:
         return lambda: None
     work = aside.Aside(_make_parts, [(download.make, download.records[span])
                                      for download, _, span in todo])

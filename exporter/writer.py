@@ -172,6 +172,12 @@ class Release:
         """The folder of one tree of the current build, if there is one."""
         return self.builds / self.live / tree if self.live else None
 
+    def unchanged(self, tree: str, path: str, fingerprint: str) -> bool:
+        """Whether `write` would take this output as it is (from the build, or linked from
+        the live one) rather than render it."""
+        return fingerprint in (self._kept.get(tree, {}).get(path),
+                               self._previous.get(tree, {}).get(path))
+
     def write(self, tree: str, files: Sequence[OutputFile],
               progress: Callable[[int], None] | None = None) -> TreeStats:
         """Bring one tree of the build to exactly `files`."""
