@@ -274,28 +274,27 @@ class WordVectors:
 
         wordllama pads a batch to its longest text and multiplies a (texts, tokens, 256)
         array by the padding mask; a batch with one long text made hundreds of megabytes
-        of zeros. Here each batch's tokens are looked up once, unpadded, and summed per
-        text, row after row as wordllama's sum adds them."""
+        of zeros. Here each text's rows are gathered and summed on their own, unpadded, row
+        after row as wordllama's sum adds them: a few hundred kilobytes at a time, where
+        gathering a whole batch's rows at once made (and page-faulted) tens of megabytes a
+        batch, most of the time embedding took."""
         out = np.empty((len(texts), self.table.shape[1]), np.float32)
         last = self.table.shape[0] - 1
         for start in range(0, len(texts), self.BATCH):
             encoded = self.tokenizer.encode_batch(texts[start:start + self.BATCH],
                                                   is_pretokenized=False,
                                                   add_special_tokens=False)
-            lengths = np.fromiter((len(e.ids) for e in encoded), np.int64, len(encoded))
-            ids = np.fromiter((i for e in encoded for i in e.ids), np.int64,
-                              int(lengths.sum()))
-            np.clip(ids, 0, last, out=ids)
-            rows = self.table[ids]
-            pooled = np.zeros((len(encoded), self.table.shape[1]), np.float32)
-            at = 0
-            for n, length in enumerate(lengths.tolist()):
-                if length:  # a text without tokens stays zero (and then NaN, alike)
-                    rows[at:at + length].sum(axis=0, dtype=np.float32, out=pooled[n])
-                    at += length
+            tokens = [e.ids for e in encoded]  # each `.ids` makes a new list
+            lengths = np.fromiter(map(len, tokens), np.int64, len(tokens))
+            pooled = np.zeros((len(tokens), self.table.shape[1]), np.float32)
+            for n, found in enumerate(tokens):
+                if found:  # a text without tokens stays zero (and then NaN, alike)
+                    ids = np.asarray(found, np.int64)
+                    np.clip(ids, 0, last, out=ids)
+                    self.table[ids].sum(axis=0, dtype=np.float32, out=pooled[n])
             pooled /= np.maximum(lengths, 1).astype(np.float32)[:, np.newaxis]
             pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
-            out[start:start + len(encoded)] = pooled
+            out[start:start + len(tokens)] = pooled
         return out
 
 
