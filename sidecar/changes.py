@@ -9,7 +9,9 @@ is then two binary searches and a slice."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
 from typing import NamedTuple
 
 import numpy as np
@@ -58,19 +60,41 @@ class Feed:
 
 
 class Feeds:
-    """A snapshot's feeds, by caller kind, the most recently used `kept` of them."""
+    """A snapshot's feeds, by caller kind, the most recently used `kept` of them. A feed is
+    made once however many callers ask for it at the same time: they wait for the one
+    making (each making held the whole event table in DuckDB's working memory, so a burst
+    of polls on a fresh snapshot multiplied the sidecar's memory by the burst)."""
 
     def __init__(self, kept: int = 4) -> None:
         self.kept = kept
-        self._feeds: OrderedDict[object, Feed] = OrderedDict()
+        self._feeds: OrderedDict[Hashable, Feed] = OrderedDict()
+        self._making: dict[Hashable, asyncio.Future[Feed]] = {}
 
-    def get(self, kind: object) -> Feed | None:
+    def get(self, kind: Hashable) -> Feed | None:
         feed = self._feeds.get(kind)
         if feed is not None:
             self._feeds.move_to_end(kind)
         return feed
 
-    def put(self, kind: object, feed: Feed) -> None:
+    def put(self, kind: Hashable, feed: Feed) -> None:
         self._feeds[kind] = feed
         while len(self._feeds) > self.kept:
             self._feeds.popitem(last=False)
+
+    async def of(self, kind: Hashable, make: Callable[[], Awaitable[Feed]]) -> Feed:
+        """The feed of `kind`: kept, being made (then waited for), or made now by `make`.
+        A caller that goes away stops waiting, not the making; a making that fails fails
+        for each caller waiting, and the next one tries again."""
+        feed = self.get(kind)
+        if feed is not None:
+            return feed
+        making = self._making.get(kind)
+        if making is None:
+            making = self._making[kind] = asyncio.ensure_future(make())
+            making.add_done_callback(lambda done: self._made(kind, done))
+        return await asyncio.shield(making)
+
+    def _made(self, kind: Hashable, done: asyncio.Future[Feed]) -> None:
+        del self._making[kind]
+        if not done.cancelled() and done.exception() is None:
+            self.put(kind, done.result())

@@ -249,17 +249,11 @@ async def changes(store: Store, caller: Caller, *, since: str, limit: int,
                   cursor: Position | None) -> dict[str, Any]:
     kind = (tuple(sorted(set(caller.groups))), tuple(caller.collections))
     snapshot = await store.current()
-    found = snapshot.feeds.get(kind)
-    if found is None:
-        sql = changes_sql(*kind)
 
-        def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> tuple[Snapshot, Feed]:
-            return snapshot, Feed(db.execute(sql).to_arrow_table())
+    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> Feed:
+        return Feed(db.execute(changes_sql(*kind)).to_arrow_table())
 
-        snapshot, feed = await store.query(run)
-        snapshot.feeds.put(kind, feed)
-    else:
-        feed = found
+    feed = await snapshot.feeds.of(kind, lambda: store.query(run, on=snapshot))
     base = snapshot.base_url
     after = (cursor.at, cursor.collection, cursor.id) if cursor else None
     rows, until = feed.page(since, after, limit + 1)

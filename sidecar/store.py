@@ -174,9 +174,10 @@ class Store:
             log.info("bundle reloaded: build %s", fresh.build)
         self.snapshot = fresh
 
-    async def query(self, fn: Query[T]) -> T:
-        """Run `fn(snapshot, connection)` on a worker thread under the time limit."""
-        snapshot = await self.current()
+    async def query(self, fn: Query[T], *, on: Snapshot | None = None) -> T:
+        """Run `fn(snapshot, connection)` on a worker thread under the time limit, on the
+        current snapshot or the one given (`on`)."""
+        snapshot = on or await self.current()
         used: list[duckdb.DuckDBPyConnection] = []
 
         def call() -> T:

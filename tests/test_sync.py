@@ -32,6 +32,7 @@ from exporter.build import build
 from exporter.config import Project
 from hub.sync import SyncError, sync
 from sidecar import keys as keyring
+from sidecar.store import Store
 
 
 def node_view(base: str, key: str | None) -> dict[tuple[str, str], bytes]:
@@ -263,6 +264,44 @@ def test_changes_feed_pages_and_errors(tmp_path: Path) -> None:
         status, body = asyncio.run(get("/api/changes?since=2000-01-01T00:00:00Z&cursor=12",
                                        world.partner_key))
         assert status == 400 and "cursor is not one this node gave" in body["error"]["message"]
+
+
+def test_a_burst_of_polls_makes_the_feed_once(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Callers of one kind asking for the feed of a fresh snapshot at the same time wait for
+    one making of it (each making held the whole event table in DuckDB's memory): twelve
+    polls at once, one query, and the same answer for each; later polls query nothing."""
+    world = World(tmp_path)
+    for n in range(5):
+        world.records[f"s{n}"] = ("species", species(f"Species {n}"))
+        world.write(f"s{n}")
+    world.export(1)
+    queries: list[str] = []
+    query = Store.query
+
+    async def slow_query(self: Store, fn: Any, **options: Any) -> Any:
+        queries.append(fn.__qualname__)
+        await asyncio.sleep(0.3)  # every poll of the burst arrives while this one runs
+        return await query(self, fn, **options)
+
+    monkeypatch.setattr(Store, "query", slow_query)
+    with ServerThread(app_for(world.root, anonymous_rate=0)) as server:
+        async def burst(count: int) -> list[tuple[int, bytes]]:
+            import aiohttp
+            async with aiohttp.ClientSession() as session:
+                async def poll() -> tuple[int, bytes]:
+                    async with session.get(f"{server.url}/api/changes?since=2000-01-01T00:00:00Z",
+                                           headers={"X-API-Key": world.partner_key}) as response:
+                        return response.status, await response.read()
+                return await asyncio.gather(*(poll() for _ in range(count)))
+
+        answers = asyncio.run(burst(12))
+        assert queries == ["changes.<locals>.run"]
+        assert {status for status, _ in answers} == {200}
+        assert len({body for _, body in answers}) == 1
+        assert len(json.loads(answers[0][1])["items"]) == 5
+        assert asyncio.run(burst(3)) == answers[:3]
+        assert len(queries) == 1
 
 
 def test_updated_since_agrees_with_the_feed(tmp_path: Path) -> None:
