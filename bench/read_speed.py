@@ -9,7 +9,8 @@ each request's own size (the framework's ceiling here), and optionally nginx ove
 `site_out/` (what a CDN edge does) and Datasette over the same records in SQLite, one row by
 primary key. wrk (-t2) runs every request in alternating rounds, so the machine's drift
 hits all alike; the table gives each one's median requests/s, p99, and its ratio to the
-constant body of its size. Also printed: the sidecar's start time and resident memory.
+constant body of its size. Also printed: the sidecar's start time and resident memory, once
+loaded and after the run.
 Needs wrk (apt-get install wrk); --nginx installs nginx with apt-get and --datasette
 installs Datasette into .cache/bench-venv where missing."""
 
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import re
 import shutil
 import sqlite3
@@ -39,6 +42,7 @@ from timing import FEDNODE, HUGE, REFERENCE, free_port, wait_for  # noqa: E402
 from exporter.contract.layout import record_file  # noqa: E402
 
 SINCE = "2000-01-01T00:00:00Z"
+SETTLE = 3.0  # seconds after the first answer at which "once loaded" memory is read
 
 
 @dataclass
@@ -49,20 +53,35 @@ class Case:
     reference: str = ""  # the constant-body server's URL for a body of this size
     rates: list[float] = field(default_factory=list)
     p99s: list[float] = field(default_factory=list)
+    pid: int | None = None  # the process answering, whose CPU time is counted
+    cpus: list[float] = field(default_factory=list)  # its CPU microseconds a request
 
 
-def wrk(url: str, seconds: int, connections: int, header: str | None) -> tuple[float, float]:
-    """Requests a second and p99 in ms; any non-2xx answer stops the run."""
+def wrk(url: str, seconds: int, connections: int, header: str | None,
+        pid: int | None = None) -> tuple[float, float, float]:
+    """Requests a second, p99 in ms, and the CPU microseconds process `pid` spent a request
+    (NaN without a pid); any non-2xx answer stops the run."""
     command = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", url]
     if header:
         command[1:1] = ["-H", header]
+    before = cpu_seconds(pid)
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    spent = cpu_seconds(pid) - before
     rate = re.search(r"Requests/sec:\s+([\d.]+)", output)
     p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)\b", output)
-    if not rate or not p99 or "Non-2xx" in output:
+    count = re.search(r"(\d+) requests in", output)
+    if not rate or not p99 or not count or "Non-2xx" in output:
         raise SystemExit(f"wrk against {url} failed or got errors:\n{output}")
     scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}[p99.group(2)]
-    return float(rate.group(1)), float(p99.group(1)) * scale
+    return float(rate.group(1)), float(p99.group(1)) * scale, spent * 1e6 / int(count.group(1))
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User and system time of a process (all its threads), from /proc; NaN without one."""
+    if pid is None:
+        return math.nan
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def fetch(url: str, header: str | None = None) -> bytes:
@@ -193,6 +212,8 @@ def main() -> None:
                             "--anonymous-rate", str(HUGE)], port)
             ready = time.perf_counter() - started
             processes.append(server)
+            time.sleep(SETTLE)  # the search model loads in the background after the start
+            loaded = resident_mib(server.pid)
             base = f"http://127.0.0.1:{port}"
             record = json.loads(fetch(f"{base}/api/species?limit=1"))["items"][0]["id"]
             cases = [
@@ -207,7 +228,10 @@ def main() -> None:
                 Case("changes page of 100, keyed",
                      f"{base}/api/changes?since={SINCE}&limit=100", keyed),
             ]
+            for case in cases:
+                case.pid = server.pid
             references: dict[int, str] = {}
+            pids: dict[str, int] = {}
             for case in cases:  # a constant-body server per distinct body size
                 body = fetch(case.url, case.header)
                 size = len(body)
@@ -219,6 +243,7 @@ def main() -> None:
                                             str(reference_port), str(body_file)],
                                            reference_port))
                     references[size] = f"http://127.0.0.1:{reference_port}/api/manifest"
+                    pids[references[size]] = processes[-1].pid
                 case.reference = references[size]
             extra: list[Case] = []
             if args.nginx:
@@ -233,16 +258,19 @@ def main() -> None:
                 process, url = datasette(root, folder, datasette_port)
                 processes.append(process)
                 extra.append(Case("Datasette, one row by primary key", f"{url}{record}.json"))
-            constants = [Case(f"aiohttp, constant body of {size / 1024:.1f} KB", url)
+            constants = [Case(f"aiohttp, constant body of {size / 1024:.1f} KB", url,
+                              pid=pids[url])
                          for size, url in sorted(references.items())]
             everything = [*constants, *cases, *extra]
             for case in everything:
                 wrk(case.url, 1, args.connections, case.header)  # warm up
             for _ in range(args.rounds):
                 for case in everything:
-                    rate, p99 = wrk(case.url, args.seconds, args.connections, case.header)
+                    rate, p99, cpu = wrk(case.url, args.seconds, args.connections,
+                                         case.header, case.pid)
                     case.rates.append(rate)
                     case.p99s.append(p99)
+                    case.cpus.append(cpu)
             memory = resident_mib(server.pid)
             reload = follow_reload(root, server.pid, base) if args.reload or not args.node \
                 else ""
@@ -255,14 +283,19 @@ def main() -> None:
     record_size = by_url[cases[0].reference]
     print(f"{args.connections} connections, wrk -t2, {args.rounds} alternating rounds of "
           f"{args.seconds}s; medians")
-    print(f"{'request':<44} {'req/s':>9} {'p99 ms':>8} {'vs constant body':>17}")
+    print(f"{'request':<44} {'req/s':>9} {'p99 ms':>8} {'vs constant body':>17} "
+          f"{'server CPU':>11} {'vs constant':>12}")
     for case in everything:
         against = by_url.get(case.reference, record_size)  # nginx, Datasette: a record's
         ratio = median(case.rates) / median(against.rates)
+        cpu = (f"{median(case.cpus):8.0f} µs {median(against.cpus) / median(case.cpus):12.0%}"
+               if case.pid else f"{'-':>11} {'-':>12}")  # nginx, Datasette: not counted
         print(f"{case.label:<44} {median(case.rates):9.0f} {median(case.p99s):8.1f} "
-              f"{ratio:16.0%}")
-    print(f"sidecar: answering {ready:.1f} s after start; resident {memory:.0f} MiB after "
-          f"the run")
+              f"{ratio:16.0%} {cpu}")
+    print("server CPU: the answering process's user and system time per request (steadier "
+          "than requests/s on a shared machine, where wrk takes the same cores)")
+    print(f"sidecar: answering {ready:.1f} s after start; resident {loaded:.0f} MiB once loaded "
+          f"({SETTLE:.0f} s after), {memory:.0f} MiB after the run")
     if reload:
         print(reload)
 

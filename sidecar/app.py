@@ -174,6 +174,7 @@ def create_app(config: SidecarConfig) -> web.Application:
         yield
         await limiter.close()
         store.close()
+        app[VERIFIER].close()
 
     app.cleanup_ctx.append(store_ctx)
     handlers.add_routes(app)

@@ -7,6 +7,7 @@ import base64
 import itertools
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from exporter.contract.endpoints import ENDPOINTS, Endpoint
 from exporter.contract.layout import shard
 from exporter.contract.page_urls import href_of
 from sidecar import keys as keyring
+from sidecar.watch import FolderWatch
 
 SECRET_TEXT = "WOMBAT-SECRET-PHONE-TREE"
 
@@ -279,6 +281,91 @@ async def test_revocation_takes_effect_without_restart(
     response = await client.get("/api/keys/me", headers=headers)
     assert response.status == 401
     assert "revoked" in (await response.json())["error"]["message"]
+
+
+def _in_place(path: Path, text: str) -> None:
+    """Rewrite a file's bytes without replacing it (the same inode), as an editor may."""
+    with open(path, "r+", encoding="utf-8") as handle:
+        handle.truncate(0)
+        handle.write(text)
+
+
+def _revoked(root: Path, key_id: str) -> str:
+    registry = json.loads((root / ".fednode" / "keys.json").read_text())
+    for key in registry["keys"]:
+        if key["id"] == key_id:
+            key["revoked_at"] = "2026-03-01T00:00:00Z"
+    return json.dumps(registry)
+
+
+@pytest.mark.parametrize("change", ["in place", "moved away", "replaced", "secret in place",
+                                    "damaged, then mended in place"])
+async def test_every_change_to_the_key_files_counts_at_the_next_request(
+        keyed: KeyedNode, aiohttp_client: Callable[..., Any], change: str) -> None:
+    """The sidecar looks at keys.json and the secret only when their folder may have changed
+    (`sidecar.watch`); whichever way they change, the very next request sees it."""
+    client: TestClient = await aiohttp_client(app_for(keyed.root))
+    headers = {"X-API-Key": keyed.tokens["granted"]}
+    for _ in range(3):  # past the first look, when the watch is made
+        assert (await client.get("/api/keys/me", headers=headers)).status == 200
+    private = keyed.root / ".fednode"
+    registry = private / "keys.json"
+    if change == "in place":
+        _in_place(registry, _revoked(keyed.root, keyed.ids["granted"]))
+        expected = 401, "revoked"
+    elif change == "moved away":
+        registry.rename(private / "keys.json.bak")
+        expected = 401, "unknown key"
+    elif change == "replaced":
+        replacement = private / "keys.new"
+        replacement.write_text(_revoked(keyed.root, keyed.ids["granted"]))
+        replacement.replace(registry)
+        expected = 401, "revoked"
+    elif change == "secret in place":
+        _in_place(private / "secret", "a-new-secret-" + "x" * 40)
+        expected = 401, "not a key of this node"
+    else:
+        good = registry.read_text()
+        _in_place(registry, "{ not json")
+        for _ in range(2):  # refused until mended, whether or not the folder changes
+            response = await client.get("/api/keys/me", headers=headers)
+            assert response.status == 503
+        _in_place(registry, good)
+        expected = 200, ""
+    response = await client.get("/api/keys/me", headers=headers)
+    assert response.status == expected[0]
+    assert expected[1] in await response.text()
+
+
+def test_a_folder_watch_sees_each_change_once_and_a_fork_watches_on_its_own(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "private"
+    folder.mkdir()
+    watch = FolderWatch(folder)
+    assert watch.changed()  # the first look
+    assert not watch.changed()
+    (folder / "keys.json").write_text("{}")
+    assert watch.changed() and not watch.changed()
+    with open(folder / "keys.json", "a") as handle:
+        handle.write(" ")
+    assert watch.changed() and not watch.changed()
+    (folder / "other").write_text("x")
+    (folder / "other").replace(folder / "keys.json")
+    assert watch.changed() and not watch.changed()
+    (folder / "keys.json").write_text("{} ")  # queued for the parent while a child looks
+    child = os.fork()
+    if child == 0:  # the child's first look makes its own watch; it reads nothing of ours
+        os._exit(0 if FolderWatch.changed(watch) and not watch.changed() else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert watch.changed() and not watch.changed()
+    for entry in folder.iterdir():
+        entry.unlink()
+    folder.rmdir()  # the watch goes with the folder: "maybe" until it can be made again
+    assert watch.changed() and watch.changed()
+    folder.mkdir()
+    assert watch.changed() and not watch.changed()
+    watch.close()
 
 
 def test_cli_create_prints_the_key_alone(node: Node, export: Callable[..., BuildReport]) -> None:
