@@ -55,8 +55,8 @@ class FolderWatch:
         return False
 
     def _open(self) -> None:
-        if self._fd is not None:  # a parent's descriptor: closed here, never read
-            os.close(self._fd)
+        # A parent's descriptor (self._fd, after a fork) is left alone: never read here, and
+        # not closed either, since the child may have closed that number and reused it.
         self._owner = os.getpid()
         self._fd = self._poll = self._wd = None
         if sys.platform != "linux":
