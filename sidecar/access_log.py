@@ -1,12 +1,13 @@
 """The access log: one line a request (method, raw path escaped, status, caller, time
 taken), on standard error with the other log lines.
 
-A served request only appends its line to a `Batch`; the batch writes its lines with one
-write at least every `FLUSH_SECONDS` (the server's task calls `flush`), when `CAPACITY` lines
-wait, and before any warning or error, so the log keeps its order. Making a `LogRecord`, and
-formatting its time, for every request took a sixth of a record read's time: the batch
-formats the lines itself, in the layout of every other line (`LINE_FORMAT`, or with the
-process id, `WORKER_FORMAT`), with the time formatted once a second."""
+A served request only appends what its line says to a `Batch`, as a tuple; the batch formats
+and writes the lines with one write at least every `FLUSH_SECONDS` (the server's task calls
+`flush`), when `CAPACITY` lines wait, and before any warning or error, so the log keeps its
+order. Making a `LogRecord`, and formatting its time, for every request took a sixth of a
+record read's time: the batch formats the lines itself, in the layout of every other line
+(`LINE_FORMAT`, or with the process id, `WORKER_FORMAT`), with the time formatted once a
+second."""
 
 from __future__ import annotations
 
@@ -49,12 +50,17 @@ class AccessLogger(abc.AbstractAccessLogger):
     def log(self, request: web.BaseRequest, response: web.StreamResponse,
             time: float) -> None:
         caller = request.get(CALLER)
-        line = (f"{printable(request.method)} {printable(request.raw_path)} "
-                f"{response.status} {caller.access if caller else 'open'} {time * 1000:.1f}ms")
+        access = caller.access if caller else "open"
         if self.batch is not None:
-            self.batch.add(line)
+            self.batch.add(request.method, request.raw_path, response.status, access, time)
         else:
-            self.logger.info("%s", line)
+            self.logger.info("%s", line(request.method, request.raw_path, response.status,
+                                        access, time))
+
+
+def line(method: str, path: str, status: int, access: str, seconds: float) -> str:
+    """What an access line says, after the time and the logger's name."""
+    return f"{printable(method)} {printable(path)} {status} {access} {seconds * 1000:.1f}ms"
 
 
 class Batch(logging.Handler):
@@ -65,18 +71,14 @@ class Batch(logging.Handler):
         super().__init__(logging.INFO)
         self.target = target
         self.head = head  # what comes between the time and the line
-        self.lines: deque[str] = deque()  # appended on the loop, taken by any thread
+        # (time, method, path, status, access, seconds): appended on the loop, taken by any
+        # thread
+        self.lines: deque[tuple[float, str, str, int, str, float]] = deque()
         self._second = -1
         self._stamp = ""
 
-    def add(self, line: str) -> None:
-        now = time.time()
-        second = int(now)
-        if second != self._second:  # logging.Formatter.formatTime's default form
-            self._second = second
-            self._stamp = time.strftime(logging.Formatter.default_time_format,
-                                        logging.Formatter.converter(now))
-        self.lines.append(f"{self._stamp},{int((now - second) * 1000):03d} {self.head} {line}\n")
+    def add(self, method: str, path: str, status: int, access: str, seconds: float) -> None:
+        self.lines.append((time.time(), method, path, status, access, seconds))
         if len(self.lines) >= CAPACITY:
             self.flush()
 
@@ -89,12 +91,22 @@ class Batch(logging.Handler):
             return
         with self.target.lock:  # type: ignore[union-attr]  # one flush at a time
             take = self.lines.popleft
-            text = "".join([take() for _ in range(len(self.lines))])
+            text = "".join([self._format(*take()) for _ in range(len(self.lines))])
             try:
                 self.target.stream.write(text)
                 self.target.flush()
             except (OSError, ValueError):
                 pass  # standard error is gone: nothing to tell it to
+
+    def _format(self, now: float, method: str, path: str, status: int, access: str,
+                seconds: float) -> str:
+        second = int(now)
+        if second != self._second:  # logging.Formatter.formatTime's default form
+            self._second = second
+            self._stamp = time.strftime(logging.Formatter.default_time_format,
+                                        logging.Formatter.converter(now))
+        return (f"{self._stamp},{int((now - second) * 1000):03d} {self.head} "
+                f"{line(method, path, status, access, seconds)}\n")
 
 
 class _FlushFirst(logging.Handler):

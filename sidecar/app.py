@@ -9,6 +9,7 @@ answered by `ContractRequestHandler`, in the same form."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -109,20 +110,19 @@ async def admit(request: web.Request) -> web.Response | None:
     if request.method == "OPTIONS":
         return web.Response(status=204, headers=PREFLIGHT)
     app = request.app
-    address = f"addr:{request.remote}"
     try:
         token = extract_token(request)
         key = None
         if token is not None:
             key = app[VERIFIER].verify(token, (await app[STORE].current()).meta.node_id)
-    except InvalidApiKey:
-        await _count(request, address, app[ANONYMOUS_RATE])  # guessing keys is rate-limited
+    except InvalidApiKey:  # guessing keys is rate-limited
+        await _count(request, f"addr:{request.remote}", app[ANONYMOUS_RATE])
         raise
     caller = request[CALLER] = Caller(key)
     if key is not None:
         await _count(request, caller.access, key.rate)
     else:
-        await _count(request, address, app[ANONYMOUS_RATE])
+        await _count(request, f"addr:{request.remote}", app[ANONYMOUS_RATE])
     endpoint = BY_NAME.get(request.match_info.route.name or "")
     if endpoint is not None:
         check_policy(endpoint, key)
@@ -171,6 +171,7 @@ def create_app(config: SidecarConfig) -> web.Application:
                 store.close()
                 raise
         app[LIMITER] = limiter
+        app[VERIFIER].attach(asyncio.get_running_loop())
         yield
         await limiter.close()
         store.close()

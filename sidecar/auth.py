@@ -7,6 +7,7 @@ error codes here and nowhere else."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import math
@@ -113,6 +114,10 @@ class Verifier:
             self._registry, self._secret, self._expiries = registry, secret, expiries
             self._stamp = stamp
         return self._registry
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Let `loop` watch the key files (`FolderWatch.attach`): a server calls this."""
+        self._folder.attach(loop)
 
     def close(self) -> None:
         self._folder.close()

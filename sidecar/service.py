@@ -14,7 +14,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 from urllib.parse import quote
 
 import duckdb
@@ -42,26 +42,24 @@ from .records import Records
 from .store import Snapshot, Store
 
 
-@dataclass(frozen=True)
 class Caller:
-    """Who is asking: anonymous, or a key with its groups and collection limits."""
+    """Who is asking: anonymous, or a key with its groups and collection limits. What it may
+    read is worked out once, when the request is admitted, not at each question asked of it."""
 
-    key: KeyRecord | None = None
+    __slots__ = ("key", "access", "groups", "collections")
+    key: KeyRecord | None
+    access: str  # the X-Node-Access value: `open` or `key:<key id>`
+    groups: tuple[str, ...]  # the access values it reads: public, and its key's groups
+    collections: tuple[str, ...]  # the collections it may read
 
-    @property
-    def access(self) -> str:
-        """The X-Node-Access value: `open` or `key:<key id>`."""
-        return f"key:{self.key.id}" if self.key else "open"
+    def __init__(self, key: KeyRecord | None = None) -> None:
+        self.key = key
+        self.access = f"key:{key.id}" if key else "open"
+        self.groups = (PUBLIC, *key.groups) if key else (PUBLIC,)
+        self.collections = tuple(key.collections) if key and key.collections else COLLECTIONS
 
-    @property
-    def groups(self) -> list[str]:
-        """The access values this caller reads: public, and the groups its key holds."""
-        return [PUBLIC, *(self.key.groups if self.key else ())]
-
-    @property
-    def collections(self) -> list[str]:
-        return list(self.key.collections) if self.key and self.key.collections \
-            else list(COLLECTIONS)
+    def __repr__(self) -> str:
+        return f"Caller({self.access})"
 
     def require_collection(self, name: str) -> None:
         """A named collection that does not exist is 404; one outside the key's limits 403."""
@@ -116,8 +114,7 @@ def events_visible(groups: Sequence[str], collections: Sequence[str]) -> tuple[s
     return after, before
 
 
-@dataclass(frozen=True)
-class Served:
+class Served(NamedTuple):
     """Bytes as served, and a strong validator of them (an ETag): equal tags, equal bytes.
     It is made from what the bytes are made of (each record's digest and the page's own
     values), so it is the same for every caller shown the same bytes."""

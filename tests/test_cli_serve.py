@@ -139,7 +139,7 @@ def test_access_lines_flushed_from_two_threads_are_each_written_once_in_order() 
     other.start()
     try:
         for n in range(20_000):
-            batch.add(f"GET /api/species/{n} 200 open 0.1ms")
+            batch.add("GET", f"/api/species/{n}", 200, "open", 0.0001)
             if n % 7 == 0:
                 batch.flush()
     finally:

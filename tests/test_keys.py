@@ -460,3 +460,31 @@ def test_cli_expiry_at_the_end_of_the_calendar(keyed: KeyedNode) -> None:
 def test_the_key_registry_is_readable_by_its_owner_only(keyed: KeyedNode) -> None:
     registry = keyed.root / ".fednode" / "keys.json"
     assert registry.stat().st_mode & 0o077 == 0
+
+
+async def test_a_folder_watch_on_the_loop_reads_each_change_as_it_comes(tmp_path: Path) -> None:
+    """Attached to a loop (as the server does), the events are read by the loop; a change is
+    seen once the loop has run, once; after close the loop reads nothing more."""
+    folder = tmp_path / "private"
+    folder.mkdir()
+    watch = FolderWatch(folder)
+    loop = asyncio.get_running_loop()
+    watch.attach(loop)
+    assert watch.changed()  # the first look
+    assert not watch.changed()
+    (folder / "keys.json").write_text("{}")
+    await asyncio.sleep(0.05)  # the loop reads the event
+    assert watch.changed() and not watch.changed()
+    (folder / "keys.json").rename(folder / "moved")
+    await asyncio.sleep(0.05)
+    assert watch.changed() and not watch.changed()
+    folder_moved = tmp_path / "elsewhere"
+    folder.rename(folder_moved)  # the watch no longer holds: every call looks again
+    await asyncio.sleep(0.05)
+    assert watch.changed() and watch.changed()
+    folder_moved.rename(folder)
+    assert watch.changed()  # watched afresh
+    assert not watch.changed()
+    fd = watch._fd
+    watch.close()
+    assert fd is not None and not loop._selector.get_map().get(fd)  # type: ignore[attr-defined]
