@@ -143,8 +143,8 @@ def datasette(root: Path, folder: Path, port: int) -> tuple[subprocess.Popen[byt
         db.execute("CREATE TABLE records (id TEXT PRIMARY KEY, collection TEXT, access TEXT, "
                    "position INTEGER, json TEXT)")
         db.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?)", (
-            (r["id"], r["collection"], r["access"], r["position"], r["json"].decode())
-            for r in table.select(["id", "collection", "access", "position", "json"])
+            (r["id"], r["collection"], r["access"], r["position"], r["item"][:-1].decode())
+            for r in table.select(["id", "collection", "access", "position", "item"])
             .to_pylist()))
     process = subprocess.Popen([str(venv / "bin" / "datasette"), "serve", str(database),
                                 "--port", str(port), "--host", "127.0.0.1"],

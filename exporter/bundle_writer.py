@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from .contract.bundle import (
     CHANGES,
+    DIGEST_SIZE,
     EVENT_COLUMNS,
     EVENTS,
     FORMAT,
@@ -30,7 +31,8 @@ from .render import Rendered
 from .renderings import Renderings
 from .writer import OutputFile, constant
 
-_TYPES = {"string": pa.string(), "int64": pa.int64(), "large_binary": pa.large_binary()}
+_TYPES = {"string": pa.string(), "int64": pa.int64(), "large_binary": pa.large_binary(),
+          "digest": pa.binary(DIGEST_SIZE)}
 
 
 def _arrow(columns: tuple[tuple[str, str], ...]) -> pa.Schema:
@@ -39,7 +41,8 @@ def _arrow(columns: tuple[tuple[str, str], ...]) -> pa.Schema:
 
 def records_table(ordered: list[Rendered], positions: list[int], previous: Renderings
                   ) -> bytes:
-    """`ordered`'s renderings taken from `previous` are copied column to column."""
+    """`ordered`'s renderings taken from `previous` are copied column to column (their bytes
+    and digests)."""
     rows: list[int] = []
     fresh: list[bytes] = []
     for r in ordered:
@@ -48,6 +51,7 @@ def records_table(ordered: list[Rendered], positions: list[int], previous: Rende
         else:
             fresh.append(r.fresh)
             rows.append(-len(fresh))
+    items, digests = previous.columns(rows, fresh)
     columns: dict[str, Any] = {
         "collection": [r.collection for r in ordered],
         "id": [r.id for r in ordered],
@@ -58,7 +62,8 @@ def records_table(ordered: list[Rendered], positions: list[int], previous: Rende
         "content_hash": [r.content_hash for r in ordered],
         "position": positions,
         "render_key": [r.key for r in ordered],
-        "json": previous.column(rows, fresh),
+        "item": items,
+        "digest": digests,
     }
     table = pa.Table.from_pydict(columns, schema=_arrow(RECORD_COLUMNS)).combine_chunks()
     sink = io.BytesIO()

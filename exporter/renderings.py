@@ -4,24 +4,26 @@ bytes are never read at all (the records table copies them, column to column).""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from .contract.bundle import RECORDS
+from .contract.bundle import DIGEST_SIZE, ITEM_END, RECORDS
 
 
 class Renderings:
     """id -> (render key, title, bytes) of each record of the previous export; empty when
     there is no readable bundle (the export then renders everything)."""
 
-    def __init__(self, ids: list[str], keys: list[str], titles: list[str],
-                 json: pa.Array) -> None:
+    def __init__(self, ids: list[str], keys: list[str], titles: list[str], items: pa.Array,
+                 digests: pa.Array) -> None:
         self.rows = {record_id: row for row, record_id in enumerate(ids)}
         self.keys = keys
         self.titles = titles
-        self.json = json  # one contiguous binary array, a row per record
+        self.items = items  # one contiguous binary array, a row per record (`ITEM_END` after)
+        self.digests = digests  # each row's served bytes' digest
         self._offsets: list[int] | None = None  # each row's start in its data, then the end
 
     @classmethod
@@ -29,16 +31,16 @@ class Renderings:
         try:
             # No copy: the map backs the columns, and stays open as long as they do.
             table = pa.ipc.open_file(pa.memory_map(str(folder / RECORDS))).read_all()
-            json = _one_array(table.column("json"))
-        except (OSError, pa.ArrowException):
+            items, digests = (_one_array(table.column(name)) for name in ("item", "digest"))
+        except (OSError, KeyError, pa.ArrowException):  # none, or of an older format
             return cls.empty()
         ids, keys, titles = (table.column(name).to_pylist()
                              for name in ("id", "render_key", "title"))
-        return cls(ids, keys, titles, json)
+        return cls(ids, keys, titles, items, digests)
 
     @classmethod
     def empty(cls) -> Renderings:
-        return cls([], [], [], pa.array([], pa.large_binary()))
+        return cls([], [], [], pa.array([], pa.large_binary()), pa.array([], _DIGEST))
 
     def find(self, record_id: str, key: str) -> int | None:
         """The row of the record's previous rendering if it was rendered from `key`."""
@@ -46,36 +48,47 @@ class Renderings:
         return row if row is not None and self.keys[row] == key else None
 
     def bytes_of(self, rows: list[int]) -> list[bytes]:
-        """Rows' bytes, sliced from the map (Arrow's `take` would load pyarrow.compute, a
-        seventh of a small export's time)."""
+        """Rows' served bytes, sliced from the map (Arrow's `take` would load
+        pyarrow.compute, a seventh of a small export's time)."""
         if not rows:
             return []
-        buffers = self.json.buffers()
+        buffers = self.items.buffers()
         if self._offsets is None:
             self._offsets = np.frombuffer(buffers[1], np.int64)[
-                self.json.offset:self.json.offset + len(self.json) + 1].tolist()
+                self.items.offset:self.items.offset + len(self.items) + 1].tolist()
         offsets, data = self._offsets, memoryview(buffers[2])  # type: ignore[arg-type]
-        return [bytes(data[offsets[row]:offsets[row + 1]]) for row in rows]
+        return [bytes(data[offsets[row]:offsets[row + 1] - len(ITEM_END)]) for row in rows]
 
-    def column(self, rows: list[int], fresh: list[bytes]) -> pa.Array:
-        """A binary column: row n is previous row `rows[n]`, or `fresh[-rows[n] - 1]` where
-        `rows[n]` is negative; one contiguous array, as written from a list. Runs of
-        consecutive rows are copied as slices (after a small edit, a few long runs)."""
-        new = pa.array(fresh, pa.large_binary())
-        pieces: list[pa.Array] = []
-        start = 0
-        for n in range(1, len(rows) + 1):
-            if n < len(rows) and rows[n] == rows[n - 1] + (1 if rows[n - 1] >= 0 else -1):
-                continue  # the run goes on
-            first = rows[start]
-            if first >= 0:
-                pieces.append(self.json.slice(first, n - start))
-            else:
-                pieces.append(new.slice(-first - 1, n - start))
-            start = n
-        if len(pieces) == 1:
-            return pieces[0]
-        return pa.concat_arrays(pieces) if pieces else new
+    def columns(self, rows: list[int], fresh: list[bytes]) -> tuple[pa.Array, pa.Array]:
+        """The records table's `item` and `digest` columns: row n is previous row `rows[n]`,
+        or made from the served bytes `fresh[-rows[n] - 1]` where `rows[n]` is negative."""
+        items = pa.array([served + ITEM_END for served in fresh], pa.large_binary())
+        digests = pa.array([hashlib.sha256(served).digest()[:DIGEST_SIZE] for served in fresh],
+                           _DIGEST)
+        return _spliced(self.items, items, rows), _spliced(self.digests, digests, rows)
+
+
+_DIGEST = pa.binary(DIGEST_SIZE)
+
+
+def _spliced(previous: pa.Array, new: pa.Array, rows: list[int]) -> pa.Array:
+    """Row n is `previous[rows[n]]`, or `new[-rows[n] - 1]` where `rows[n]` is negative; one
+    contiguous array, as written from a list. Runs of consecutive rows are copied as slices
+    (after a small edit, a few long runs)."""
+    pieces: list[pa.Array] = []
+    start = 0
+    for n in range(1, len(rows) + 1):
+        if n < len(rows) and rows[n] == rows[n - 1] + (1 if rows[n - 1] >= 0 else -1):
+            continue  # the run goes on
+        first = rows[start]
+        if first >= 0:
+            pieces.append(previous.slice(first, n - start))
+        else:
+            pieces.append(new.slice(-first - 1, n - start))
+        start = n
+    if len(pieces) == 1:
+        return pieces[0]
+    return pa.concat_arrays(pieces) if pieces else new
 
 
 def _one_array(column: pa.ChunkedArray) -> pa.Array:

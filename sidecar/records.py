@@ -3,12 +3,15 @@ access group. A record read is a dictionary lookup and a slice; a list page is a
 the caller's rows. No query engine, no thread: both run on the event loop in microseconds.
 
 The served bytes stay in the bundle's Arrow file, mapped into memory, not copied: they are
-the file's pages, shared by every worker process on the machine and paged in as read. The
-visibility rule is not here: `service` asks for the rows of the groups a caller holds."""
+the file's pages, shared by every worker process on the machine and paged in as read. Each
+row's bytes are followed by a comma there (`bundle.ITEM_END`), so a run of consecutive rows
+is cut out as one slice, already separated as a JSON list's items; a list page is a few
+such runs (one, unless the caller may not see rows in between). Each row's digest, for its
+ETag, is in the file too. The visibility rule is not here: `service` asks for the rows of
+the groups a caller holds."""
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,12 +19,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from exporter.contract.bundle import DIGEST_SIZE, ITEM_END
 from exporter.contract.wire import COLLECTIONS
 
 # A caller's merged rows are kept for this many (collection, groups) pairs: callers share
 # few distinct sets of groups (anonymous, and each kind of partner key).
 MERGED_KEPT = 256
-DIGEST = 16  # bytes of a record's SHA-256 kept for its validator
+_END = len(ITEM_END)
 
 
 class Records:
@@ -29,13 +33,16 @@ class Records:
 
     def __init__(self, path: Path) -> None:
         table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()  # no copy
-        json = table.column("json")
-        chunk = json.chunk(0) if json.num_chunks == 1 else json.combine_chunks()
-        buffers = chunk.buffers()
-        self._offsets = np.frombuffer(buffers[1], np.int64)[chunk.offset:
-                                                            chunk.offset + len(chunk) + 1]
-        self._data = memoryview(buffers[2]) if len(chunk) else memoryview(b"")
-        self._keep = chunk  # the map lives as long as the array does
+        item = _one_array(table.column("item"))
+        buffers = item.buffers()
+        self._offsets = np.frombuffer(buffers[1], np.int64)[item.offset:
+                                                            item.offset + len(item) + 1]
+        self._data = memoryview(buffers[2]) if len(item) else memoryview(b"")
+        digest = _one_array(table.column("digest"))
+        # row -> the first 16 bytes of the SHA-256 of its served bytes, made by the export
+        self._digests = np.frombuffer(digest.buffers()[1], f"V{DIGEST_SIZE}")[
+            digest.offset:digest.offset + len(digest)] if len(digest) else np.zeros(0, "V16")
+        self._keep = (item, digest)  # the map lives as long as the arrays do
         ids = table.column("id").to_pylist()
         self._row = {record_id: row for row, record_id in enumerate(ids)}
         collections = table.column("collection").to_pylist()
@@ -54,9 +61,6 @@ class Records:
         self._positions = positions
         # row -> its updated_at, in seconds since 1970 (the ledger's resolution)
         self._updated = _seconds(table.column("updated_at").to_pylist())
-        # row -> the first 16 bytes of the SHA-256 of its bytes, made when first asked for
-        self._digests = bytearray(DIGEST * len(ids))
-        self._digested = np.zeros(len(ids), bool)
         # (collection, groups) -> those rows in list order, and their updated_at beside them
         self._merged: OrderedDict[tuple[str, tuple[str, ...]],
                                   tuple[np.ndarray, np.ndarray]] = OrderedDict()
@@ -66,41 +70,39 @@ class Records:
 
     def body(self, row: int) -> bytes:
         """The exported bytes of one record."""
-        return bytes(self._data[self._offsets[row]:self._offsets[row + 1]])
+        return bytes(self._data[self._offsets[row]:self._offsets[row + 1] - _END])
 
     def bodies(self, rows: Sequence[int] | np.ndarray) -> list[bytes]:
         offsets, data = self._offsets, self._data
-        return [bytes(data[offsets[row]:offsets[row + 1]]) for row in rows]
+        return [bytes(data[offsets[row]:offsets[row + 1] - _END]) for row in rows]
 
-    def joined(self, rows: np.ndarray, separator: bytes, head: bytes, tail: bytes) -> bytes:
-        """`head`, the rows' bytes with `separator` between them, then `tail`: copied once,
-        straight from the map."""
-        data = self._data
+    def joined(self, rows: np.ndarray, head: bytes, tail: bytes) -> bytes:
+        """`head`, the rows' bytes separated by commas, then `tail`: each run of consecutive
+        rows one slice of the map, copied once."""
+        if not len(rows):
+            return head + tail
+        data, offsets = self._data, self._offsets
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1  # where a run starts, but the first
+        if not len(breaks):  # one run
+            first = int(rows[0])
+            return b"".join((head, data[offsets[first]:offsets[first + len(rows)] - _END],
+                             tail))
+        starts = offsets[rows[np.concatenate(([0], breaks))]].tolist()
+        ends = offsets[rows[np.concatenate((breaks - 1, [len(rows) - 1]))] + 1].tolist()
         pieces: list[bytes | memoryview] = [head]
-        for start, end in zip(self._offsets[rows].tolist(), self._offsets[rows + 1].tolist(),
-                              strict=True):
-            pieces += (data[start:end], separator)
-        if len(pieces) > 1:
-            pieces[-1] = tail  # in place of the last separator
-        else:
-            pieces.append(tail)
+        pieces += [data[start:end] for start, end in zip(starts, ends, strict=True)]
+        pieces[-1] = pieces[-1][:-_END]
+        pieces.append(tail)
         return b"".join(pieces)
 
     def digest(self, row: int) -> bytes:
-        """The first DIGEST bytes of the SHA-256 of a record's bytes: what a validator (an
-        ETag) of them is made from, made once, when first asked for, not on every request."""
-        start = row * DIGEST
-        if not self._digested[row]:
-            self._digests[start:start + DIGEST] = hashlib.sha256(
-                self._data[self._offsets[row]:self._offsets[row + 1]]).digest()[:DIGEST]
-            self._digested[row] = True
-        return bytes(self._digests[start:start + DIGEST])
+        """The first 16 bytes of the SHA-256 of a record's bytes: what a validator (an
+        ETag) of them is made from."""
+        return self._digests[row].tobytes()  # type: ignore[no-any-return]
 
     def digests(self, rows: np.ndarray) -> bytes:
         """The rows' digests, one after the other."""
-        for row in rows[~self._digested[rows]].tolist():
-            self.digest(row)
-        return np.frombuffer(self._digests, f"V{DIGEST}")[rows].tobytes()
+        return self._digests[rows].tobytes()  # type: ignore[no-any-return]
 
     def listed(self, collection: str, groups: Sequence[str]) -> np.ndarray:
         """The rows of `collection` in the given access groups, in list order."""
@@ -138,3 +140,7 @@ def _seconds(times: Sequence[str]) -> np.ndarray:
     """RFC 3339 UTC times (`...Z`, whole seconds) as seconds since 1970; a missing one as the
     smallest number, before every time."""
     return np.array([time[:-1] for time in times], dtype="datetime64[s]").astype(np.int64)
+
+
+def _one_array(column: pa.ChunkedArray) -> pa.Array:
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()

@@ -137,7 +137,7 @@ async def list_records(store: Store, caller: Caller, collection: str, *, limit: 
                                limit=limit, offset=offset, updated_since=updated_since)
     made_of = hashlib.sha256(b"%d:%b%b" % (len(page), head, tail))
     made_of.update(records.digests(page))
-    return Served(records.joined(page, b",", head, tail), _tag(made_of.digest()))
+    return Served(records.joined(page, head, tail), _tag(made_of.digest()))
 
 
 async def read_record(store: Store, caller: Caller, collection: str, record_id: str
@@ -295,7 +295,7 @@ async def search(store: Store, caller: Caller, *, text: str, collections: str | 
             if name not in caller.collections:
                 raise InsufficientScope(f"this key may search {', '.join(caller.collections)}, "
                                         f"not {name}")
-        wanted = [name for name in COLLECTIONS if name in named]
+        wanted = tuple(name for name in COLLECTIONS if name in named)
     groups = caller.groups
 
     def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> dict[str, Any]:

@@ -95,7 +95,7 @@ def record_tables(draw: st.DrawFn) -> list[dict[str, Any]]:
                      "created_at": "", "content_hash": f"h{n}",
                      "updated_at": f"2026-03-0{draw(st.integers(1, 3))}T08:00:0{n % 2}Z",
                      "position": positions[collection], "render_key": "",
-                     "json": f'{{"n": {n}}}'.encode()})
+                     "item": f'{{"n": {n}}},'.encode(), "digest": n.to_bytes(16)})
     return draw(st.permutations(rows))
 
 
@@ -106,7 +106,8 @@ def test_the_record_reads_follow_the_sql_rule(tmp_path_factory: Any, rows: list[
                                               groups: list[str], collections: list[str]) -> None:
     """Reads by id (`visible`) and list slices (`Records.listed` of the caller's groups, and
     `listed_since`) see exactly the records the SQL spelling selects, in position order."""
-    schema = pa.schema([(name, getattr(pa, kind)()) for name, kind in RECORD_COLUMNS])
+    schema = pa.schema([(name, pa.binary(16) if kind == "digest" else getattr(pa, kind)())
+                        for name, kind in RECORD_COLUMNS])
     table = pa.Table.from_pylist(rows, schema=schema)
     path = tmp_path_factory.mktemp("records") / RECORDS
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
@@ -132,4 +133,12 @@ def test_the_record_reads_follow_the_sql_rule(tmp_path_factory: Any, rows: list[
         for row in records.listed_since(name, groups, since)]
     for row in rows:
         at = records.row(row["id"])
-        assert at is not None and records.body(at) == row["json"]
+        assert at is not None and records.body(at) == row["item"][:-1]
+        assert records.digest(at) == row["digest"]
+    for name in collections:  # any page of the caller's rows, cut from runs of rows
+        listed_rows = records.listed(name, groups)
+        for start in range(0, len(listed_rows) + 1, 3):
+            page = listed_rows[start:start + 4]
+            assert records.joined(page, b"[", b"]") == b"[" + b",".join(
+                records.body(int(at)) for at in page) + b"]"
+            assert records.digests(page) == b"".join(records.digest(int(at)) for at in page)

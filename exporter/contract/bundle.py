@@ -8,7 +8,8 @@ holds restricted records, so its folder is 0700 and its files 0600.
   `index.html` and `api/sync/changes.ndjson`
 - `records.arrow` one row per live record (public and restricted), `RECORD_COLUMNS`, in
   list order (by collection, then `position`): an uncompressed Arrow IPC file, so that both
-  the sidecar and the next export map it into memory and read it without copying
+  the sidecar and the next export map it into memory and read it without copying; each
+  row's `item` is its served bytes and a comma, so a run of rows is a list page's items
 - `events.parquet` the ledger, one row per `feed.Event`, `EVENT_COLUMNS`
 - `search/<group>/` the search index of one access group's records (`exporter.search`):
   tantivy's files, `vectors.npy` and `state.json`
@@ -25,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 from .feed import EVENT_FIELDS
 
-FORMAT = 4
+FORMAT = 5
 META = "meta.json"
 MANIFEST = "manifest.json"
 SCHEMA = "schema.json"
@@ -44,7 +45,7 @@ SITE = "../site"
 DOWNLOADS = "download"
 DWCA_FILE = "species-dwca.zip"
 
-# (column, type): "string", "int64" or "large_binary"
+# (column, type): "string", "int64", "large_binary", or "digest" (16 bytes, fixed width)
 RECORD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("collection", "string"),
     ("id", "string"),
@@ -54,9 +55,14 @@ RECORD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("updated_at", "string"),
     ("content_hash", "string"),
     ("position", "int64"),  # list order within its collection
-    ("render_key", "string"),  # what `json` was rendered from
-    ("json", "large_binary"),  # the served bytes
+    ("render_key", "string"),  # what `item` was rendered from
+    # The served bytes, then a comma: consecutive rows are, as one slice, the items of a
+    # JSON list but for the last comma (a list page is cut from the map, not joined).
+    ("item", "large_binary"),
+    ("digest", "digest"),  # the first 16 bytes of the served bytes' SHA-256 (their ETag's)
 )
+ITEM_END = b","  # after each row's served bytes in `item`
+DIGEST_SIZE = 16
 _EVENT_TYPES = {"seq": "int64"}
 EVENT_COLUMNS: tuple[tuple[str, str], ...] = tuple(
     (name, _EVENT_TYPES.get(name, "string")) for name in EVENT_FIELDS)
