@@ -58,6 +58,12 @@ class Records:
         for pair, rows in found.items():
             array = np.asarray(rows, np.int64)
             self._rows[pair] = array[np.argsort(positions[array], kind="stable")]
+        # As the export writes it, the file is in list order: in each collection, rows and
+        # positions ascend together. Then rows listed for any caller ascend, and a page whose
+        # last row is as far from its first as it has rows is one run (see `joined`).
+        self._ordered = all(bool(np.all(np.diff(positions[np.sort(np.concatenate(
+            [rows for (name, _), rows in self._rows.items() if name == collection]))]) > 0))
+            for collection in {name for name, _ in self._rows})
         self._positions = positions
         # row -> its updated_at, in seconds since 1970 (the ledger's resolution)
         self._updated = _seconds(table.column("updated_at").to_pylist())
@@ -82,11 +88,11 @@ class Records:
         if not len(rows):
             return head + tail
         data, offsets = self._data, self._offsets
-        breaks = np.flatnonzero(np.diff(rows) != 1) + 1  # where a run starts, but the first
-        if not len(breaks):  # one run
-            first = int(rows[0])
-            return b"".join((head, data[offsets[first]:offsets[first + len(rows)] - _END],
+        first, last = int(rows[0]), int(rows[-1])
+        if self._ordered and last - first == len(rows) - 1:  # one run, as most pages are
+            return b"".join((head, data[int(offsets[first]):int(offsets[last + 1]) - _END],
                              tail))
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1  # where a run starts, but the first
         starts = offsets[rows[np.concatenate(([0], breaks))]].tolist()
         ends = offsets[rows[np.concatenate((breaks - 1, [len(rows) - 1]))] + 1].tolist()
         pieces: list[bytes | memoryview] = [head]

@@ -135,10 +135,15 @@ def test_the_record_reads_follow_the_sql_rule(tmp_path_factory: Any, rows: list[
         at = records.row(row["id"])
         assert at is not None and records.body(at) == row["item"][:-1]
         assert records.digest(at) == row["digest"]
-    for name in collections:  # any page of the caller's rows, cut from runs of rows
-        listed_rows = records.listed(name, groups)
-        for start in range(0, len(listed_rows) + 1, 3):
-            page = listed_rows[start:start + 4]
-            assert records.joined(page, b"[", b"]") == b"[" + b",".join(
-                records.body(int(at)) for at in page) + b"]"
-            assert records.digests(page) == b"".join(records.digest(int(at)) for at in page)
+    in_order = sorted(rows, key=lambda row: (row["collection"], row["position"]))
+    ordered_path = path.with_name("ordered.arrow")  # as the export writes it: in list order
+    with pa.OSFile(str(ordered_path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        writer.write_table(pa.Table.from_pylist(in_order, schema=schema))
+    for kept in (records, Records(ordered_path)):
+        for name in collections:  # any page of the caller's rows, cut from runs of rows
+            listed_rows = kept.listed(name, groups)
+            for start in range(0, len(listed_rows) + 1, 3):
+                page = listed_rows[start:start + 4]
+                assert kept.joined(page, b"[", b"]") == b"[" + b",".join(
+                    kept.body(int(at)) for at in page) + b"]"
+                assert kept.digests(page) == b"".join(kept.digest(int(at)) for at in page)
