@@ -8,8 +8,10 @@ Starts `fednode serve` on a node (an exported one with --node, or the sample gro
 each request's own size (the framework's ceiling here), and optionally nginx over
 `site_out/` (what a CDN edge does) and Datasette over the same records in SQLite, one row by
 primary key. wrk (-t2) runs every request in alternating rounds, so the machine's drift
-hits all alike; the table gives each one's median requests/s, p99, and its ratio to the
-constant body of its size. Also printed: the sidecar's start time and resident memory, once
+hits all alike: each request runs right beside its reference (before it, then after it in
+the next round), and its ratio is the median of those pairs' ratios, so the machine's drift
+over a run cancels out. The table gives each one's median requests/s, p99, the ratio to the
+constant body of its size, and the lowest and highest pair's. Also printed: the sidecar's start time and resident memory, once
 loaded and after the run.
 Needs wrk (apt-get install wrk); --nginx installs nginx with apt-get and --datasette
 installs Datasette into .cache/bench-venv where missing."""
@@ -55,6 +57,8 @@ class Case:
     p99s: list[float] = field(default_factory=list)
     pid: int | None = None  # the process answering, whose CPU time is counted
     cpus: list[float] = field(default_factory=list)  # its CPU microseconds a request
+    ratios: list[float] = field(default_factory=list)  # requests/s over its reference's, a pair
+    cpu_ratios: list[float] = field(default_factory=list)  # reference's CPU over its own
 
 
 def wrk(url: str, seconds: int, connections: int, header: str | None,
@@ -264,13 +268,21 @@ def main() -> None:
             everything = [*constants, *cases, *extra]
             for case in everything:
                 wrk(case.url, 1, args.connections, case.header)  # warm up
-            for _ in range(args.rounds):
-                for case in everything:
-                    rate, p99, cpu = wrk(case.url, args.seconds, args.connections,
-                                         case.header, case.pid)
-                    case.rates.append(rate)
-                    case.p99s.append(p99)
-                    case.cpus.append(cpu)
+            by_url = {case.url: case for case in constants}
+            record_size = by_url[cases[0].reference]
+            for round_ in range(args.rounds):
+                for case in [*cases, *extra]:  # each beside its reference, in turn first
+                    against = by_url.get(case.reference, record_size)  # nginx, Datasette:
+                    pair = (against, case) if round_ % 2 == 0 else (case, against)  # a record's
+                    for one in pair:
+                        rate, p99, cpu = wrk(one.url, args.seconds, args.connections,
+                                             one.header, one.pid)
+                        one.rates.append(rate)
+                        one.p99s.append(p99)
+                        one.cpus.append(cpu)
+                    case.ratios.append(case.rates[-1] / against.rates[-1])
+                    if case.pid:
+                        case.cpu_ratios.append(against.cpus[-1] / case.cpus[-1])
             memory = resident_mib(server.pid)
             reload = follow_reload(root, server.pid, base) if args.reload or not args.node \
                 else ""
@@ -279,19 +291,17 @@ def main() -> None:
                 process.terminate()
                 process.wait()
     median = statistics.median
-    by_url = {case.url: case for case in constants}
-    record_size = by_url[cases[0].reference]
-    print(f"{args.connections} connections, wrk -t2, {args.rounds} alternating rounds of "
-          f"{args.seconds}s; medians")
-    print(f"{'request':<44} {'req/s':>9} {'p99 ms':>8} {'vs constant body':>17} "
+    print(f"{args.connections} connections, wrk -t2, {args.rounds} rounds of {args.seconds}s, "
+          f"each request beside its reference; medians (pairs' lowest-highest)")
+    print(f"{'request':<44} {'req/s':>9} {'p99 ms':>8} {'vs constant body':>22} "
           f"{'server CPU':>11} {'vs constant':>12}")
     for case in everything:
-        against = by_url.get(case.reference, record_size)  # nginx, Datasette: a record's
-        ratio = median(case.rates) / median(against.rates)
-        cpu = (f"{median(case.cpus):8.0f} µs {median(against.cpus) / median(case.cpus):12.0%}"
+        ratio = (f"{median(case.ratios):6.0%} ({min(case.ratios):.0%}-{max(case.ratios):.0%})"
+                 if case.ratios else "100%")
+        cpu = (f"{median(case.cpus):8.0f} µs {median(case.cpu_ratios or [1.0]):12.0%}"
                if case.pid else f"{'-':>11} {'-':>12}")  # nginx, Datasette: not counted
         print(f"{case.label:<44} {median(case.rates):9.0f} {median(case.p99s):8.1f} "
-              f"{ratio:16.0%} {cpu}")
+              f"{ratio:>22} {cpu}")
     print("server CPU: the answering process's user and system time per request (steadier "
           "than requests/s on a shared machine, where wrk takes the same cores)")
     print(f"sidecar: answering {ready:.1f} s after start; resident {loaded:.0f} MiB once loaded "
