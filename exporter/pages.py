@@ -30,6 +30,7 @@ from xml.sax.saxutils import escape
 
 import jinja2
 from markupsafe import Markup
+from markupsafe import escape as html
 
 from .cache import Cache
 from .config import NodeConfig
@@ -42,7 +43,8 @@ from .writer import OutputFile, constant
 
 PAGE_SIZE = 100  # records listed on one collection page
 SITEMAP_MAX = 50_000  # URLs in one sitemap file (the sitemaps.org limit)
-TEMPLATES = ("base.html", "index.html", "collection.html", "record.html", "site.css")
+TEMPLATES = ("base.html", "nav.html", "footer.html", "index.html", "collection.html",
+             "record.html", "site.css")
 
 # The fields that name species in other collections, and the section title they get on a
 # species page.
@@ -76,10 +78,15 @@ class Site:
     node: NodeConfig
     collections: list[dict[str, Any]]  # name, title, description, href, count
     print_: str  # changes whenever any of the above may
+    # The parts of base.html alike on every page, rendered once (a record page's time was
+    # half in them)
+    nav: Markup
+    footer: Markup
 
     def render(self, template: str, **values: Any) -> bytes:
         return _template(template).render(
-            node=self.node, collections=self.collections, **values).encode("utf-8")
+            node=self.node, collections=self.collections, nav=self.nav, footer=self.footer,
+            **values).encode("utf-8")
 
 
 @cache
@@ -95,7 +102,9 @@ def site_of(node: NodeConfig, known: dict[str, Collection], counts: dict[str, in
     print_ = fingerprint("site", _templates_digest(), node.name, node.description,
                          node.publisher, node.contact, node.licence, node.language,
                          node.base_url, node.key_request, json.dumps(listed))
-    return Site(node, listed, print_)
+    parts = [Markup(_template(name).render(node=node, collections=listed))
+             for name in ("nav.html", "footer.html")]
+    return Site(node, listed, print_, *parts)
 
 
 def home(site: Site) -> bytes:
@@ -202,6 +211,10 @@ def _record_page(site: Site, collection: Collection, r: Rendered, source: Source
                       else str(value)))
     if fields.get("tags"):
         shown.append(("Tags", ", ".join(map(str, fields["tags"]))))
+    # The rows of the page's <dl>, made here rather than by a loop in the template (a
+    # third of a page's time); each label and value escaped as the template would.
+    rows = Markup("".join([f"<dt>{html(label)}</dt><dd>{html(value)}</dd>\n"
+                           for label, value in shown]))
     sections: dict[str, list[dict[str, str]]] = {}
     for section, other in links:
         sections.setdefault(section, []).append(
@@ -210,7 +223,7 @@ def _record_page(site: Site, collection: Collection, r: Rendered, source: Source
     body = [paragraph.replace("**", "").strip()
             for paragraph in str(fields.get("body") or "").split("\n\n") if paragraph.strip()]
     return site.render(
-        "record.html", collection=collection, title=r.title or r.id, fields=shown, body=body,
+        "record.html", collection=collection, title=r.title or r.id, fields=rows, body=body,
         updated_at=r.updated_at, here=here, json_path=f"/api/{collection.name}/{r.id}",
         collection_href=collection_href(collection.name),
         related=[{"title": title, "items": items} for title, items in sections.items()],
