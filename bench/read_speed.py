@@ -7,12 +7,12 @@ Starts `fednode serve` on a node (an exported one with --node, or the sample gro
 --records), and beside it the references: an aiohttp server answering a constant body of
 each request's own size (the framework's ceiling here), and optionally nginx over
 `site_out/` (what a CDN edge does) and Datasette over the same records in SQLite, one row by
-primary key. wrk (-t2) runs every request in alternating rounds, so the machine's drift
-hits all alike: each request runs right beside its reference (before it, then after it in
-the next round), and its ratio is the median of those pairs' ratios, so the machine's drift
-over a run cancels out. The table gives each one's median requests/s, p99, the ratio to the
-constant body of its size, and the lowest and highest pair's. Also printed: the sidecar's start time and resident memory, once
-loaded and after the run.
+primary key. wrk (-t2) runs every request in rounds, each request right beside its
+reference (before it, then after it in the next round); its ratio is the median of those
+pairs' ratios, so the machine's drift over a run cancels out. The table gives each one's
+median requests/s, p99, the ratio to the constant body of its size with the lowest and
+highest pair's, and the CPU time the answering process spent a request. Also printed: the
+sidecar's start time and resident memory, once loaded and after the run.
 Needs wrk (apt-get install wrk); --nginx installs nginx with apt-get and --datasette
 installs Datasette into .cache/bench-venv where missing."""
 
