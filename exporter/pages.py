@@ -78,8 +78,8 @@ class Site:
     node: NodeConfig
     collections: list[dict[str, Any]]  # name, title, description, href, count
     print_: str  # changes whenever any of the above may
-    # The parts of base.html alike on every page, rendered once (a record page's time was
-    # half in them)
+    # The parts of base.html alike on every page, rendered once per export rather than on
+    # each page
     nav: Markup
     footer: Markup
 
@@ -211,8 +211,8 @@ def _record_page(site: Site, collection: Collection, r: Rendered, source: Source
                       else str(value)))
     if fields.get("tags"):
         shown.append(("Tags", ", ".join(map(str, fields["tags"]))))
-    # The rows of the page's <dl>, made here rather than by a loop in the template (a
-    # third of a page's time); each label and value escaped as the template would.
+    # The rows of the page's <dl>, made here in one pass rather than by a loop in the
+    # template; each label and value escaped as the template would.
     rows = Markup("".join([f"<dt>{html(label)}</dt><dd>{html(value)}</dd>\n"
                            for label, value in shown]))
     sections: dict[str, list[dict[str, str]]] = {}
