@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .contract.bundle import DIGEST_SIZE, ITEM_END, RECORDS
+from .contract.bundle import DIGEST_SIZE, ITEM_END, RECORDS, column
 
 
 class Renderings:
@@ -31,7 +31,7 @@ class Renderings:
         try:
             # No copy: the map backs the columns, and stays open as long as they do.
             table = pa.ipc.open_file(pa.memory_map(str(folder / RECORDS))).read_all()
-            items, digests = (_one_array(table.column(name)) for name in ("item", "digest"))
+            items, digests = column(table, "item"), column(table, "digest")
         except (OSError, KeyError, pa.ArrowException):  # none, or of an older format
             return cls.empty()
         ids, keys, titles = (table.column(name).to_pylist()
@@ -90,7 +90,3 @@ def _spliced(previous: pa.Array, new: pa.Array, rows: list[int]) -> pa.Array:
         return pieces[0]
     return pa.concat_arrays(pieces) if pieces else new
 
-
-def _one_array(column: pa.ChunkedArray) -> pa.Array:
-    """The column as one array, without a copy when it is one chunk already (as written)."""
-    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()

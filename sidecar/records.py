@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from exporter.contract.bundle import DIGEST_SIZE, ITEM_END
+from exporter.contract.bundle import DIGEST_SIZE, ITEM_END, column
 from exporter.contract.wire import COLLECTIONS
 
 # A caller's merged rows are kept for this many (collection, groups) pairs: callers share
@@ -33,15 +33,16 @@ class Records:
 
     def __init__(self, path: Path) -> None:
         table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()  # no copy
-        item = _one_array(table.column("item"))
+        item = column(table, "item")
         buffers = item.buffers()
         self._offsets = np.frombuffer(buffers[1], np.int64)[item.offset:
                                                             item.offset + len(item) + 1]
         self._data = memoryview(buffers[2]) if len(item) else memoryview(b"")
-        digest = _one_array(table.column("digest"))
+        digest = column(table, "digest")
         # row -> the first 16 bytes of the SHA-256 of its served bytes, made by the export
-        self._digests = np.frombuffer(digest.buffers()[1], f"V{DIGEST_SIZE}")[
-            digest.offset:digest.offset + len(digest)] if len(digest) else np.zeros(0, "V16")
+        width = f"V{DIGEST_SIZE}"
+        self._digests = np.frombuffer(digest.buffers()[1], width)[
+            digest.offset:digest.offset + len(digest)] if len(digest) else np.zeros(0, width)
         self._keep = (item, digest)  # the map lives as long as the arrays do
         ids = table.column("id").to_pylist()
         self._row = {record_id: row for row, record_id in enumerate(ids)}
@@ -61,9 +62,11 @@ class Records:
         # As the export writes it, the file is in list order: in each collection, rows and
         # positions ascend together. Then rows listed for any caller ascend, and a page whose
         # last row is as far from its first as it has rows is one run (see `joined`).
-        self._ordered = all(bool(np.all(np.diff(positions[np.sort(np.concatenate(
-            [rows for (name, _), rows in self._rows.items() if name == collection]))]) > 0))
-            for collection in {name for name, _ in self._rows})
+        by_collection: dict[str, list[np.ndarray]] = {}
+        for (name, _), listed in self._rows.items():
+            by_collection.setdefault(name, []).append(listed)
+        self._ordered = all(bool(np.all(np.diff(positions[np.sort(np.concatenate(parts))]) > 0))
+                            for parts in by_collection.values())
         self._positions = positions
         # row -> its updated_at, in seconds since 1970 (the ledger's resolution)
         self._updated = _seconds(table.column("updated_at").to_pylist())
@@ -147,6 +150,3 @@ def _seconds(times: Sequence[str]) -> np.ndarray:
     smallest number, before every time."""
     return np.array([time[:-1] for time in times], dtype="datetime64[s]").astype(np.int64)
 
-
-def _one_array(column: pa.ChunkedArray) -> pa.Array:
-    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()

@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+import pyarrow as pa
+
 from .feed import EVENT_FIELDS
 
 FORMAT = 5
@@ -100,3 +102,11 @@ class Meta:
         except TypeError as exc:
             raise BundleError(f"{META} is damaged ({exc}); run `fednode export` again") from None
         return meta
+
+
+def column(table: pa.Table, name: str) -> pa.Array:
+    """One column of a table read from the bundle, as one array: without a copy when it is
+    one chunk, as the export writes it (the sidecar and the next export read
+    `records.arrow` this way, mapped)."""
+    found = table.column(name)
+    return found.chunk(0) if found.num_chunks == 1 else found.combine_chunks()
