@@ -82,10 +82,11 @@ class Aside(Generic[T]):
         function, arguments = self._call  # the child died: do it here
         return function(*arguments)
 
-    def cancel(self) -> None:
-        """Stop the work if it still runs (a thread is left to finish); idempotent."""
+    def cancel(self, wait: bool = False) -> None:
+        """Stop the work if it still runs; idempotent. Work on a thread cannot be stopped:
+        it is left to finish, or with `wait`, waited for."""
         if self._thread is not None:
-            self._thread.shutdown(wait=False, cancel_futures=True)
+            self._thread.shutdown(wait=wait, cancel_futures=True)
             self._thread = None
         if self._child is not None:
             pid, pipe = self._child

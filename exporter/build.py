@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from . import bundle_writer, downloads, layout, library, openapi, pages, redirects, search_index
+from .aside import Aside
 from .cache import Cache, SortKey
 from .config import NodeConfig, Project, load_node_config
 from .content import SourceRecord, discover, read_all
@@ -216,30 +217,41 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
             f"then) and export again")
     ledger.apply(events)  # in memory; written once the whole public tree is known to be fine
     progress("ledger", len(content.records), len(content.records))
-    release = Release.stage(project.private, {"site": project.site_out,
-                                              "bundle": project.bundle})
     with ExitStack() as aside:  # work done in other processes, stopped if the export fails
-        # Embedding new text is the slowest step: it runs aside from here.
-        vectors = search_index.Vectors.start(release.live_tree("bundle"), content.records,
-                                             content.collections)
-        aside.callback(vectors.close)
-        return _write_trees(project, content, ledger, events, release, vectors, aside,
-                            progress=progress, folder_limit=folder_limit)
+        # What the whole ledger gives, and the search index (embedding new text is the
+        # slowest step), are made aside, on the other core, while the pages render.
+        from_ledger = Aside(_from_ledger, ledger.events, content.node.base_url)
+        aside.callback(from_ledger.cancel)
+        release = Release.stage(project.private, {"site": project.site_out,
+                                                  "bundle": project.bundle})
+        ordered = _in_list_order(content)
+        index = search_index.Index(release.tree("bundle"), release.live_tree("bundle"),
+                                   [(r.collection, r.id, r.hash, r.access) for r in ordered],
+                                   {r.id: r for r in content.records}, content.collections)
+        aside.callback(index.cancel)
+        return _write_trees(project, content, ordered, ledger, events, release, from_ledger,
+                            index, aside, progress=progress, folder_limit=folder_limit)
 
 
-def _write_trees(project: Project, content: Content, ledger: Ledger, events: list[Event],
-                 release: Release, vectors: search_index.Vectors, aside: ExitStack, *,
-                 progress: Progress, folder_limit: int) -> BuildReport:
+def _from_ledger(events: list[Event], base_url: str) -> tuple[PublicChanges, bytes]:
+    """The public change list and the bundle's events table: each a pass over every event."""
+    return public_changes(events, base_url), bundle_writer.events_table(events)
+
+
+def _write_trees(project: Project, content: Content, ordered: list[SourceRecord],
+                 ledger: Ledger, events: list[Event], release: Release,
+                 from_ledger: Aside[tuple[PublicChanges, bytes]], index: search_index.Index,
+                 aside: ExitStack, *, progress: Progress, folder_limit: int) -> BuildReport:
     """Render every output and write both trees into the build, then switch it in."""
     previous = Renderings.read(project.bundle)
-    rendered = _render(content, ledger, previous, progress)
+    rendered = _render(content, ordered, ledger, previous, progress)
     report = BuildReport(seconds=0.0, events=len(events))
     for r in rendered:
         (report.public if r.public else report.restricted)[r.collection] += 1
 
     node, known = content.node, content.collections
     public = _by_collection([r for r in rendered if r.public])
-    changes = public_changes(ledger.events, node.base_url)
+    changes, events_arrow = from_ledger.result()
     sync_files, sync_section = _sync_files(node, public, changes, content.cache)
     download_files = downloads.download_files(
         node, known, {name: (group.records, group.prints) for name, group in public.items()},
@@ -272,8 +284,7 @@ def _write_trees(project: Project, content: Content, ledger: Ledger, events: lis
     report.site = _write(release, "site", site, "writing site", progress)
     checkpoint("site")
     progress("indexing", 0, len(rendered))
-    search = search_index.build(release.tree("bundle"), release.live_tree("bundle"), rendered,
-                                {r.id: r for r in content.records}, known, vectors)
+    search = index.result()
     search += library.build(release.tree("bundle"), release.live_tree("bundle"),
                             content.documents)
     progress("indexing", len(rendered), len(rendered))
@@ -284,7 +295,7 @@ def _write_trees(project: Project, content: Content, ledger: Ledger, events: lis
         manifest=manifest_bytes, schema=schema_bytes, openapi=openapi_bytes, index=index_bytes,
         changes=changes.body,
         records=bundle_writer.records_table(rendered, _positions(rendered), previous),
-        events=bundle_writer.events_table(ledger.events), search=search,
+        events=events_arrow, search=search,
         origins=node.allowed_origins)]
     release.write("bundle", private)
     progress("writing bundle", len(rendered), len(rendered))
@@ -294,21 +305,25 @@ def _write_trees(project: Project, content: Content, ledger: Ledger, events: lis
     return report
 
 
-def _render(content: Content, ledger: Ledger, previous: Renderings,
-            progress: Progress) -> list[Rendered]:
-    """Every record as served, in list order: by collection, then by the collection's sort
-    key (`Collection.sort_key`), then by id."""
-    total = len(content.records)
+def _in_list_order(content: Content) -> list[SourceRecord]:
+    """Every record in list order: by collection, then by the collection's sort key
+    (`Collection.sort_key`), then by id."""
+    rank = {name: index for index, name in enumerate(COLLECTIONS)}
+    keys = content.sort_keys
+    return sorted(content.records, key=lambda r: (rank[r.collection], keys[r.id], r.id))
+
+
+def _render(content: Content, ordered: list[SourceRecord], ledger: Ledger,
+            previous: Renderings, progress: Progress) -> list[Rendered]:
+    """Every record as served, in list order (`ordered`)."""
+    total = len(ordered)
     progress("rendering", 0, total)
     rendered = []
-    for done, r in enumerate(content.records, start=1):
+    for done, r in enumerate(ordered, start=1):
         rendered.append(render_record(r, ledger.entries[r.id], content.collections[r.collection],
                                       content.node, previous))
         if done % 2000 == 0:
             progress("rendering", done, total)
-    rank = {name: index for index, name in enumerate(COLLECTIONS)}
-    keys = content.sort_keys
-    rendered.sort(key=lambda r: (rank[r.collection], keys[r.id], r.id))
     progress("rendering", total, total)
     return rendered
 

@@ -22,7 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import rtoml
 
@@ -80,8 +80,7 @@ class SourceRecord:
         return self.field_lines.get(name, self.line)
 
 
-@dataclass(frozen=True)
-class SourceFile:
+class SourceFile(NamedTuple):
     """A content file on disk, with what identifies its version cheaply."""
 
     collection: str

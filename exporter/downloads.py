@@ -10,6 +10,7 @@ not on their positions, so a record added or removed changes only the part it fa
 
 from __future__ import annotations
 
+import codecs
 import csv
 import functools
 import io
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import aside, dwc_archive
-from .cache import Cache
+from .cache import Cache, Part
 from .config import NodeConfig
 from .contract.bundle import DOWNLOADS
 from .render import Rendered, fingerprint, json_of
@@ -33,7 +34,7 @@ SPECIES = "species"
 LEAD = ("id", "url", "title", "access", "created_at", "updated_at")
 PART = 64  # records a part, on average
 ASIDE_FROM = 512  # records to make parts of, from which they are made in a process aside
-Make = Callable[[list[dict[str, Any]]], tuple[str, ...]]
+Make = Callable[[list[dict[str, Any]]], Part]
 
 
 def csv_path(collection: str) -> str:
@@ -113,7 +114,7 @@ class _Download:
                 start = end
         return out
 
-    def texts(self, cache: Cache) -> list[tuple[str, ...]]:
+    def texts(self, cache: Cache) -> list[Part]:
         """The text of each part, from the cache or made now."""
         return [cache.part(self.path, key, functools.partial(
                     _made, self.make, self.records[span])) for key, span in self.parts]
@@ -122,8 +123,8 @@ class _Download:
 def _csv_of(collection: Collection, download: _Download, cache: Cache,
             ready: Callable[[], None]) -> bytes:
     ready()
-    text = csv_header(collection) + "".join(part[0] for part in download.texts(cache))
-    return text.encode("utf-8-sig")  # the mark makes spreadsheets read UTF-8
+    head = codecs.BOM_UTF8 + csv_header(collection).encode()  # the mark: spreadsheets read UTF-8
+    return b"".join([head, *(part[0] for part in download.texts(cache))])
 
 
 def _archive_of(node: NodeConfig, download: _Download, cache: Cache,
@@ -132,11 +133,11 @@ def _archive_of(node: NodeConfig, download: _Download, cache: Cache,
     return dwc_archive.archive(node, download.texts(cache))
 
 
-def _csv_part(collection: Collection, served: list[dict[str, Any]]) -> tuple[str, ...]:
-    return (csv_rows(collection, served),)
+def _csv_part(collection: Collection, served: list[dict[str, Any]]) -> Part:
+    return (csv_rows(collection, served).encode(),)
 
 
-def _made(make: Make, records: list[Rendered]) -> tuple[str, ...]:
+def _made(make: Make, records: list[Rendered]) -> Part:
     return make([json.loads(data) for data in json_of(records)])
 
 
@@ -163,13 +164,13 @@ def _made_aside(downloads: list[_Download], cache: Cache,
     return ready
 
 
-def _make_parts(jobs: list[tuple[Make, list[Rendered]]]) -> list[tuple[str, ...]]:
+def _make_parts(jobs: list[tuple[Make, list[Rendered]]]) -> list[Part]:
     """Each job's part. The records of a part common to several downloads (the species' CSV
     and archive) are decoded once for all of them."""
     alike: dict[tuple[str, str, int], list[int]] = {}
     for n, (_, records) in enumerate(jobs):
         alike.setdefault((records[0].id, records[-1].id, len(records)), []).append(n)
-    out: list[tuple[str, ...]] = [()] * len(jobs)
+    out: list[Part] = [()] * len(jobs)
     for numbers in alike.values():
         served = [json.loads(data) for data in json_of(jobs[numbers[0]][1])]
         for n in numbers:

@@ -25,10 +25,10 @@ CORE_FILE = "taxon.csv"
 CORE_COLUMNS: dict[str, str] = {**CORE_TERMS, "modified": DC}
 
 
-def rows(node: NodeConfig, records: Iterable[dict[str, Any]]) -> tuple[str, ...]:
-    """The archive's rows of these (public, served) species records, as text: the latest
-    `updated_at` among them, then the core's rows, then each extension's (in `EXTENSIONS`
-    order). `archive` puts the rows of many such parts together."""
+def rows(node: NodeConfig, records: Iterable[dict[str, Any]]) -> tuple[bytes, ...]:
+    """The archive's rows of these (public, served) species records, UTF-8 encoded: the
+    latest `updated_at` among them, then the core's rows, then each extension's (in
+    `EXTENSIONS` order). `archive` puts the rows of many such parts together."""
     core: list[list[str]] = []
     extension_rows: dict[str, list[list[str]]] = {kind: [] for kind in EXTENSIONS}
     newest = ""
@@ -40,22 +40,25 @@ def rows(node: NodeConfig, records: Iterable[dict[str, Any]]) -> tuple[str, ...]
             for entry in _entries(record, extension, node):
                 extension_rows[kind].append([record["id"], *(entry.get(term, "")
                                                              for term in extension.terms)])
-    return newest, _lines(core), *(_lines(extension_rows[kind]) for kind in EXTENSIONS)
+    return (newest.encode(), _lines(core).encode(),
+            *(_lines(extension_rows[kind]).encode() for kind in EXTENSIONS))
 
 
-def archive(node: NodeConfig, parts: list[tuple[str, ...]]) -> bytes:
+def archive(node: NodeConfig, parts: list[tuple[bytes, ...]]) -> bytes:
     """The archive of the species whose rows `parts` hold (each made by `rows`), in the
     order given."""
-    newest = max((part[0] for part in parts), default="")
-    files = {CORE_FILE: _lines([["id", *CORE_COLUMNS]]) + "".join(part[1] for part in parts)}
+    newest = max((part[0] for part in parts), default=b"").decode()
+    files = {CORE_FILE: b"".join([_lines([["id", *CORE_COLUMNS]]).encode(),
+                                  *(part[1] for part in parts)])}
     used = []
     for index, extension in enumerate(EXTENSIONS.values(), start=2):
-        text = "".join(part[index] for part in parts)
-        if text:
+        pieces = [part[index] for part in parts if part[index]]
+        if pieces:
             used.append(extension)
-            files[f"{extension.kind}.csv"] = _lines([["coreid", *extension.terms]]) + text
-    files["meta.xml"] = _meta(used)
-    files["eml.xml"] = _eml(node, newest[:10])
+            files[f"{extension.kind}.csv"] = b"".join(
+                [_lines([["coreid", *extension.terms]]).encode(), *pieces])
+    files["meta.xml"] = _meta(used).encode()
+    files["eml.xml"] = _eml(node, newest[:10]).encode()
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as bundle:
         for name in ("meta.xml", "eml.xml", CORE_FILE, *(f"{e.kind}.csv" for e in used)):
@@ -63,7 +66,7 @@ def archive(node: NodeConfig, parts: list[tuple[str, ...]]) -> bytes:
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             info.create_system = 3  # unix, whatever the machine
-            bundle.writestr(info, files[name].encode("utf-8"))
+            bundle.writestr(info, files[name])
     return out.getvalue()
 
 

@@ -10,17 +10,16 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 from .contract.feed import EVENT_FIELDS, OPS, Event
 from .contract.wire import COLLECTIONS, TIME_PATTERN, UUID_PATTERN, format_time, parse_time
 from .errors import ExportError
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """What the ledger knows of one record now."""
 
     collection: str
@@ -31,8 +30,7 @@ class Entry:
     deleted: bool
 
 
-@dataclass(frozen=True)
-class Current:
+class Current(NamedTuple):
     """A record as the content has it now, reduced to what the ledger compares."""
 
     collection: str

@@ -10,6 +10,7 @@ live build's copy of it (hard links: tantivy never writes into a file it has wri
   afresh, so that not even its term statistics remember a record now restricted.
 
 Vectors are reused by content hash from the live build, so only new text is embedded.
+All of it is done aside (`Index`), on the other core, while the export renders the site.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -26,17 +28,16 @@ from . import search
 from .aside import Aside
 from .content import SourceRecord
 from .contract.bundle import SEARCH
-from .render import Rendered
 from .schemas import Collection
 from .writer import private_folder
 
 Row = tuple[str, str, str]  # collection, id, content hash
+Listed = tuple[str, str, str, str]  # collection, id, content hash, access
 
 
 class Vectors:
-    """Embeddings by content hash. Those of the live build's groups are reused; the others
-    are embedded by a process of their own, started early (`start`) so that the export's
-    other phases run meanwhile on the other core (`aside.Aside`)."""
+    """Embeddings by content hash: those of the live build's groups are reused, the others
+    made here (`embed`)."""
 
     def __init__(self, live: Path | None, version: str) -> None:
         self.version = version
@@ -56,35 +57,20 @@ class Vectors:
                     self.known[row[2]] = (source, n)
         self.fresh: dict[str, np.ndarray] = {}
         self.docs: dict[str, search.Doc] = {}  # record id -> its document, made once
-        self._missing: list[str] = []  # the hashes being embedded, in order
-        self._work: Aside[np.ndarray] | None = None
 
-    @classmethod
-    def start(cls, live: Path | None, records: list[SourceRecord],
-              known: dict[str, Collection]) -> Vectors:
-        """Begin embedding every record whose text the live build has not embedded."""
-        vectors = cls(live, index_version(known))
+    def embed(self, records: Iterable[SourceRecord], known: dict[str, Collection]) -> None:
+        """Embed the text of every record the live build has not embedded."""
         missing: dict[str, str] = {}
         for record in records:
-            if record.hash not in vectors.known and record.hash not in missing:
-                doc = vectors.docs[record.id] = _doc(record, known)
+            if record.hash not in self.known and record.hash not in missing:
+                doc = self.docs[record.id] = _doc(record, known)
                 missing[record.hash] = doc.embedding_text()
         if missing:
-            vectors._missing = list(missing)
-            vectors._work = Aside(search.Embedder.embed, list(missing.values()))
-        return vectors
-
-    def close(self) -> None:
-        """Stop embedding if the export ended without asking for the vectors."""
-        if self._work is not None:
-            self._work.cancel()
-            self._work = None
+            self.fresh = dict(zip(missing, search.Embedder.embed(list(missing.values())),
+                                  strict=True))
 
     def of(self, rows: list[Row]) -> np.ndarray:
         """The vectors of `rows`, in order."""
-        if self._work is not None:
-            work, self._work = self._work, None
-            self.fresh = dict(zip(self._missing, work.result(), strict=True))
         out = np.empty((len(rows), search.DIMENSIONS), np.float32)
         taken: list[tuple[list[int], list[int]]] = [([], []) for _ in self.matrices]
         for n, (_, _, digest) in enumerate(rows):
@@ -101,17 +87,46 @@ class Vectors:
         return out
 
 
-def build(bundle: Path, live: Path | None, rendered: list[Rendered],
+class Index:
+    """The search index of an export, built aside (`aside.Aside`): new text embedded, then
+    each group indexed, in a process of its own while the export renders and writes the
+    site on the other core. `result` waits for it and gives its digest."""
+
+    def __init__(self, bundle: Path, live: Path | None, listed: list[Listed],
+                 sources: dict[str, SourceRecord], known: dict[str, Collection]) -> None:
+        self._work: Aside[str] | None = Aside(_index, bundle, live, listed, sources, known)
+
+    def result(self) -> str:
+        assert self._work is not None, "the index was cancelled"
+        work, self._work = self._work, None
+        return work.result()
+
+    def cancel(self) -> None:
+        """Stop it if the export ended without it (on a thread: wait for it to end, so that
+        nothing writes into the build afterwards)."""
+        if self._work is not None:
+            self._work.cancel(wait=True)
+            self._work = None
+
+
+def _index(bundle: Path, live: Path | None, listed: list[Listed],
+           sources: dict[str, SourceRecord], known: dict[str, Collection]) -> str:
+    vectors = Vectors(live, index_version(known))
+    vectors.embed(sources.values(), known)
+    return build(bundle, live, listed, sources, known, vectors)
+
+
+def build(bundle: Path, live: Path | None, listed: list[Listed],
           sources: dict[str, SourceRecord], known: dict[str, Collection],
           vectors: Vectors) -> str:
     """Write `bundle/search/`, starting from the live bundle's; return a digest of what it
-    indexes (for the bundle's meta)."""
+    indexes (for the bundle's meta). `listed`: every record, in list order."""
     root = bundle / SEARCH
     shutil.rmtree(root, ignore_errors=True)  # the build before last's: never trusted
     private_folder(root)
     groups: dict[str, list[Row]] = {}
-    for r in rendered:
-        groups.setdefault(r.access, []).append((r.collection, r.id, r.content_hash))
+    for collection, record_id, digest_of, access in listed:
+        groups.setdefault(access, []).append((collection, record_id, digest_of))
     moved = _moved(vectors.live, groups)
     digest = hashlib.sha256(vectors.version.encode())
     for group in sorted(groups):

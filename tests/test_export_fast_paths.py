@@ -1,11 +1,13 @@
 """The export's fast paths give exactly what the plain paths give: the public change list
-formatted directly, the ledger read with one regular expression, and records taken from
-the previous bundle as Arrow columns. Figures: bench/export_speed.py."""
+formatted directly, the ledger read with one regular expression, records taken from the
+previous bundle as Arrow columns, and work done aside in a forked process. Figures:
+bench/export_speed.py."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_visibility import ledgers
 
+from exporter import aside
 from exporter.build import BuildReport
 from exporter.contract.feed import EVENT_FIELDS, OPS, Event, public_changes, visible_events
 from exporter.contract.wire import PUBLIC, encode, record_url
@@ -93,6 +96,39 @@ def test_reused_renderings_give_the_bundle_a_fresh_export_gives(node: Node, expo
     assert tree(other / ".fednode" / "bundle") == tree(node.root / ".fednode" / "bundle")
     assert tree(other / "site_out") == tree(node.root / "site_out")
     for words, groups in (("species number", ("public",)), ("zzz aaa", ("public",)),
-                          ("bea", ("public", "sensitive"))):
+                          ("bea", ("public", "sensitive", "partners"))):
         found = search_ids(node.root / ".fednode" / "bundle", words, groups)
         assert found and found == search_ids(other / ".fednode" / "bundle", words, groups)
+
+
+def test_work_done_aside_in_a_process_equals_work_done_on_a_thread(
+        node: Node, export: Export, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The change list, the events table and the search index are made aside: in a forked
+    process where the export has one thread (the command), else on a thread. Both give the
+    same bundle and the same site, on a first export and after edits."""
+    for n in range(12):
+        node.write("species", f"s{n:02d}", species(f"Species number{n:02d}"))
+    node.write("team", "t", team("Bea", access="sensitive"))
+    threaded = tmp_path / "threaded"
+
+    def both() -> None:
+        assert aside.forks(), threading.enumerate()
+        export(node.root)
+        shutil.rmtree(threaded / "content", ignore_errors=True)
+        shutil.copytree(node.root / "content", threaded / "content")
+        shutil.copy(node.root / "ledger.jsonl", threaded / "ledger.jsonl")  # the same times
+        with monkeypatch.context() as patched:
+            patched.setattr(aside, "forks", lambda: False)
+            export(threaded)
+        for name in ("site_out", ".fednode/bundle"):
+            assert tree(threaded / name) == tree(node.root / name)
+        for words, groups in (("species number", ("public",)),
+                              ("bea", ("public", "sensitive", "partners"))):
+            found = search_ids(node.root / ".fednode" / "bundle", words, groups)
+            assert found and found == search_ids(threaded / ".fednode" / "bundle", words, groups)
+
+    both()
+    node.write("species", "s03", species("Species number03 renamed"))
+    node.write("team", "t", team("Bea B", access="partners"))
+    node.remove("species", "s07")
+    both()
