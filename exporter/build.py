@@ -283,6 +283,10 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     checkpoint("ledger")
     report.site = _write(release, "site", site, "writing site", progress)
     checkpoint("site")
+    # The cache is complete once the site is written (its digests, names and download parts
+    # were all asked for): it is saved aside meanwhile, and the export ends once it is.
+    saving = Aside(content.cache.save, content.paths)
+    aside.callback(saving.cancel)
     progress("indexing", 0, len(rendered))
     search = index.result()
     search += library.build(release.tree("bundle"), release.live_tree("bundle"),
@@ -301,7 +305,7 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     progress("writing bundle", len(rendered), len(rendered))
     checkpoint("bundle")
     release.publish()
-    content.cache.save(keep=content.paths)
+    saving.result()
     return report
 
 

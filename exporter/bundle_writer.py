@@ -28,7 +28,7 @@ from .contract.bundle import (
 )
 from .contract.feed import Event
 from .render import Rendered
-from .renderings import Renderings
+from .renderings import Renderings, runs
 from .writer import OutputFile, constant
 
 _TYPES = {"string": pa.string(), "int64": pa.int64(), "large_binary": pa.large_binary(),
@@ -39,33 +39,36 @@ def _arrow(columns: tuple[tuple[str, str], ...]) -> pa.Schema:
     return pa.schema([(name, _TYPES[kind]) for name, kind in columns])
 
 
+# The records table's columns that are a `Rendered` attribute (its other columns: `position`,
+# `item`, `digest`).
+_ATTRIBUTES = {"collection": "collection", "id": "id", "access": "access", "title": "title",
+               "created_at": "created_at", "updated_at": "updated_at",
+               "content_hash": "content_hash", "render_key": "key"}
+
+
 def records_table(ordered: list[Rendered], positions: list[int], previous: Renderings
                   ) -> bytes:
-    """`ordered`'s renderings taken from `previous` are copied column to column (their bytes
-    and digests)."""
+    """`ordered`'s renderings taken from `previous` are copied column to column: a reused
+    rendering was made from the same render key, so its row is the same in every column
+    but `position`."""
     rows: list[int] = []
-    fresh: list[bytes] = []
+    fresh: list[Rendered] = []
+    served: list[bytes] = []
     for r in ordered:
         if r.fresh is None:
             rows.append(r.row)
         else:
-            fresh.append(r.fresh)
+            fresh.append(r)
+            served.append(r.fresh)
             rows.append(-len(fresh))
-    items, digests = previous.columns(rows, fresh)
-    columns: dict[str, Any] = {
-        "collection": [r.collection for r in ordered],
-        "id": [r.id for r in ordered],
-        "access": [r.access for r in ordered],
-        "title": [r.title for r in ordered],
-        "created_at": [r.created_at for r in ordered],
-        "updated_at": [r.updated_at for r in ordered],
-        "content_hash": [r.content_hash for r in ordered],
-        "position": positions,
-        "render_key": [r.key for r in ordered],
-        "item": items,
-        "digest": digests,
-    }
-    table = pa.Table.from_pydict(columns, schema=_arrow(RECORD_COLUMNS)).combine_chunks()
+    schema, spans = _arrow(RECORD_COLUMNS), runs(rows)
+    columns: dict[str, pa.Array] = {
+        name: previous.column(name, pa.array([getattr(r, attribute) for r in fresh],
+                                             schema.field(name).type), spans)
+        for name, attribute in _ATTRIBUTES.items()}
+    columns["position"] = pa.array(positions, pa.int64())
+    columns["item"], columns["digest"] = previous.columns(spans, served)
+    table = pa.table([columns[name] for name in schema.names], schema=schema)
     sink = io.BytesIO()
     with pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)  # one record batch: each column one contiguous buffer

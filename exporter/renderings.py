@@ -18,12 +18,13 @@ class Renderings:
     there is no readable bundle (the export then renders everything)."""
 
     def __init__(self, ids: list[str], keys: list[str], titles: list[str], items: pa.Array,
-                 digests: pa.Array) -> None:
+                 digests: pa.Array, table: pa.Table | None = None) -> None:
         self.rows = {record_id: row for row, record_id in enumerate(ids)}
         self.keys = keys
         self.titles = titles
         self.items = items  # one contiguous binary array, a row per record (`ITEM_END` after)
         self.digests = digests  # each row's served bytes' digest
+        self.table = table  # the whole records table
         self._offsets: list[int] | None = None  # each row's start in its data, then the end
 
     @classmethod
@@ -36,7 +37,7 @@ class Renderings:
             return cls.empty()
         ids, keys, titles = (table.column(name).to_pylist()
                              for name in ("id", "render_key", "title"))
-        return cls(ids, keys, titles, items, digests)
+        return cls(ids, keys, titles, items, digests, table)
 
     @classmethod
     def empty(cls) -> Renderings:
@@ -59,34 +60,46 @@ class Renderings:
         offsets, data = self._offsets, memoryview(buffers[2])  # type: ignore[arg-type]
         return [bytes(data[offsets[row]:offsets[row + 1] - len(ITEM_END)]) for row in rows]
 
-    def columns(self, rows: list[int], fresh: list[bytes]) -> tuple[pa.Array, pa.Array]:
-        """The records table's `item` and `digest` columns: row n is previous row `rows[n]`,
-        or made from the served bytes `fresh[-rows[n] - 1]` where `rows[n]` is negative."""
+    def columns(self, runs: Runs, fresh: list[bytes]) -> tuple[pa.Array, pa.Array]:
+        """The records table's `item` and `digest` columns, made of `runs` (see `runs`) of
+        previous rows and of rows made from the served bytes `fresh`."""
         items = pa.array([served + ITEM_END for served in fresh], pa.large_binary())
         digests = pa.array([hashlib.sha256(served).digest()[:DIGEST_SIZE] for served in fresh],
                            _DIGEST)
-        return _spliced(self.items, items, rows), _spliced(self.digests, digests, rows)
+        return _spliced(self.items, items, runs), _spliced(self.digests, digests, runs)
+
+    def column(self, name: str, new: pa.Array, runs: Runs) -> pa.Array:
+        """Another column of the records table, made as `columns` makes theirs: a row
+        rendered from the same key has the same value in every column but `position`."""
+        previous = column(self.table, name) if self.table is not None else new
+        return _spliced(previous, new, runs)
 
 
 _DIGEST = pa.binary(DIGEST_SIZE)
+# (from the previous rows?, first row, rows): consecutive rows of the previous table or of
+# the rows made now
+Runs = list[tuple[bool, int, int]]
 
 
-def _spliced(previous: pa.Array, new: pa.Array, rows: list[int]) -> pa.Array:
-    """Row n is `previous[rows[n]]`, or `new[-rows[n] - 1]` where `rows[n]` is negative; one
-    contiguous array, as written from a list. Runs of consecutive rows are copied as slices
-    (after a small edit, a few long runs)."""
-    pieces: list[pa.Array] = []
-    start = 0
-    for n in range(1, len(rows) + 1):
-        if n < len(rows) and rows[n] == rows[n - 1] + (1 if rows[n - 1] >= 0 else -1):
-            continue  # the run goes on
-        first = rows[start]
-        if first >= 0:
-            pieces.append(previous.slice(first, n - start))
-        else:
-            pieces.append(new.slice(-first - 1, n - start))
-        start = n
+def runs(rows: list[int]) -> Runs:
+    """Row n of a new table is previous row `rows[n]`, or the new row `-rows[n] - 1` where
+    `rows[n]` is negative: the runs of consecutive rows that make it (after a small edit,
+    a few long runs)."""
+    if not rows:
+        return []
+    at = np.asarray(rows, np.int64)
+    step = np.where(at[:-1] >= 0, 1, -1)
+    breaks = np.flatnonzero((at[1:] != at[:-1] + step) | ((at[1:] >= 0) != (at[:-1] >= 0))) + 1
+    starts = np.concatenate(([0], breaks))
+    ends = np.concatenate((breaks, [len(rows)]))
+    return [(first >= 0, first if first >= 0 else -first - 1, end - start)
+            for first, start, end in zip(at[starts].tolist(), starts.tolist(), ends.tolist(),
+                                         strict=True)]
+
+
+def _spliced(previous: pa.Array, new: pa.Array, runs: Runs) -> pa.Array:
+    """The runs' rows, one contiguous array, as written from a list."""
+    pieces = [(previous if old else new).slice(first, length) for old, first, length in runs]
     if len(pieces) == 1:
         return pieces[0]
     return pa.concat_arrays(pieces) if pieces else new
-

@@ -22,6 +22,7 @@ from exporter.build import BuildReport
 from exporter.contract.feed import EVENT_FIELDS, OPS, Event, public_changes, visible_events
 from exporter.contract.wire import PUBLIC, encode, record_url
 from exporter.ledger import Ledger
+from exporter.renderings import runs
 
 Export = Callable[..., BuildReport]
 
@@ -132,3 +133,15 @@ def test_work_done_aside_in_a_process_equals_work_done_on_a_thread(
     node.write("team", "t", team("Bea B", access="partners"))
     node.remove("species", "s07")
     both()
+
+
+@given(st.lists(st.integers(-6, 30), max_size=40))
+def test_runs_give_back_the_rows(rows: list[int]) -> None:
+    """The records table is cut from runs of rows; they give back every row, in order, each
+    run as long as it can be."""
+    made = [first + n if old else -(first + n) - 1
+            for old, first, length in runs(rows) for n in range(length)]
+    assert made == rows
+    spans = runs(rows)
+    for (old, first, length), (next_old, next_first, _) in zip(spans, spans[1:]):
+        assert old != next_old or next_first != first + length  # else one run
