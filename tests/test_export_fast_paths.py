@@ -143,5 +143,5 @@ def test_runs_give_back_the_rows(rows: list[int]) -> None:
             for old, first, length in runs(rows) for n in range(length)]
     assert made == rows
     spans = runs(rows)
-    for (old, first, length), (next_old, next_first, _) in zip(spans, spans[1:]):
+    for (old, first, length), (next_old, next_first, _) in zip(spans, spans[1:], strict=False):
         assert old != next_old or next_first != first + length  # else one run
