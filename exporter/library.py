@@ -25,6 +25,10 @@ from .writer import OutputFile, private_folder
 
 CACHE = LIBRARY_PAGES  # in .fednode/cache: the pages of each PDF, by path, size and mtime
 PASSAGE_CHARS = 600  # a passage: whole sentences of one page, up to about this long
+# How passages are made from pages: a new number makes the next export index them again.
+# 2: running headers and footers left out.
+PASSAGE_FORMAT = 2
+EDGE_LINES = 2  # lines at the top and at the bottom of a page where furniture is looked for
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,10 @@ def documents(root: Path, records: list[SourceRecord], cache: Path
                                                 f"a PDF whose text can be extracted"))
             continue
         kept[rel] = entry
-        pages = [Page(n, label, text) for n, (label, text) in enumerate(entry["pages"], 1)]
+        labels = [str(label) for label, _ in entry["pages"]]
+        texts = without_furniture([(label, str(text)) for label, text in entry["pages"]])
+        pages = [Page(n, label, text)
+                 for n, (label, text) in enumerate(zip(labels, texts, strict=True), 1)]
         found.append(Document(record.id, record.access, str(fields.get("title", "")), pdf, rel,
                               entry["sha256"], pages))
     if not problems:
@@ -119,6 +126,31 @@ def _save_cache(folder: Path, entries: dict[str, Any]) -> None:
     os.replace(temporary, path)
 
 
+def without_furniture(pages: list[tuple[str, str]]) -> list[str]:
+    """Each page's text (label, text) without its running header and footer: the lines at
+    a page's top or bottom that are its printed label, or that stand at the top or bottom of
+    at least half the document's pages (and of three at least), such as its title. They are
+    on the page, but they are not what it says: a heading joined to the first sentence, or
+    a title quoted as an answer."""
+    edges: dict[str, int] = {}
+    for _, text in pages:
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        for line in set(lines[:EDGE_LINES] + lines[-EDGE_LINES:]):
+            edges[line] = edges.get(line, 0) + 1
+    repeated = {line for line, n in edges.items() if n >= max(3, len(pages) / 2)}
+    out = []
+    for label, text in pages:
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        furniture = repeated | {label.strip()}
+        start, end = 0, len(lines)
+        while start < min(EDGE_LINES, end) and lines[start] in furniture:
+            start += 1
+        while end > max(start, len(lines) - EDGE_LINES) and lines[end - 1] in furniture:
+            end -= 1
+        out.append("\n".join(lines[start:end]))
+    return out
+
+
 def passages(page: Page) -> list[str]:
     """Whole sentences of one page, grouped up to about PASSAGE_CHARS."""
     out: list[str] = []
@@ -127,7 +159,7 @@ def passages(page: Page) -> list[str]:
         if current and len(current) + len(sentence) > PASSAGE_CHARS:
             out.append(current)
             current = ""
-        current = f"{current} {sentence}".strip()
+        current = f"{current} {sentence}" if current else sentence
     if current:
         out.append(current)
     return out
@@ -157,9 +189,10 @@ def build(bundle: Path, live: Path | None, documents: list[Document]) -> str:
     groups: dict[str, list[Document]] = {}
     for document in documents:
         groups.setdefault(document.access, []).append(document)
-    digest = hashlib.sha256(f"{search.SEARCH_VERSION}:{PASSAGE_CHARS}".encode())
+    made = f"{search.SEARCH_VERSION}:{PASSAGE_CHARS}:{PASSAGE_FORMAT}".encode()
+    digest = hashlib.sha256(made)
     for group in sorted(groups):
-        mark = hashlib.sha256(f"{search.SEARCH_VERSION}:{PASSAGE_CHARS}".encode())
+        mark = hashlib.sha256(made)
         for document in groups[group]:
             mark.update(f"{document.id} {document.sha256} {document.title}\n".encode())
         digest.update(f"{group} {mark.hexdigest()}\n".encode())

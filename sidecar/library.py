@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -25,11 +24,14 @@ PASSAGES = 8  # passages whose sentences are weighed
 DEPTH = 20  # passages each side of retrieval brings, per group
 # A sentence supports the question when its score reaches this (0..1: half the share of the
 # question's words it holds, each weighted by how rare it is in the library, half its
-# closeness in meaning). Calibrated on
-# bench/library_judged.json with bench/library_quality.py: see docs/library.md.
+# closeness in meaning).
 SUPPORT = 0.30
-EVIDENCE = 0.43  # the question is answered only if the best passage reaches this
-EVIDENCE_WORDS = 0.3  # the weight of words in the evidence; the rest is meaning
+# The question is answered only if its evidence reaches EVIDENCE: the weighted sum of the
+# best passage's share of the question's words, the best passage's closeness in meaning, and
+# the same two for the best sentence of those passages (`Evidence`). Both calibrated on
+# bench/library_judged.json with bench/library_quality.py --sweep: see docs/library.md.
+EVIDENCE_WEIGHTS = (0.25, 0.375, 0.125, 0.25)
+EVIDENCE = 0.445
 NO_ANSWER = ("The library holds no passage that answers this question; try other words, or "
              "ask about what its documents cover (GET /api/resources lists them).")
 # A word the tokenizer of the embedding model splits into this many pieces or more is rare in
@@ -46,11 +48,39 @@ ASKING = frozenset(search.stems(
     "tell know"))
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     group: str
     row: int
     score: float
+
+
+class Evidence(NamedTuple):
+    """How well the library covers a question, each part 0..1: the best passage's weighted
+    share of the question's words and its closeness in meaning, and the same for the best
+    sentence of the passages retrieved (not necessarily of the same passage)."""
+    passage_words: float
+    passage_meaning: float
+    sentence_words: float
+    sentence_meaning: float
+
+    def weighed(self, weights: Sequence[float] = ()) -> float:
+        return sum(w * part for w, part in zip(weights or EVIDENCE_WEIGHTS, self, strict=True))
+
+
+class Quote(NamedTuple):
+    sentence: str
+    passage: list[Any]  # [document id, page, label, text]
+    score: float
+
+
+class Weighed(NamedTuple):
+    """What the library holds for one question: its evidence, and the sentences of the
+    passages retrieved for it, best first."""
+    evidence: Evidence
+    quotes: list[Quote]
+
+
+NOTHING = Weighed(Evidence(0.0, 0.0, 0.0, 0.0), [])
 
 
 def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
@@ -61,27 +91,8 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
         return _refusal(question, f"The library's documents never mention {unknown[0]!r}, so "
                                   f"they cannot answer this question; ask about what they "
                                   f"cover (GET /api/resources lists them).")
-    terms = set(search.stems(question)) - ASKING
-    vector = search.Embedder.embed([question])[0]
-    found: list[Candidate] = []
-    for group in indexes:
-        keyword = group.keyword(list(terms), DEPTH)
-        top = keyword[0][1] if keyword else 1.0
-        scores: dict[int, float] = {row: 0.5 * score / top for row, score in keyword}
-        for row, closeness in group.semantic(vector, DEPTH):
-            scores[row] = scores.get(row, 0.0) + 0.5 * max(0.0, closeness)
-        found += [Candidate(group.name, row, score) for row, score in scores.items()]
-    found.sort(key=lambda c: (-c.score, c.group, c.row))
-    passages = found[:PASSAGES]
-    by_name = {group.name: group for group in indexes}
-    weights = _weights(indexes, terms)
-    chosen = []
-    if _evidence(passages, by_name, weights, vector) >= EVIDENCE:
-        quotes: list[tuple[str, list[Any]]] = []
-        for candidate in passages:
-            passage = by_name[candidate.group].rows[candidate.row]
-            quotes += [(sentence, passage) for sentence in search.sentences(str(passage[3]))]
-        chosen = _support(quotes, weights, vector, limit)
+    found = weigh(indexes, question)
+    chosen = choose(found.quotes, limit) if found.evidence.weighed() >= EVIDENCE else []
     if not chosen:
         return _refusal(question, NO_ANSWER)
     citations = []
@@ -96,6 +107,64 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
                           "url": f"{document_url(root, document_id)}#page={page}"})
     text = " ".join(f"{sentence} [{n}]" for n, (sentence, _, _) in enumerate(chosen, start=1))
     return {"question": question, "answer": text, "citations": citations, "grounded": True}
+
+
+def weigh(indexes: list[search.Passages], question: str) -> Weighed:
+    """Retrieve the passages for a question from these groups, and weigh them and their
+    sentences: its evidence, and its quotes best first."""
+    terms = set(search.stems(question)) - ASKING
+    weights = _weights(indexes, terms)
+    whole = sum(weights.values())
+    if not whole:
+        return NOTHING
+
+    def share(text: str) -> float:
+        return sum(weights[t] for t in set(search.stems(text)) if t in weights) / whole
+
+    vector = search.Embedder.embed([question])[0]
+    found: list[Candidate] = []
+    for group in indexes:
+        keyword = group.keyword(list(terms), DEPTH)
+        top = keyword[0][1] if keyword else 1.0
+        scores: dict[int, float] = {row: 0.5 * score / top for row, score in keyword}
+        for row, closeness in group.semantic(vector, DEPTH):
+            scores[row] = scores.get(row, 0.0) + 0.5 * max(0.0, closeness)
+        found += [Candidate(group.name, row, score) for row, score in scores.items()]
+    found.sort(key=lambda c: (-c.score, c.group, c.row))
+    by_name = {group.name: group for group in indexes}
+    passages = [(by_name[c.group].rows[c.row], by_name[c.group].vectors[c.row])
+                for c in found[:PASSAGES]]
+    if not passages:
+        return NOTHING
+    in_order = [(sentence, row) for row, _ in passages
+                for sentence in search.sentences(str(row[3]))]
+    unique = list(dict.fromkeys(sentence for sentence, _ in in_order))
+    near = search.Embedder.embed(unique) @ vector if unique else np.zeros(0)
+    words = {sentence: share(sentence) for sentence in unique}
+    meaning = {sentence: max(0.0, float(c)) for sentence, c in zip(unique, near, strict=True)}
+    evidence = Evidence(max(share(str(row[3])) for row, _ in passages),
+                        max(max(0.0, float(v @ vector)) for _, v in passages),
+                        max(words.values(), default=0.0), max(meaning.values(), default=0.0))
+    quotes = [Quote(sentence, row, 0.5 * words[sentence] + 0.5 * meaning[sentence])
+              for sentence, row in in_order]
+    quotes.sort(key=lambda q: -q.score)  # stable: the better passage first among equals
+    return Weighed(evidence, quotes)
+
+
+def choose(quotes: list[Quote], limit: int) -> list[Quote]:
+    """The best `limit` sentences that reach SUPPORT, best first, each once."""
+    seen: set[str] = set()
+    chosen = []
+    for quote in quotes:
+        sentence = quote.sentence
+        if sentence in seen or quote.score < SUPPORT or len(sentence) < 20 or \
+                not sentence.rstrip("\"”’)").endswith((".", "!", "?")):
+            continue  # a heading, a caption, a fragment: not a statement to quote
+        seen.add(sentence)
+        chosen.append(quote)
+        if len(chosen) == limit:
+            break
+    return chosen
 
 
 def _refusal(question: str, message: str) -> dict[str, Any]:
@@ -127,24 +196,6 @@ def unknown_names(question: str, indexes: list[search.Passages]) -> list[str]:
     return found
 
 
-def _evidence(candidates: list[Candidate], by_name: dict[str, search.Passages],
-              weights: dict[str, float], vector: np.ndarray) -> float:
-    """How well the library covers the question: for the best passage, the weighted share
-    of the question's words it holds and its closeness in meaning, weighed together."""
-    whole = sum(weights.values())
-    if not whole:
-        return 0.0
-    best = 0.0
-    for candidate in candidates:
-        group = by_name[candidate.group]
-        passage = str(group.rows[candidate.row][3])
-        share = sum(weights[t] for t in set(search.stems(passage)) if t in weights)
-        closeness = float(group.vectors[candidate.row] @ vector)
-        best = max(best, EVIDENCE_WORDS * share / whole +
-                   (1 - EVIDENCE_WORDS) * max(0.0, closeness))
-    return best
-
-
 def _weights(indexes: list[search.Passages], terms: set[str]) -> dict[str, float]:
     """How much each of the question's words tells (BM25's inverse document frequency over
     the passages this caller may read): a word the library never uses weighs the most, and
@@ -155,28 +206,3 @@ def _weights(indexes: list[search.Passages], terms: set[str]) -> dict[str, float
         found = sum(group.searcher.doc_freq("text", term) for group in indexes)
         weights[term] = math.log(1 + (total - found + 0.5) / (found + 0.5))
     return weights
-
-
-def _support(quotes: list[tuple[str, list[Any]]], weights: dict[str, float],
-             vector: np.ndarray, limit: int) -> list[tuple[str, list[Any], float]]:
-    """The best `limit` sentences that reach SUPPORT, best first, each once."""
-    whole = sum(weights.values())
-    if not quotes or not whole:
-        return []
-    unique = list(dict.fromkeys(sentence for sentence, _ in quotes))
-    closeness = search.Embedder.embed(unique) @ vector
-    score_of = {}
-    for sentence, close in zip(unique, closeness, strict=True):
-        share = sum(weights[t] for t in set(search.stems(sentence)) if t in weights) / whole
-        score_of[sentence] = 0.5 * share + 0.5 * max(0.0, float(close))
-    seen: set[str] = set()
-    ranked = []
-    for sentence, row in sorted(quotes, key=lambda q: -score_of[q[0]]):
-        if sentence in seen or score_of[sentence] < SUPPORT or len(sentence) < 20 or \
-                not sentence.rstrip("\"”’)").endswith((".", "!", "?")):
-            continue  # a heading, a caption, a fragment: not a statement to quote
-        seen.add(sentence)
-        ranked.append((sentence, row, score_of[sentence]))
-        if len(ranked) == limit:
-            break
-    return ranked

@@ -142,8 +142,8 @@ def test_no_support_is_no_answer(site: Site, question: str, says: str) -> None:
 
 def test_a_capital_opening_a_later_sentence_is_no_name(site: Site) -> None:
     """Only a capital inside a sentence makes a word a name: "Afterwards" opens one."""
-    status, body = site.ask({"question": "Our team pulls balsam. Afterwards, when should "
-                                         "knotweed stems be injected?"})
+    status, body = site.ask({"question": "Stems are cut. Afterwards, when should knotweed "
+                                         "stems be injected?"})
     assert body["grounded"] is True, body
     status, body = site.ask({"question": "Our team pulls balsam, and afterwards Dinant: "
                                          "when should knotweed stems be injected?"})
@@ -295,3 +295,50 @@ def test_a_damaged_pdf_is_an_error_or_an_export_never_a_crash(
         except ContentError as exc:
             assert exc.problems[0].path == "content/library/guide.pdf"
             assert "cannot read this PDF" in exc.problems[0].message
+
+
+def test_running_headers_and_footers_are_left_out_of_the_passages(tmp_path: Path) -> None:
+    """A title repeated at the foot of every page and the printed page number are on the
+    page, not what it says: they are no passage's words, and never quoted."""
+    from exporter import search
+    from exporter.contract.bundle import PASSAGES
+    node = library_node(tmp_path / "node", restricted=False)
+    labels = ["i", "ii", "1", "2"]
+    furnished = [f"RESTRICTED: not really.\n\n{text}\n\nKnotweed control guide, 2025\n\n{label}"
+                 for text, label in zip(GUIDE_PAGES, labels, strict=True)]
+    make_pdf(node.root / "content" / "library" / "guide.pdf", furnished, labels)
+    build(Project(node.root))
+    rows = json.loads((node.root / ".fednode" / "bundle" / PASSAGES / "public" /
+                       search.PASSAGE_ROWS).read_text())["rows"]
+    text = " ".join(str(row[3]) for row in rows)
+    assert "Knotweed control guide, 2025" not in text and "not really" not in text
+    assert [row[3] for row in rows if row[1] == 3][0].startswith("Stem injection")
+    for body in GUIDE_PAGES:  # every sentence of every page is still there
+        for sentence in search.sentences(body):
+            assert sentence in text, sentence
+
+
+@settings(max_examples=200, deadline=None)
+@given(bodies=st.lists(st.lists(st.text(st.characters(  # any text a line can hold
+    codec="utf-8", exclude_categories=("Cc", "Zl", "Zp")), min_size=1, max_size=30),
+    max_size=6),
+                       min_size=1, max_size=8),
+       header=st.sampled_from(["", "A manual"]), numbered=st.booleans())
+def test_furniture_is_only_what_repeats_at_the_edges(
+        bodies: list[list[str]], header: str, numbered: bool) -> None:
+    """A page keeps every line of its body; only a line at its top or bottom that is its
+    label, or that stands at the top or bottom of half the pages (three at least), goes."""
+    from exporter.library import without_furniture
+    # Body lines differ from page to page, as a text's lines do (numbered to make sure).
+    bodies = [[f"{n}.{m} {line}".strip() for m, line in enumerate(lines)]
+              for n, lines in enumerate(bodies)]
+    pages = []
+    for n, lines in enumerate(bodies):
+        top = [header] if header else []
+        bottom = [str(n + 1)] if numbered else []
+        pages.append((str(n + 1), "\n".join(top + lines + bottom)))
+    kept = without_furniture(pages)
+    repeats = len(pages) >= 3
+    for (_, text), lines, out in zip(pages, bodies, kept, strict=True):
+        got = out.splitlines()
+        assert got == (lines if repeats or not header else [header, *lines]), (text, out)
