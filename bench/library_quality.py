@@ -12,8 +12,9 @@ held-out questions (written after the method was designed, never used to choose 
 for all of them.
 Questions answerable only from a restricted document count as unanswerable for a caller
 without its group (the first table), and as answerable for one with it (the second).
-`--sweep` tries evidence weightings on a grid, each at the lowest threshold whose refusals
-reach 0.9 on the tuning set, and prints the best (how EVIDENCE_WEIGHTS and EVIDENCE in
+`--sweep` tries, for each number of passages weighed and each support threshold of a grid,
+evidence weightings on a grid, each at the lowest threshold whose refusals reach 0.9 on the
+tuning set, and prints the best (how PASSAGES, SUPPORT, EVIDENCE_WEIGHTS and EVIDENCE in
 sidecar/library.py were chosen)."""
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ from exporter.build import build  # noqa: E402
 from exporter.config import Project  # noqa: E402
 from sidecar import library  # noqa: E402
 from sidecar.store import Snapshot  # noqa: E402
+
+PASSAGES = (3, 4, 5, 6, 8)  # the sweep's passages weighed (library.PASSAGES)
+SUPPORT = (0.2, 0.25, 0.3)  # and the support a quoted sentence needs (library.SUPPORT)
 
 
 class Figures(NamedTuple):
@@ -117,10 +121,11 @@ def figures(judged: list[Judged], weights: tuple[float, ...], threshold: float) 
                    refused / max(unanswerable, 1), answerable, unanswerable)
 
 
-def sweep(judged: list[Judged]) -> list[tuple[tuple[float, ...], float, Figures]]:
+def sweep(callers: list[list[Judged]]
+          ) -> list[tuple[tuple[float, ...], float, list[Figures]]]:
     """For each evidence weighting on a grid (parts 0, 0.25 ... 1, made to sum to 1), the
-    lowest threshold at which refusals reach 0.9, and the figures there; the best hit rate
-    first (then precision)."""
+    lowest threshold at which refusals reach 0.9 for every caller, and each caller's figures
+    there; the best lowest hit rate first (then the best lowest precision)."""
     found = {}
     grid = (0.0, 0.25, 0.5, 0.75, 1.0)
     for parts in itertools.product(grid, repeat=4):
@@ -129,11 +134,12 @@ def sweep(judged: list[Judged]) -> list[tuple[tuple[float, ...], float, Figures]
         weights = tuple(round(p / sum(parts), 3) for p in parts)
         for step in range(60, 121):
             threshold = step / 200
-            there = figures(judged, weights, threshold)
-            if there.refused >= 0.9:
+            there = [figures(judged, weights, threshold) for judged in callers]
+            if all(f.refused >= 0.9 for f in there):
                 found[weights] = (weights, threshold, there)
                 break
-    return sorted(found.values(), key=lambda f: (-f[2].hit_rate, -f[2].precision))
+    return sorted(found.values(), key=lambda f: (-min(c.hit_rate for c in f[2]),
+                                                 -min(c.precision for c in f[2])))
 
 
 def _judged(question: dict[str, Any], ids: dict[str, str], groups: list[str]
@@ -168,16 +174,26 @@ def main() -> None:
                 print(f"| {name} | {label} | {got.answerable} | {got.unanswerable} | "
                       f"{got.hit_rate:.2f} | {got.precision:.2f} | {got.refused:.2f} |")
         if args.sweep:  # settings are chosen on the tuning questions alone
-            tuning = judge(snapshot, sets["tuning"], ids, ["public"])
-            held = judge(snapshot, sets["held-out"], ids, ["public"])
-            print("\n| evidence weights (passage words, meaning; sentence words, meaning) | "
-                  "threshold | hit rate | precision | refused | held out: hit rate | "
-                  "refused |\n|---|---|---|---|---|---|---|")
-            for weights, threshold, there in sweep(tuning)[:12]:
-                out = figures(held, weights, threshold)
-                print(f"| {', '.join(f'{w:.2f}' for w in weights)} | {threshold:.3f} | "
-                      f"{there.hit_rate:.2f} | {there.precision:.2f} | {there.refused:.2f} | "
-                      f"{out.hit_rate:.2f} | {out.refused:.2f} |")
+            print("\n| passages | support | evidence weights (passage words, meaning; "
+                  "sentence words, meaning) | threshold | hit rate | refused | with `sensitive`: "
+                  "hit rate | refused | held out: hit rate | refused |\n"
+                  "|---|---|---|---|---|---|---|---|---|---|")
+            best = []
+            for passages, support in itertools.product(PASSAGES, SUPPORT):
+                library.PASSAGES, library.SUPPORT = passages, support
+                callers = [judge(snapshot, sets["tuning"], ids, groups)
+                           for groups in (["public"], ["public", "sensitive"])]
+                held = judge(snapshot, sets["held-out"], ids, ["public"])
+                best += [(there, passages, support, weights, threshold,
+                          figures(held, weights, threshold))
+                         for weights, threshold, there in sweep(callers)[:3]]
+            best.sort(key=lambda b: (-min(c.hit_rate for c in b[0]),
+                                     -min(c.precision for c in b[0])))  # stable
+            for (one, two), passages, support, weights, threshold, out in best[:12]:
+                print(f"| {passages} | {support:.2f} | {', '.join(f'{w:.3f}' for w in weights)} "
+                      f"| {threshold:.3f} | {one.hit_rate:.2f} | {one.refused:.2f} | "
+                      f"{two.hit_rate:.2f} | {two.refused:.2f} | {out.hit_rate:.2f} | "
+                      f"{out.refused:.2f} |")
 
 
 if __name__ == "__main__":

@@ -20,18 +20,19 @@ from exporter.contract.wire import PUBLIC, document_url
 
 from .store import Snapshot
 
-PASSAGES = 8  # passages whose sentences are weighed
+PASSAGES = 4  # passages whose sentences are weighed
 DEPTH = 20  # passages each side of retrieval brings, per group
-# A sentence supports the question when its score reaches this (0..1: half the share of the
-# question's words it holds, each weighted by how rare it is in the library, half its
+# A sentence supports the question when its score reaches SUPPORT (0..1: half the share of
+# the question's words it holds, each weighted by how rare it is in the library, half its
 # closeness in meaning).
-SUPPORT = 0.30
+SUPPORT = 0.25
 # The question is answered only if its evidence reaches EVIDENCE: the weighted sum of the
 # best passage's share of the question's words, the best passage's closeness in meaning, and
-# the same two for the best sentence of those passages (`Evidence`). Both calibrated on
-# bench/library_judged.json with bench/library_quality.py --sweep: see docs/library.md.
-EVIDENCE_WEIGHTS = (0.25, 0.375, 0.125, 0.25)
-EVIDENCE = 0.445
+# the same two for the best sentence of those passages (`Evidence`). These four settings are
+# calibrated on bench/library_judged.json with bench/library_quality.py --sweep: see
+# docs/library.md.
+EVIDENCE_WEIGHTS = (0.2, 0.6, 0.2, 0.0)
+EVIDENCE = 0.42
 NO_ANSWER = ("The library holds no passage that answers this question; try other words, or "
              "ask about what its documents cover (GET /api/resources lists them).")
 # A word the tokenizer of the embedding model splits into this many pieces or more is rare in
