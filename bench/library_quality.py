@@ -13,9 +13,9 @@ for all of them.
 Questions answerable only from a restricted document count as unanswerable for a caller
 without its group (the first table), and as answerable for one with it (the second).
 `--sweep` tries, for each number of passages weighed and each support threshold of a grid,
-evidence weightings on a grid, each at the lowest threshold whose refusals reach 0.9 on the
-tuning set, and prints the best (how PASSAGES, SUPPORT, EVIDENCE_WEIGHTS and EVIDENCE in
-sidecar/library.py were chosen)."""
+evidence weightings on a grid, each at the lowest threshold whose refusals on the tuning set
+reach 0.9 for callers with and without the `sensitive` group, and prints the best (how
+PASSAGES, SUPPORT, EVIDENCE_WEIGHTS and EVIDENCE in sidecar/library.py were chosen)."""
 
 from __future__ import annotations
 

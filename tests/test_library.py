@@ -318,11 +318,13 @@ def test_running_headers_and_footers_are_left_out_of_the_passages(tmp_path: Path
             assert sentence in text, sentence
 
 
+# Any character a line of text can hold: no line breaks, no control characters.
+LINE_CHARACTERS = st.characters(codec="utf-8", exclude_categories=("Cc", "Zl", "Zp"))
+
+
 @settings(max_examples=200, deadline=None)
-@given(bodies=st.lists(st.lists(st.text(st.characters(  # any text a line can hold
-    codec="utf-8", exclude_categories=("Cc", "Zl", "Zp")), min_size=1, max_size=30),
-    max_size=6),
-                       min_size=1, max_size=8),
+@given(bodies=st.lists(st.lists(st.text(LINE_CHARACTERS, min_size=1, max_size=30), max_size=6),
+                      min_size=1, max_size=8),
        header=st.sampled_from(["", "A manual"]), numbered=st.booleans())
 def test_furniture_is_only_what_repeats_at_the_edges(
         bodies: list[list[str]], header: str, numbered: bool) -> None:
