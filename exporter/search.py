@@ -331,7 +331,14 @@ def words(text: str) -> list[str]:
 
 
 def stems(text: str) -> list[str]:
-    return ANALYZERS[TEXT].analyze(text)[:QUERY_WORDS]  # type: ignore[no-any-return]
+    """The query's stems (at most QUERY_WORDS: a query's cost grows with its words)."""
+    return all_stems(text)[:QUERY_WORDS]
+
+
+def all_stems(text: str) -> list[str]:
+    """Every stem of a text as the text analyzer sees it: for weighing a passage or a
+    sentence against a query, where every word counts."""
+    return ANALYZERS[TEXT].analyze(text)  # type: ignore[no-any-return]
 
 
 def keyword_query(text: str) -> tantivy.Query | None:

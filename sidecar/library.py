@@ -31,8 +31,8 @@ SUPPORT = 0.25
 # the same two for the best sentence of those passages (`Evidence`). These four settings are
 # calibrated on bench/library_judged.json with bench/library_quality.py --sweep: see
 # docs/library.md.
-EVIDENCE_WEIGHTS = (0.2, 0.6, 0.2, 0.0)
-EVIDENCE = 0.42
+EVIDENCE_WEIGHTS = (1 / 3, 2 / 3, 0.0, 0.0)
+EVIDENCE = 0.465
 NO_ANSWER = ("The library holds no passage that answers this question; try other words, or "
              "ask about what its documents cover (GET /api/resources lists them).")
 # A word the tokenizer of the embedding model splits into this many pieces or more is rare in
@@ -43,7 +43,7 @@ _SENTENCE_ENDS = (".", "!", "?", ":", ";", "\"", "“", "(")
 
 
 # Words that make a question a question, not what it is about.
-ASKING = frozenset(search.stems(
+ASKING = frozenset(search.all_stems(
     "what when where which who whom whose why how do does did done should shall can could "
     "would will must may might i we you me us my our your best way ways need needs please "
     "tell know"))
@@ -120,7 +120,7 @@ def weigh(indexes: list[search.Passages], question: str) -> Weighed:
         return NOTHING
 
     def share(text: str) -> float:
-        return sum(weights[t] for t in set(search.stems(text)) if t in weights) / whole
+        return sum(weights[t] for t in set(search.all_stems(text)) if t in weights) / whole
 
     vector = search.Embedder.embed([question])[0]
     found: list[Candidate] = []

@@ -318,6 +318,26 @@ def test_running_headers_and_footers_are_left_out_of_the_passages(tmp_path: Path
             assert sentence in text, sentence
 
 
+def test_every_word_of_a_passage_counts_as_evidence(tmp_path: Path) -> None:
+    """A passage's share of the question's words counts the words at its end too, not only
+    its opening ones (the query's cap on words is for queries)."""
+    from sidecar.library import weigh
+    from sidecar.store import Snapshot
+    node = library_node(tmp_path / "node", restricted=False)
+    long_page = ("Grazing is an old way of keeping rough ground open, and on the river terraces "
+                 "the network has tried it on several plots since the first surveys of the "
+                 "valley. Sheep keep the grass short, cattle open the tall herbs and trample "
+                 "the litter, and ponies reach the brambles that nothing else will eat. The "
+                 "fences are moved twice a year and the water troughs every month. Goats browse "
+                 "the regrowth of tree of heaven each summer.")
+    make_pdf(node.root / "content" / "library" / "guide.pdf", [*GUIDE_PAGES, long_page])
+    build(Project(node.root))
+    groups = Snapshot(node.root / ".fednode" / "bundle").passage_groups(["public"])
+    evidence = weigh(groups, "Do goats browse tree of heaven regrowth?").evidence
+    assert evidence.passage_words == pytest.approx(1.0)
+    assert evidence.sentence_words == pytest.approx(1.0)
+
+
 # Any character a line of text can hold: no line breaks, no control characters.
 LINE_CHARACTERS = st.characters(codec="utf-8", exclude_categories=("Cc", "Zl", "Zp"))
 
