@@ -1,6 +1,7 @@
 """Time a Darwin Core checklist through fednode: the import, the first export of the imported
 taxa, an export with nothing changed, an export after one imported taxon is edited, and a
-re-import of the same source (which writes nothing).
+re-import of the same source (which writes nothing), and seven edits under `fednode export
+--watch` (from saving the file to the export reported done).
 
     .venv/bin/python bench/dwc_import.py [--checklist /work/shared/data/alien-plants-belgium]
         [--sample] [--folder /dev/shm]
@@ -29,6 +30,9 @@ from export_speed import timed_export  # noqa: E402
 
 CHECKLIST = Path("/work/shared/data/alien-plants-belgium")
 FEDNODE = str(Path(sys.executable).parent / "fednode")
+# Between two edits under --watch, as a person saves: the ledger stamps events to the second,
+# so an export within the second of the one before waits for the next.
+PAUSE = 1.0
 
 
 def timed(*args: str) -> tuple[float, float, str]:
@@ -49,15 +53,37 @@ def line(label: str, wall: float, cpu: float, summary: str) -> None:
     print(f"    {summary}")
 
 
-def edit_one(root: Path) -> Path:
-    """Give one imported taxon a field of the publisher's own (tags), by hand: a re-import
-    keeps it."""
-    path = sorted((root / "content" / "species").glob("a*.md"))[0]
+def edit_one(root: Path, n: int = 0) -> Path:
+    """Give one imported taxon (the n-th of those whose file name starts with "a") a field
+    of the publisher's own (tags), by hand: a re-import keeps it."""
+    path = sorted((root / "content" / "species").glob("a*.md"))[n]
     text = path.read_text()
     edited = re.sub(r'^(id = .*)$', r'\1\ntags = ["edited"]', text, count=1, flags=re.M)
     assert edited != text, path
     path.write_text(edited)
     return path
+
+
+def watched_edits(root: Path, edits: int) -> list[float]:
+    """Seconds from saving an edit of one taxon to `fednode export --watch` reporting the
+    export done, for `edits` edits one after the other."""
+    process = subprocess.Popen([FEDNODE, "export", "--watch", "--project", str(root)],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert process.stdout is not None
+    try:
+        process.stdout.readline()  # the export it starts with
+        times = []
+        for n in range(1, edits + 1):
+            time.sleep(PAUSE)
+            started = time.perf_counter()
+            edit_one(root, n)
+            summary = process.stdout.readline()
+            times.append(time.perf_counter() - started)
+            assert "1 ledger events" in summary, summary
+        return times
+    finally:
+        process.terminate()
+        process.wait()
 
 
 def main() -> None:
@@ -90,6 +116,9 @@ def main() -> None:
         line(f"export after editing {edited.name}", wall, cpu, summary)
         line("re-import after that edit", *timed("import", "dwc", str(args.checklist),
                                                  *project))
+        times = sorted(watched_edits(root, 7))
+        print(f"export --watch, one taxon edited: saved to exported in {times[3]:.2f} s "
+              f"(median of 7; {times[0]:.2f}-{times[-1]:.2f} s)")
         archive = root / "site_out" / "download" / "species-dwca.zip"
         table = root / "site_out" / "download" / "species.csv"
         print(f"archive {archive.stat().st_size / 1e6:.2f} MB; species.csv "

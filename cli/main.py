@@ -36,9 +36,15 @@ class ContentProblems(click.ClickException):
         self.error = error
 
     def show(self, file: Any = None) -> None:
-        for problem in self.error.problems:
-            click.echo(str(problem), err=True)
-        click.echo(f"Error: {self.error}", err=True)
+        for line in _error_lines(self.error):
+            click.echo(line, err=True)
+
+
+def _error_lines(error: FednodeError) -> list[str]:
+    """How an error a user can cause is shown: each content problem on its own line, then
+    `Error: ...`."""
+    problems = error.problems if isinstance(error, ContentError) else []
+    return [*map(str, problems), f"Error: {error}"]
 
 
 class Fednode(click.Group):
@@ -175,15 +181,40 @@ class _Progress:
               help="Fail instead of adding ledger events (for CDN builds: the ledger must be "
                    "committed up to date).")
 @click.option("--base-url", help="Override node.base_url from content/node.toml.")
-def export(project_dir: Path, frozen: bool, base_url: str | None) -> None:
+@click.option("--watch", is_flag=True,
+              help="Stay running and export again each time something in content/ changes "
+                   "(a failed export is reported and the last good one kept); Ctrl-C stops.")
+def export(project_dir: Path, frozen: bool, base_url: str | None, watch: bool) -> None:
     """Write site_out/ (public) and the private bundle in .fednode/."""
-    progress = _Progress()
-    try:
-        report = build(Project(project_dir), frozen=frozen, base_url=base_url,
-                       progress=progress)
-    finally:
-        progress.end()
-    click.echo(report.summary())
+    project = Project(project_dir)
+
+    def once() -> None:
+        progress = _Progress()
+        try:
+            report = build(project, frozen=frozen, base_url=base_url, progress=progress)
+        finally:
+            progress.end()
+        click.echo(report.summary())
+
+    if not watch:
+        once()
+        return
+    from exporter.watch import ContentWatch
+
+    with ContentWatch(project.content) as changes:  # made first: no edit is ever missed
+        click.echo(f"watching {project.content} (Ctrl-C stops)", err=True)
+        try:
+            while True:
+                try:
+                    once()
+                except FednodeError as exc:
+                    for line in _error_lines(exc):
+                        click.echo(line, err=True)
+                    click.echo("the last good export is still in place; waiting for a fix",
+                               err=True)
+                changes.wait()
+        except KeyboardInterrupt:
+            click.echo("stopped", err=True)
 
 
 @main.command()

@@ -485,6 +485,6 @@ async def test_a_folder_watch_on_the_loop_reads_each_change_as_it_comes(tmp_path
     folder_moved.rename(folder)
     assert watch.changed()  # watched afresh
     assert not watch.changed()
-    fd = watch._fd
+    fd = watch._inotify.fd if watch._inotify else None
     watch.close()
     assert fd is not None and not loop._selector.get_map().get(fd)  # type: ignore[attr-defined]

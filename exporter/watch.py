@@ -1,0 +1,151 @@
+"""Waiting for the content to change, for `fednode export --watch`: the folders an export
+reads (content/ and each collection folder in it) are watched with inotify, so a saved edit
+wakes the export at once and nothing is scanned while nothing changes. Names the export
+does not read (starting with "." or "_": an editor's swap files) wake nothing. Where there
+is no inotify, the same folders are looked at every `POLL` seconds instead.
+
+A change made while an export runs is queued, and `wait` returns at once for it: the watch
+is made before the first export, so no edit is ever missed."""
+
+from __future__ import annotations
+
+import os
+import select
+import time
+from pathlib import Path
+
+from .inotify import IN_DELETE_SELF, IN_IGNORED, IN_ISDIR, IN_MOVE_SELF, IN_Q_OVERFLOW, Inotify
+
+QUIET = 0.1  # seconds without events before an export starts: a save is often several writes
+SETTLE = 1.0  # but no longer than this after the first event, however busy the folder
+POLL = 1.0  # seconds between looks at the files, where there is no inotify
+
+
+def _read(name: str) -> bool:
+    """Whether the export reads a file or folder of this name."""
+    return not name.startswith((".", "_"))
+
+
+class ContentWatch:
+    """`wait()` returns once something the export reads may have changed since the last
+    call (or since the watch was made), and the edits have settled for `QUIET` seconds."""
+
+    def __init__(self, content: Path, *, inotify: bool = True) -> None:
+        self.content = content
+        self._inotify = Inotify.open() if inotify else None
+        self._folders: dict[int, Path] = {}  # watch descriptor -> folder
+        # What the files were at the last look, when polling. With inotify, polling is only
+        # a stand-in while content/ cannot be watched (gone), and starts from nothing.
+        self._seen = self._look() if self._inotify is None else set()
+        if self._inotify is not None:
+            self._watch_all()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until a change has settled; False if `timeout` seconds pass without one."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._inotify is not None and not self._folders:
+            self._watch_all()  # content/ had gone: watch it again if it is back
+            if self._folders:
+                return True  # and what it holds now is new
+        if self._inotify is None or not self._folders:
+            return self._poll(deadline)
+        while not self._changes(self._remaining(deadline)):
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+        settled = time.monotonic() + SETTLE
+        while self._changes(QUIET) and time.monotonic() < settled:
+            pass
+        return True
+
+    def close(self) -> None:
+        if self._inotify is not None:
+            self._inotify.close()
+            self._inotify = None
+
+    def __enter__(self) -> ContentWatch:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @staticmethod
+    def _remaining(deadline: float | None) -> float | None:
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def _changes(self, timeout: float | None) -> bool:
+        """Whether an event that matters came within `timeout` seconds (None: for ever)."""
+        assert self._inotify is not None
+        ready = select.select([self._inotify.fd], [], [], timeout)[0]
+        if not ready:
+            return False
+        matters = False
+        for event in self._inotify.read():
+            if event.mask & IN_Q_OVERFLOW:
+                self._watch_all()  # events were lost: watch every folder afresh
+                return True
+            folder = self._folders.get(event.wd)
+            if event.mask & IN_IGNORED:
+                self._folders.pop(event.wd, None)  # that folder went
+            if folder == self.content and event.mask & (IN_IGNORED | IN_DELETE_SELF
+                                                        | IN_MOVE_SELF):
+                self._drop_all()  # content/ went, or moved away with its folders
+                return True
+            if folder is None or (event.name and not _read(event.name)):
+                continue
+            matters = True
+            if folder == self.content and event.mask & IN_ISDIR:
+                self._watch_all()  # a collection folder came, went or was renamed
+        return matters
+
+    def _watch_all(self) -> None:
+        """Watch content/ and every collection folder in it (again: watching a folder twice
+        gives back its watch)."""
+        assert self._inotify is not None
+        self._folders.clear()
+        for folder in [self.content, *self._collections()]:
+            wd = self._inotify.add(folder)
+            if wd is not None:
+                self._folders[wd] = folder
+
+    def _drop_all(self) -> None:
+        assert self._inotify is not None
+        for wd in self._folders:
+            self._inotify.remove(wd)
+        self._folders.clear()
+        self._inotify.read()  # the removals' own events
+        self._seen = set()  # polled until content/ is back: whatever is there then is new
+
+    def _collections(self) -> list[Path]:
+        try:
+            return [Path(entry.path) for entry in os.scandir(self.content)
+                    if _read(entry.name) and entry.is_dir()]
+        except OSError:
+            return []
+
+    def _poll(self, deadline: float | None) -> bool:
+        while True:
+            seen = self._look()
+            if seen != self._seen:
+                self._seen = seen
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(POLL if deadline is None else min(POLL, self._remaining(deadline) or 0))
+
+    def _look(self) -> set[tuple[str, int, int]]:
+        """What each file the export reads is (name, size, time of change), for polling."""
+        seen = set()
+        for folder in [self.content, *self._collections()]:
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in entries:
+                if not _read(entry.name) or entry.is_dir():
+                    continue  # a folder's time changes with its files: they are looked at
+                try:
+                    info = entry.stat()
+                except OSError:
+                    continue
+                seen.add((entry.path, info.st_size, info.st_mtime_ns))
+        return seen

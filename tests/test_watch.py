@@ -1,0 +1,139 @@
+"""`fednode export --watch`: the content watch wakes for every change the export reads and
+for nothing else, with inotify and without it; the command exports again after each edit,
+reports a broken file and keeps the last good export, and stops cleanly on Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+from builders import REPO, Node, species
+
+from exporter import watch
+from exporter.watch import ContentWatch
+
+NOTHING = 0.3  # seconds a wait is given to show that nothing woke it
+
+
+@pytest.fixture(params=[True, False], ids=["inotify", "polling"])
+def content(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+            ) -> Iterator[tuple[Node, ContentWatch]]:
+    monkeypatch.setattr(watch, "POLL", 0.05)
+    node = Node(tmp_path / "node")
+    node.write("species", "knotweed", species("Fallopia japonica"))
+    with ContentWatch(node.root / "content", inotify=request.param) as changes:
+        yield node, changes
+
+
+def test_the_watch_wakes_for_each_change_the_export_reads(
+        content: tuple[Node, ContentWatch]) -> None:
+    node, changes = content
+    folder = node.root / "content"
+    assert not changes.wait(NOTHING)
+    record = node.write("species", "knotweed", species("Reynoutria japonica"))
+    assert changes.wait(5) and not changes.wait(NOTHING)  # once, then settled
+    node.write("species", "balsam", species("Impatiens glandulifera"))  # a new file
+    assert changes.wait(5)
+    (folder / "node.toml").write_text((folder / "node.toml").read_text() + "\n")
+    assert changes.wait(5)
+    node.write("treatments", "pulling", {"id": "x"})  # in a collection folder made now
+    assert changes.wait(5)
+    (folder / "treatments" / "pulling.md").write_text("edited")  # and watched since
+    assert changes.wait(5)
+    record.rename(record.with_name("renamed.md"))
+    assert changes.wait(5)
+    record.with_name("renamed.md").unlink()
+    assert changes.wait(5) and not changes.wait(NOTHING)
+
+
+def test_names_the_export_skips_wake_nothing(content: tuple[Node, ContentWatch]) -> None:
+    node, changes = content
+    folder = node.root / "content"
+    (folder / "species" / ".knotweed.md.swp").write_text("an editor's swap file")
+    (folder / "species" / "_draft.md").write_text("kept out by its name")
+    (folder / "_notes").mkdir()
+    assert not changes.wait(NOTHING)
+    (folder / "_notes" / "todo.md").write_text("not read by the export")
+    assert not changes.wait(NOTHING)
+
+
+def test_content_moved_away_and_back_is_watched_again(
+        content: tuple[Node, ContentWatch]) -> None:
+    node, changes = content
+    folder, away = node.root / "content", node.root / "away"
+    folder.rename(away)
+    assert changes.wait(5)
+    (away / "species" / "knotweed.md").write_text("edited where the export no longer reads")
+    assert not changes.wait(NOTHING)
+    away.rename(folder)
+    assert changes.wait(5)
+    node.write("species", "knotweed", species("Fallopia japonica", family="Polygonaceae"))
+    assert changes.wait(5) and not changes.wait(NOTHING)
+
+
+class Watching:
+    """`fednode export --watch` as a real process, its output read line by line."""
+
+    def __init__(self, root: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "export", "--watch", "--project", str(root)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, PYTHONPATH=str(REPO)))
+        self.lines: queue.Queue[tuple[str, str]] = queue.Queue()
+        for name, stream in (("out", self.process.stdout), ("err", self.process.stderr)):
+            threading.Thread(target=self._read, args=(name, stream), daemon=True).start()
+
+    def _read(self, name: str, stream: IO[str] | None) -> None:
+        assert stream is not None
+        for line in stream:
+            self.lines.put((name, line.rstrip("\n")))
+
+    def until(self, text: str, seconds: float = 60) -> list[tuple[str, str]]:
+        """Every line up to the first that holds `text`."""
+        seen: list[tuple[str, str]] = []
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no {text!r} in {seen}") from None
+            seen.append(line)
+            if text in line[1]:
+                return seen
+
+
+def test_export_watch_exports_each_edit_and_keeps_the_last_good_one(tmp_path: Path) -> None:
+    node = Node(tmp_path / "node")
+    fields = species("Fallopia japonica")
+    node.write("species", "knotweed", fields)
+    watching = Watching(node.root)
+    try:
+        first = watching.until("exported species 1")
+        assert ("err", f"watching {node.root / 'content'} (Ctrl-C stops)") in first
+        served = next((node.root / "site_out").rglob(f"{fields['id']}.json"))
+        node.write("species", "knotweed", {**fields, "vernacularName": "Japanese knotweed"})
+        assert "1 ledger events" in watching.until("exported species 1")[-1][1]
+        assert "Japanese knotweed" in served.read_text()
+
+        node.path("species", "knotweed").write_text("+++\nid = \n+++\n")  # broken TOML
+        said = watching.until("waiting for a fix")
+        assert any(line.startswith("content/species/knotweed.md:2") for _, line in said), said
+        assert "Japanese knotweed" in served.read_text()  # the last good export stays
+
+        node.write("species", "knotweed", {**fields, "vernacularName": "Asian knotweed"})
+        watching.until("exported species 1")
+        assert "Asian knotweed" in served.read_text()
+        assert watching.process.poll() is None
+    finally:
+        watching.process.send_signal(signal.SIGINT)
+        assert watching.process.wait(30) == 0
+    assert ("err", "stopped") in watching.until("stopped")
