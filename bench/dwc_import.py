@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,7 +65,8 @@ def edit_one(root: Path, n: int = 0) -> Path:
     return path
 
 
-def watched_edits(root: Path, edits: int) -> list[float]:
+def watched_edits(root: Path, edits: int,
+                  edit: Callable[[Path, int], Path] = edit_one) -> list[float]:
     """Seconds from saving an edit of one taxon to `fednode export --watch` reporting the
     export done, for `edits` edits one after the other."""
     process = subprocess.Popen([FEDNODE, "export", "--watch", "--project", str(root)],
@@ -76,7 +78,7 @@ def watched_edits(root: Path, edits: int) -> list[float]:
         for n in range(1, edits + 1):
             time.sleep(PAUSE)
             started = time.perf_counter()
-            edit_one(root, n)
+            edit(root, n)
             summary = process.stdout.readline()
             times.append(time.perf_counter() - started)
             assert "1 ledger events" in summary, summary
