@@ -17,6 +17,8 @@ from typing import IO
 
 import pytest
 from builders import REPO, Node, species
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from exporter import watch
 from exporter.watch import ContentWatch
@@ -64,6 +66,40 @@ def test_names_the_export_skips_wake_nothing(content: tuple[Node, ContentWatch])
     assert not changes.wait(NOTHING)
     (folder / "_notes" / "todo.md").write_text("not read by the export")
     assert not changes.wait(NOTHING)
+
+
+NAMES = ["a.md", "b.csv", ".a.md.swp", "_draft.md"]  # read, read, skipped, skipped
+OPERATIONS = st.lists(st.tuples(st.sampled_from(["write", "delete", "rename"]),
+                                st.sampled_from(["species", "treatments"]),
+                                st.sampled_from(NAMES), st.sampled_from(NAMES)), max_size=8)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(operations=OPERATIONS, inotify=st.booleans())
+def test_the_watch_wakes_exactly_for_names_the_export_reads(
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+        operations: list[tuple[str, str, str, str]], inotify: bool) -> None:
+    """Any sequence of writes, deletions and renames: a wait says "changed" exactly when one
+    of them touched a name the export reads (a rename counts for both its names)."""
+    monkeypatch.setattr(watch, "POLL", 0.01)
+    monkeypatch.setattr(watch, "QUIET", 0.01)
+    content = tmp_path_factory.mktemp("watched") / "content"
+    for folder in ("species", "treatments"):
+        (content / folder).mkdir(parents=True)
+    with ContentWatch(content, inotify=inotify) as changes:
+        for n, (operation, folder, name, other) in enumerate(operations):
+            path, touched = content / folder / name, [name]
+            if operation == "write":
+                path.write_text("x" * n)  # a new size each time: polling sees sizes and times
+            elif operation == "delete" and path.exists():
+                path.unlink()
+            elif operation == "rename" and path.exists() and name != other:
+                path.rename(content / folder / other)
+                touched.append(other)
+            else:
+                continue
+            read = any(not t.startswith((".", "_")) for t in touched)
+            assert changes.wait(5 if read else 0.05) is read, (operation, touched)
 
 
 def test_content_moved_away_and_back_is_watched_again(
