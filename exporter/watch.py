@@ -106,14 +106,18 @@ class ContentWatch:
             wd = self._inotify.add(folder)
             if wd is not None:
                 self._folders[wd] = folder
+            elif folder.is_dir():  # there, but not watched (the limit on watches reached):
+                self._drop_all(gone=False)  # poll, rather than miss its changes
+                return
 
-    def _drop_all(self) -> None:
+    def _drop_all(self, *, gone: bool = True) -> None:
         assert self._inotify is not None
         for wd in self._folders:
             self._inotify.remove(wd)
         self._folders.clear()
         self._inotify.read()  # the removals' own events
-        self._seen = set()  # polled until content/ is back: whatever is there then is new
+        if gone:
+            self._seen = set()  # polled until content/ is back: whatever is there then is new
 
     def _collections(self) -> list[Path]:
         try:

@@ -80,7 +80,7 @@ class FolderWatch:
         # A parent's descriptor (after a fork) is left alone: never read here, and not
         # closed either, since the child may have closed that number and reused it.
         self._owner = os.getpid()
-        self._inotify = self._poll = self._wd = None
+        self._poll = self._wd = None
         self._inotify = Inotify.open()
         if self._inotify is None:
             return
