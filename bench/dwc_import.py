@@ -1,7 +1,8 @@
 """Time a Darwin Core checklist through fednode: the import, the first export of the imported
 taxa, an export with nothing changed, an export after one imported taxon is edited, and a
 re-import of the same source (which writes nothing), and seven edits under `fednode export
---watch` (from saving the file to the export reported done).
+--watch` (from saving the file to the export reported done). A pure Python loop is timed
+before and after, as a reference for the machine's speed during the run.
 
     .venv/bin/python bench/dwc_import.py [--checklist /work/shared/data/alien-plants-belgium]
         [--sample] [--folder /dev/shm]
@@ -88,6 +89,15 @@ def watched_edits(root: Path, edits: int,
         process.wait()
 
 
+def machine_speed() -> float:
+    """Seconds this machine takes now for a pure Python loop, `sum(range(3 * 10**7))`, in a
+    process of its own: the goals are in seconds, and this shared machine's speed moves by
+    a factor of two between sessions (docs/darwin-core.md gives earlier sessions' figures)."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "sum(range(3 * 10**7))"], check=True)
+    return time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checklist", type=Path, default=CHECKLIST)
@@ -97,6 +107,7 @@ def main() -> None:
                         help="where to make the node (default: the system's temporary "
                              "folder); /dev/shm takes this disk's file creation out")
     args = parser.parse_args()
+    print(f"reference: a pure Python loop, sum(range(3 * 10**7)), {machine_speed():.2f} s")
     with tempfile.TemporaryDirectory(dir=args.folder) as folder:
         root = Path(folder) / "node"
         if args.sample:
@@ -125,6 +136,7 @@ def main() -> None:
         table = root / "site_out" / "download" / "species.csv"
         print(f"archive {archive.stat().st_size / 1e6:.2f} MB; species.csv "
               f"{table.stat().st_size / 1e6:.2f} MB")
+    print(f"reference again: {machine_speed():.2f} s")
 
 
 if __name__ == "__main__":
