@@ -27,12 +27,13 @@ DEPTH = 20  # passages each side of retrieval brings, per group
 # closeness in meaning).
 SUPPORT = 0.25
 # The question is answered only if its evidence reaches EVIDENCE: the weighted sum of the
-# best passage's share of the question's words, the best passage's closeness in meaning, and
-# the same two for the best sentence of those passages (`Evidence`). These four settings are
+# best passage's share of the question's words, the best passage's closeness in meaning, the
+# best sentence's share, and the best share of two sentences that follow each other
+# (`Evidence`). These four settings are
 # calibrated on bench/library_judged.json with bench/library_quality.py --sweep: see
 # docs/library.md.
-EVIDENCE_WEIGHTS = (1 / 3, 2 / 3, 0.0, 0.0)
-EVIDENCE = 0.465
+EVIDENCE_WEIGHTS = (1 / 6, 2 / 3, 0.0, 1 / 6)
+EVIDENCE = 0.45
 NO_ANSWER = ("The library holds no passage that answers this question; try other words, or "
              "ask about what its documents cover (GET /api/resources lists them).")
 # A word the tokenizer of the embedding model splits into this many pieces or more is rare in
@@ -57,12 +58,14 @@ class Candidate(NamedTuple):
 
 class Evidence(NamedTuple):
     """How well the library covers a question, each part 0..1: the best passage's weighted
-    share of the question's words and its closeness in meaning, and the same for the best
-    sentence of the passages retrieved (not necessarily of the same passage)."""
+    share of the question's words and its closeness in meaning, the best share of a sentence
+    of the passages retrieved, and of two sentences that follow each other in one of them
+    (where the question's words stand close together, the passage is more likely about what
+    it asks). Each is the best of its kind, not necessarily of one passage."""
     passage_words: float
     passage_meaning: float
     sentence_words: float
-    sentence_meaning: float
+    pair_words: float
 
     def weighed(self, weights: Sequence[float] = ()) -> float:
         return sum(w * part for w, part in zip(weights or EVIDENCE_WEIGHTS, self, strict=True))
@@ -137,15 +140,17 @@ def weigh(indexes: list[search.Passages], question: str) -> Weighed:
                 for c in found[:PASSAGES]]
     if not passages:
         return NOTHING
-    in_order = [(sentence, row) for row, _ in passages
-                for sentence in search.sentences(str(row[3]))]
+    split = [(row, search.sentences(str(row[3]))) for row, _ in passages]
+    in_order = [(sentence, row) for row, sentences in split for sentence in sentences]
     unique = list(dict.fromkeys(sentence for sentence, _ in in_order))
     near = search.Embedder.embed(unique) @ vector if unique else np.zeros(0)
     words = {sentence: share(sentence) for sentence in unique}
     meaning = {sentence: max(0.0, float(c)) for sentence, c in zip(unique, near, strict=True)}
+    pairs = [share(" ".join(sentences[n:n + 2])) for _, sentences in split
+             for n in range(len(sentences))]  # each sentence with the next, if any
     evidence = Evidence(max(share(str(row[3])) for row, _ in passages),
                         max(max(0.0, float(v @ vector)) for _, v in passages),
-                        max(words.values(), default=0.0), max(meaning.values(), default=0.0))
+                        max(words.values(), default=0.0), max(pairs, default=0.0))
     quotes = [Quote(sentence, row, 0.5 * words[sentence] + 0.5 * meaning[sentence])
               for sentence, row in in_order]
     quotes.sort(key=lambda q: -q.score)  # stable: the better passage first among equals

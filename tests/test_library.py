@@ -335,7 +335,11 @@ def test_every_word_of_a_passage_counts_as_evidence(tmp_path: Path) -> None:
     groups = Snapshot(node.root / ".fednode" / "bundle").passage_groups(["public"])
     evidence = weigh(groups, "Do goats browse tree of heaven regrowth?").evidence
     assert evidence.passage_words == pytest.approx(1.0)
-    assert evidence.sentence_words == pytest.approx(1.0)
+    assert evidence.sentence_words == evidence.pair_words == pytest.approx(1.0)
+    # Words in two sentences that follow each other: all in the pair, not in one sentence.
+    evidence = weigh(groups, "Are the sheep fences moved?").evidence
+    assert evidence.passage_words == evidence.pair_words == pytest.approx(1.0)
+    assert evidence.sentence_words < 0.9
 
 
 # Any character a line of text can hold: no line breaks, no control characters.
