@@ -90,6 +90,14 @@ class SourceFile(NamedTuple):
     size: int
 
 
+def is_read(name: str) -> bool:
+    """Whether the export reads a file or folder of this name in content/: not one kept out
+    ("." or "_" first: hidden, or set aside by the publisher), and not an editor's backup or
+    autosave ("name~", "#name#"), which would otherwise stop every export while it is there."""
+    return not (name.startswith((".", "_")) or name.endswith("~")
+                or (len(name) > 1 and name.startswith("#") and name.endswith("#")))
+
+
 # content/library/: the document library. Each PDF has its record beside it, a resources
 # record of kind "document" named like it (`guide.pdf` and `guide.md`).
 LIBRARY = "library"
@@ -107,7 +115,7 @@ def discover(content: Path, known: dict[str, Collection]
                 if content.is_symlink() else "missing: the content folder does not exist")
         return files, [Problem("content", 0, "", what)]
     for entry in sorted(os.scandir(content), key=lambda e: e.name):
-        if entry.name.startswith((".", "_")):
+        if not is_read(entry.name):
             continue
         kind = _kind(entry)
         if kind == "broken":
@@ -124,7 +132,7 @@ def discover(content: Path, known: dict[str, Collection]
             continue
         names = set(os.listdir(entry.path)) if entry.name == LIBRARY else set()
         for item in sorted(os.scandir(entry.path), key=lambda e: e.name):
-            if item.name.startswith((".", "_")):
+            if not is_read(item.name):
                 continue
             rel = f"content/{entry.name}/{item.name}"
             if names and item.name.endswith((".pdf", ".md")):

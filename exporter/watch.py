@@ -1,7 +1,8 @@
 """Waiting for the content to change, for `fednode export --watch`: the folders an export
 reads (content/ and each collection folder in it) are watched with inotify, so a saved edit
 wakes the export at once and nothing is scanned while nothing changes. Names the export
-does not read (starting with "." or "_": an editor's swap files) wake nothing. Where there
+does not read (`content.is_read`: hidden, set aside with "_", an editor's swap, backup or
+autosave files) wake nothing. Where there
 is no inotify, the same folders are looked at every `POLL` seconds instead.
 
 A change made while an export runs is queued, and `wait` returns at once for it: the watch
@@ -14,16 +15,12 @@ import select
 import time
 from pathlib import Path
 
+from .content import is_read
 from .inotify import IN_DELETE_SELF, IN_IGNORED, IN_ISDIR, IN_MOVE_SELF, IN_Q_OVERFLOW, Inotify
 
 QUIET = 0.1  # seconds without events before an export starts: a save is often several writes
 SETTLE = 1.0  # but no longer than this after the first event, however busy the folder
 POLL = 1.0  # seconds between looks at the files, where there is no inotify
-
-
-def _read(name: str) -> bool:
-    """Whether the export reads a file or folder of this name."""
-    return not name.startswith((".", "_"))
 
 
 class ContentWatch:
@@ -90,7 +87,7 @@ class ContentWatch:
                                                         | IN_MOVE_SELF):
                 self._drop_all()  # content/ went, or moved away with its folders
                 return True
-            if folder is None or (event.name and not _read(event.name)):
+            if folder is None or (event.name and not is_read(event.name)):
                 continue
             matters = True
             if folder == self.content and event.mask & IN_ISDIR:
@@ -122,7 +119,7 @@ class ContentWatch:
     def _collections(self) -> list[Path]:
         try:
             return [Path(entry.path) for entry in os.scandir(self.content)
-                    if _read(entry.name) and entry.is_dir()]
+                    if is_read(entry.name) and entry.is_dir()]
         except OSError:
             return []
 
@@ -145,7 +142,7 @@ class ContentWatch:
             except OSError:
                 continue
             for entry in entries:
-                if not _read(entry.name) or entry.is_dir():
+                if not is_read(entry.name) or entry.is_dir():
                     continue  # a folder's time changes with its files: they are looked at
                 try:
                     info = entry.stat()

@@ -93,6 +93,24 @@ def test_unknown_collection_and_stray_files(node: Node) -> None:
     assert any(p.startswith("content/team/notes.txt: not a record file") for p in found)
 
 
+def test_editor_backups_and_set_aside_names_are_not_read(node: Node) -> None:
+    """An editor's backup ("name~"), autosave ("#name#") or swap file (".name.swp"), and
+    what a publisher sets aside with "_", sit beside the records without stopping the
+    export; a stray file of any other name is still a problem."""
+    node.write("species", "hogweed", species("Heracleum mantegazzianum"))
+    folder = node.root / "content" / "species"
+    for name in ("hogweed.md~", "#hogweed.md#", ".hogweed.md.swp", "_draft.md", ".#hogweed.md"):
+        (folder / name).write_text("+++\nnot = [a record\n")
+    (node.root / "content" / "_old").mkdir()
+    (node.root / "content" / "_old" / "x.md").write_text("not a record")
+    content = load(Project(node.root))
+    assert [r.path for r in content.records] == ["content/species/hogweed.md"]
+    (folder / "#hogweed.md").write_text("x")  # not an autosave: both ends, or neither
+    assert problems(node.root) == [
+        "content/species/#hogweed.md:1: front matter missing: the file must start with a "
+        "line '+++'"]
+
+
 def test_csv_rows_report_their_own_line(node: Node) -> None:
     table = node.root / "content" / "germination" / "results.csv"
     table.parent.mkdir(parents=True)
