@@ -132,15 +132,14 @@ def without_furniture(pages: list[tuple[str, str]]) -> list[str]:
     at least half the document's pages (and of three at least), such as its title. They are
     on the page, but they are not what it says: a heading joined to the first sentence, or
     a title quoted as an answer."""
+    split = [[line.strip() for line in text.splitlines() if line.strip()] for _, text in pages]
     edges: dict[str, int] = {}
-    for _, text in pages:
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for lines in split:
         for line in set(lines[:EDGE_LINES] + lines[-EDGE_LINES:]):
             edges[line] = edges.get(line, 0) + 1
     repeated = {line for line, n in edges.items() if n >= max(3, len(pages) / 2)}
     out = []
-    for label, text in pages:
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for (label, _), lines in zip(pages, split, strict=True):
         furniture = repeated | {label.strip()}
         start, end = 0, len(lines)
         while start < min(EDGE_LINES, end) and lines[start] in furniture:

@@ -2,8 +2,8 @@
 reads (content/ and each collection folder in it) are watched with inotify, so a saved edit
 wakes the export at once and nothing is scanned while nothing changes. Names the export
 does not read (`content.is_read`: hidden, set aside with "_", an editor's swap, backup or
-autosave files) wake nothing. Where there
-is no inotify, the same folders are looked at every `POLL` seconds instead.
+autosave files) wake nothing. Where there is no inotify, the same folders are looked at
+every `POLL` seconds instead.
 
 A change made while an export runs is queued, and `wait` returns at once for it: the watch
 is made before the first export, so no edit is ever missed."""

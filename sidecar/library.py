@@ -118,12 +118,12 @@ def weigh(indexes: list[search.Passages], question: str) -> Weighed:
     sentences: its evidence, and its quotes best first."""
     terms = set(search.stems(question)) - ASKING
     weights = _weights(indexes, terms)
-    whole = sum(weights.values())
+    whole = math.fsum(weights.values())
     if not whole:
         return NOTHING
 
-    def share(text: str) -> float:
-        return sum(weights[t] for t in set(search.all_stems(text)) if t in weights) / whole
+    def share(stems: set[str]) -> float:  # fsum: the same in any order a set is walked in
+        return math.fsum(weights[t] for t in stems if t in weights) / whole
 
     vector = search.Embedder.embed([question])[0]
     found: list[Candidate] = []
@@ -144,11 +144,13 @@ def weigh(indexes: list[search.Passages], question: str) -> Weighed:
     in_order = [(sentence, row) for row, sentences in split for sentence in sentences]
     unique = list(dict.fromkeys(sentence for sentence, _ in in_order))
     near = search.Embedder.embed(unique) @ vector if unique else np.zeros(0)
-    words = {sentence: share(sentence) for sentence in unique}
+    stems = {sentence: set(search.all_stems(sentence)) for sentence in unique}  # once each
+    words = {sentence: share(stems[sentence]) for sentence in unique}
     meaning = {sentence: max(0.0, float(c)) for sentence, c in zip(unique, near, strict=True)}
-    pairs = [share(" ".join(sentences[n:n + 2])) for _, sentences in split
-             for n in range(len(sentences))]  # each sentence with the next, if any
-    evidence = Evidence(max(share(str(row[3])) for row, _ in passages),
+    # Each sentence with the next, if any (the analyzer splits words at the space between).
+    pairs = [share(stems[sentences[n]].union(*(stems[s] for s in sentences[n + 1:n + 2])))
+             for _, sentences in split for n in range(len(sentences))]
+    evidence = Evidence(max(share(set(search.all_stems(str(row[3])))) for row, _ in passages),
                         max(max(0.0, float(v @ vector)) for _, v in passages),
                         max(words.values(), default=0.0), max(pairs, default=0.0))
     quotes = [Quote(sentence, row, 0.5 * words[sentence] + 0.5 * meaning[sentence])

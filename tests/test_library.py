@@ -140,6 +140,22 @@ def test_no_support_is_no_answer(site: Site, question: str, says: str) -> None:
     assert says in body["message"], body["message"]
 
 
+def test_the_evidence_is_the_same_in_every_process(site: Site) -> None:
+    """Word weights are summed over sets, whose order follows each process's string hashes:
+    two workers (or a worker and `fednode ask`) must weigh a question to the same bits."""
+    script = ("import sys; from pathlib import Path; from sidecar.library import weigh; "
+              "from sidecar.store import Snapshot; "
+              "groups = Snapshot(Path(sys.argv[1])).passage_groups(['public']); "
+              "print([tuple(weigh(groups, q).evidence) for q in sys.argv[2:]])")
+    questions = ["When should knotweed stems be injected?",
+                 "Where are pulled balsam plants piled, and why?"]
+    weighed = {subprocess.run(
+        [sys.executable, "-c", script, str(site.node.root / ".fednode" / "bundle"), *questions],
+        env=dict(os.environ, PYTHONPATH=str(REPO), PYTHONHASHSEED=str(seed)),
+        capture_output=True, text=True, check=True).stdout for seed in range(4)}
+    assert len(weighed) == 1, weighed
+
+
 def test_a_capital_opening_a_later_sentence_is_no_name(site: Site) -> None:
     """Only a capital inside a sentence makes a word a name: "Afterwards" opens one."""
     status, body = site.ask({"question": "Stems are cut. Afterwards, when should knotweed "
