@@ -128,7 +128,7 @@ def weigh(indexes: list[search.Passages], question: str) -> Weighed:
     vector = search.Embedder.embed([question])[0]
     found: list[Candidate] = []
     for group in indexes:
-        keyword = group.keyword(list(terms), DEPTH)
+        keyword = group.keyword(sorted(terms), DEPTH)
         top = keyword[0][1] if keyword else 1.0
         scores: dict[int, float] = {row: 0.5 * score / top for row, score in keyword}
         for row, closeness in group.semantic(vector, DEPTH):

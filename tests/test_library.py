@@ -141,12 +141,14 @@ def test_no_support_is_no_answer(site: Site, question: str, says: str) -> None:
 
 
 def test_the_evidence_is_the_same_in_every_process(site: Site) -> None:
-    """Word weights are summed over sets, whose order follows each process's string hashes:
-    two workers (or a worker and `fednode ask`) must weigh a question to the same bits."""
+    """The question's words are a set, whose order follows each process's string hashes:
+    two workers (or a worker and `fednode ask`) must retrieve and weigh a question to the
+    same bits."""
     script = ("import sys; from pathlib import Path; from sidecar.library import weigh; "
               "from sidecar.store import Snapshot; "
               "groups = Snapshot(Path(sys.argv[1])).passage_groups(['public']); "
-              "print([tuple(weigh(groups, q).evidence) for q in sys.argv[2:]])")
+              "print([(w.evidence, [(q.sentence, q.score) for q in w.quotes]) "
+              "for w in (weigh(groups, q) for q in sys.argv[2:])])")
     questions = ["When should knotweed stems be injected?",
                  "Where are pulled balsam plants piled, and why?"]
     weighed = {subprocess.run(
