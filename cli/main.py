@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from exporter.build import build, load
 from exporter.config import Project, load_node_config, load_serve_config
 from exporter.contract.errors import FednodeError
 from exporter.contract.wire import PUBLIC, SCOPES
@@ -24,7 +23,9 @@ from exporter.names import SPECIES, duplicates, species_records
 from exporter.scaffold import new_record
 from exporter.tomltext import toml_string
 
-if TYPE_CHECKING:  # the commands that use keys import them (jwt): an export need not wait
+# Each command imports what it alone needs (the export machinery: pyarrow, jinja2; keys: jwt;
+# the sidecar: aiohttp), so `--help` and the small commands start at once.
+if TYPE_CHECKING:
     from sidecar import keys as keyring
 
 
@@ -133,6 +134,8 @@ def check(project_dir: Path) -> None:
     """Validate content/ against the collection schemas; list every problem.
 
     Warnings (a scientificName used by two species) are listed too; they do not fail."""
+    from exporter.build import load
+
     project = Project(project_dir)
     for warning in duplicates(species_records(project.content)):
         click.echo(str(warning), err=True)
@@ -186,6 +189,8 @@ class _Progress:
                    "(a failed export is reported and the last good one kept); Ctrl-C stops.")
 def export(project_dir: Path, frozen: bool, base_url: str | None, watch: bool) -> None:
     """Write site_out/ (public) and the private bundle in .fednode/."""
+    from exporter.build import build
+
     project = Project(project_dir)
 
     def once() -> None:

@@ -198,9 +198,10 @@ def _broken(rel: str) -> Problem:
                                "point it at a file or folder that exists")
 
 
-def read(source: SourceFile, collection: Collection
+def read(source: SourceFile, collection: Collection, *, validated: bool = True
          ) -> tuple[list[SourceRecord], list[Problem]]:
-    """Parse and validate one file. Returns its records and its problems."""
+    """Parse and validate one file (only parse it: `validated=False`). Returns its records
+    and its problems."""
     try:
         with open(source.path, "rb") as handle:
             text = handle.read().decode("utf-8-sig")
@@ -213,7 +214,7 @@ def read(source: SourceFile, collection: Collection
     parse = _parse_csv if source.rel.endswith(".csv") else _parse_markdown
     records, problems = parse(text, source, collection)
     for record in records:
-        found = validate(record, collection)
+        found = validate(record, collection) if validated else []
         if not found:
             record.seal()
         problems.extend(found)
@@ -255,8 +256,10 @@ def _read_chunk(files: Sequence[SourceFile]) -> list[tuple[list[SourceRecord], l
 
 def reload(source: SourceFile, collection: Collection) -> dict[str, SourceRecord]:
     """Every record of an unchanged, previously valid file, by id: one read of the file,
-    however many of its records are needed."""
-    records, problems = read(source, collection)
+    however many of its records are needed. The file is parsed, not validated again: a record
+    whose hash is the one remembered (the caller checks) has the very fields found valid
+    then, under the same schemas (the cache is tied to them)."""
+    records, problems = read(source, collection, validated=False)
     if problems:
         raise ExportError(f"{problems[0]}: the file changed while the export ran; run the "
                           f"export again")

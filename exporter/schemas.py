@@ -10,14 +10,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from importlib import resources
-from typing import Any
-
-import fastjsonschema
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from .contract.wire import COLLECTIONS
 
-VALIDATOR = jsonschema.Draft202012Validator
+# jsonschema and fastjsonschema are imported when a record is first validated: an export whose
+# records all come from the cache, and the commands that validate nothing, start a tenth of a
+# second sooner without them.
+if TYPE_CHECKING:
+    import jsonschema
+
+
+def _validator_class() -> type[jsonschema.Draft202012Validator]:
+    import jsonschema
+
+    return jsonschema.Draft202012Validator
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,20 +44,27 @@ class Collection:
         try:
             self.fast(fields)
             return []
-        except fastjsonschema.JsonSchemaValueException as exc:
+        except Exception as exc:  # the compiled validator's error (imported only if needed)
+            import fastjsonschema
+
+            if not isinstance(exc, fastjsonschema.JsonSchemaValueException):
+                raise
             # Should the two ever disagree, the record is refused: fast's reason stands.
             return list(self.validator.iter_errors(fields)) or [_from_fast(exc)]
 
     @cached_property
     def validator(self) -> jsonschema.protocols.Validator:
-        return VALIDATOR(self.content_schema, format_checker=VALIDATOR.FORMAT_CHECKER)
+        validator = _validator_class()
+        return validator(self.content_schema, format_checker=validator.FORMAT_CHECKER)
 
     @cached_property
     def fast(self) -> Callable[[dict[str, Any]], Any]:
         """The same document, compiled, when first needed (an export that reads no file of
         a collection never compiles it). Our schemas use only keywords that draft 7 shares
         with 2020-12, and formats are checked by jsonschema's own checker, so both agree."""
-        checker = VALIDATOR.FORMAT_CHECKER
+        import fastjsonschema
+
+        checker = _validator_class().FORMAT_CHECKER
         compiled = dict(self.content_schema,
                         **{"$schema": "http://json-schema.org/draft-07/schema#"})
         formats = {name: (lambda value, name=name: checker.conforms(value, name))
@@ -130,7 +144,10 @@ def _matching_ecma(node: Any) -> Any:
     return node
 
 
-def _from_fast(exc: fastjsonschema.JsonSchemaValueException) -> jsonschema.ValidationError:
+def _from_fast(exc: Any) -> jsonschema.ValidationError:
+    """A `fastjsonschema.JsonSchemaValueException` as jsonschema's error."""
+    import jsonschema
+
     definition = exc.definition if isinstance(exc.definition, dict) else {}
     return jsonschema.ValidationError(
         exc.message, validator=exc.rule or "", path=deque((exc.path or [])[1:]),
