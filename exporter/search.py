@@ -21,6 +21,7 @@ import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -238,14 +239,47 @@ class Embedder:
         return cls.model().embed(list(texts))
 
 
+SPACE = "\u2581"  # what the model's normalizer makes of a space, and puts before a text
+# A text cut before each run of SPACE that follows another character: "▁Fallopia▁▁japonica"
+# is "▁Fallopia", "▁▁japonica".
+_PIECES = re.compile(f"{SPACE}+[^{SPACE}]*|[^{SPACE}]+")
+# The model's normalizer, as `WordVectors` splits texts by it (anything else: whole texts).
+_NORMALIZER = {"type": "Sequence", "normalizers": [
+    {"type": "Prepend", "prepend": SPACE},
+    {"type": "Replace", "pattern": {"String": " "}, "content": SPACE}]}
+
+
+def _pieces(text: str) -> list[str]:
+    """A text as the model's normalizer makes it, cut into `_PIECES`."""
+    if not text:
+        return []  # the normalizer leaves an empty text empty
+    if "  " in text or text[0] == " " or SPACE in text:  # runs of SPACE: rare
+        return _PIECES.findall(SPACE + text.replace(" ", SPACE))
+    return (SPACE + text).replace(" ", " " + SPACE).split(" ")
+
+
 class WordVectors:
-    """Word vectors and their tokenizer; `embed` averages a text's tokens' vectors."""
+    """Word vectors and their tokenizer; `embed` averages a text's tokens' vectors.
+
+    The tokenizer (Llama's BPE) has no pre-tokenizer: it merges over a whole text at once,
+    with nothing to remember between texts, at about 0.2 ms of CPU a record-sized text, most
+    of embedding's time. But no token of its vocabulary has SPACE after another character,
+    so no merge ever joins a character to a SPACE after it: a text's tokens are its pieces'
+    tokens (`_PIECES`), one after the other. Pieces (words, mostly) repeat, so each is
+    tokenized once and remembered (`PIECES_KEPT` at most): the same ids, for about half the
+    CPU time at 100,000 records (no gain on a few thousand, where few pieces repeat; the
+    figures are in docs/search.md). Where that reasoning does not hold (another vocabulary or
+    normalizer, a text holding a special token such as `<s>`, which the tokenizer cuts out
+    before normalizing), the whole text is tokenized as before. tests/test_search.py
+    compares the ids, and the vectors with wordllama's."""
 
     WEIGHTS = f"weights/{MODEL['config']}_{DIMENSIONS}.safetensors"
     TOKENIZER = f"tokenizers/{MODEL['config']}_tokenizer_config.json"
     BATCH = 256
+    PIECES_KEPT = 200_000  # pieces remembered (their ids), at most: some tens of megabytes
 
-    def __init__(self, table: np.ndarray, tokenizer: Any) -> None:
+    def __init__(self, table: np.ndarray, tokenizer: Any, *, pieces: bool = True) -> None:
+        """`pieces=False` tokenizes whole texts (bench/embed_speed.py's reference)."""
         self.table = np.ascontiguousarray(table, dtype=np.float32)
         self.tokenizer = tokenizer
         self.tokenizer.no_padding()
@@ -253,9 +287,58 @@ class WordVectors:
         # the same ids without the character offsets, which nothing here reads (about a
         # tenth less work; where the installed tokenizers has it)
         self._encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
+        self._bare = self._piece_tokenizer(tokenizer) if pieces else None
+        if self._bare is not None:
+            self._encode_pieces = getattr(self._bare, "encode_batch_fast",
+                                          self._bare.encode_batch)
+        self._specials = tuple(token.content for token in
+                               tokenizer.get_added_tokens_decoder().values())
+        # piece -> its ids; replaced, never cleared, when full: a thread embedding meanwhile
+        # (the sidecar's) keeps the one it took
+        self._pieces: dict[str, list[int]] = {}
+
+    @staticmethod
+    def _piece_tokenizer(tokenizer: Any) -> Any:
+        """A tokenizer of the same model without the normalizer and template, for pieces;
+        None where a text's tokens may not be its pieces' tokens. (Read from the parts, not
+        the whole tokenizer's 1.2 MB of JSON: that took half a second of every start.)"""
+        normalizer = tokenizer.normalizer
+        if (normalizer is None or json.loads(normalizer.__getstate__()) != _NORMALIZER
+                or tokenizer.pre_tokenizer is not None
+                or type(tokenizer.model).__name__ != "BPE"
+                or any(SPACE in token.lstrip(SPACE) for token in tokenizer.get_vocab())):
+            return None
+        return type(tokenizer)(tokenizer.model)
+
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Each text's token ids, as `tokenizer.encode(text, add_special_tokens=False)`
+        gives them."""
+        if self._bare is None:
+            return [e.ids for e in self._encode(texts, is_pretokenized=False,
+                                                add_special_tokens=False)]
+        if len(self._pieces) > self.PIECES_KEPT:
+            self._pieces = {}
+        known = self._pieces
+        whole = [n for n, text in enumerate(texts)
+                 if any(special in text for special in self._specials)]
+        split = [_pieces(text) for text in texts]
+        for n in whole:
+            split[n] = []
+        new = list(set().union(*split).difference(known))
+        if new:
+            encoded = self._encode_pieces(new, is_pretokenized=False, add_special_tokens=False)
+            known.update(zip(new, (e.ids for e in encoded), strict=True))
+        ids = [list(chain.from_iterable(map(known.__getitem__, pieces))) for pieces in split]
+        if whole:
+            for n, encoding in zip(whole, self._encode([texts[n] for n in whole],
+                                                       is_pretokenized=False,
+                                                       add_special_tokens=False),
+                                   strict=True):
+                ids[n] = encoding.ids
+        return ids
 
     @classmethod
-    def load(cls) -> WordVectors:
+    def load(cls, *, pieces: bool = True) -> WordVectors:
         import importlib.util
 
         from safetensors import safe_open
@@ -268,7 +351,7 @@ class WordVectors:
         folder = Path(list(spec.submodule_search_locations)[0])
         with safe_open(str(folder / cls.WEIGHTS), framework="np", device="cpu") as weights:
             table = weights.get_tensor("embedding.weight")
-        return cls(table, Tokenizer.from_file(str(folder / cls.TOKENIZER)))
+        return cls(table, Tokenizer.from_file(str(folder / cls.TOKENIZER)), pieces=pieces)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Unit-length float32 vectors, a row a text, as wordllama's
@@ -284,9 +367,7 @@ class WordVectors:
         out = np.empty((len(texts), self.table.shape[1]), np.float32)
         last = self.table.shape[0] - 1
         for start in range(0, len(texts), self.BATCH):
-            encoded = self._encode(texts[start:start + self.BATCH], is_pretokenized=False,
-                                   add_special_tokens=False)
-            tokens = [e.ids for e in encoded]  # each `.ids` makes a new list
+            tokens = self.token_ids(texts[start:start + self.BATCH])
             lengths = np.fromiter(map(len, tokens), np.int64, len(tokens))
             pooled = np.zeros((len(tokens), self.table.shape[1]), np.float32)
             for n, found in enumerate(tokens):

@@ -305,6 +305,27 @@ def test_a_change_of_searched_fields_indexes_afresh() -> None:
     assert index_version(changed) != index_version(known) == index_version(collections())
 
 
+# Texts made mostly of what could break cutting a text into pieces: spaces and runs of them,
+# the model's own space sign, special tokens, line breaks, characters the vocabulary lacks.
+_AWKWARD = st.lists(st.one_of(
+    st.sampled_from([" ", "  ", "\u2581", "\u2581\u2581", "<s>", "</s>", "<unk>", "\n", "\t",
+                     "knotweed", "Fallopia", "japonica", "é", "漢字", "🌱", "x", "'s", "."]),
+    st.text(max_size=6)), max_size=40).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_AWKWARD, min_size=1, max_size=12))
+def test_a_texts_tokens_are_its_pieces_tokens(texts: list[str]) -> None:
+    """`WordVectors` tokenizes a text's pieces (remembered between texts) instead of the
+    whole text: the ids are the tokenizer's own for the whole text, for any text, and the
+    shipped model is one where this holds (the pieces are used)."""
+    model = search.Embedder.model()
+    assert model._bare is not None
+    whole = [e.ids for e in model.tokenizer.encode_batch(texts, add_special_tokens=False)]
+    assert model.token_ids(texts) == whole
+    assert model.token_ids(texts) == whole  # again, from what was remembered
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.text(max_size=300), min_size=1, max_size=20).map(
     lambda texts: [*texts, "Japanese knotweed along the Meuse", "Fallopia japonica (Houtt.)"]))
