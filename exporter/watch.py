@@ -36,6 +36,7 @@ class ContentWatch:
         self._seen = self._look() if self._inotify is None else set()
         if self._inotify is not None:
             self._watch_all()
+            self._polling_from_now()  # the first export follows
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until a change has settled; False if `timeout` seconds pass without one."""
@@ -79,6 +80,7 @@ class ContentWatch:
         for event in self._inotify.read():
             if event.mask & IN_Q_OVERFLOW:
                 self._watch_all()  # events were lost: watch every folder afresh
+                self._polling_from_now()
                 return True
             folder = self._folders.get(event.wd)
             if event.mask & IN_IGNORED:
@@ -92,6 +94,9 @@ class ContentWatch:
             matters = True
             if folder == self.content and event.mask & IN_ISDIR:
                 self._watch_all()  # a collection folder came, went or was renamed
+                if not self._folders:
+                    self._polling_from_now()
+                    return True
         return matters
 
     def _watch_all(self) -> None:
@@ -106,6 +111,13 @@ class ContentWatch:
             elif folder.is_dir():  # there, but not watched (the limit on watches reached):
                 self._drop_all(gone=False)  # poll, rather than miss its changes
                 return
+
+    def _polling_from_now(self) -> None:
+        """Where the folders could not all be watched, poll from what is there now: called
+        where "changed" is said anyway (or the first export follows), so that the next look
+        finds only what changes after it, not everything since polling last looked."""
+        if not self._folders:
+            self._seen = self._look()
 
     def _drop_all(self, *, gone: bool = True) -> None:
         assert self._inotify is not None

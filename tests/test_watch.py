@@ -119,6 +119,44 @@ def test_content_moved_away_and_back_is_watched_again(
     assert changes.wait(5) and not changes.wait(NOTHING)
 
 
+# Run as root of a user namespace of its own, where the limit on inotify watches is two
+# (the limit is the namespace's: the machine's is untouched). content/ holds three folders.
+LIMITED = """
+import sys, time
+from pathlib import Path
+Path("/proc/sys/user/max_inotify_watches").write_text("2")
+from exporter import watch
+watch.POLL = 0.05
+content = Path(sys.argv[1])
+with watch.ContentWatch(content) as changes:
+    assert not changes._folders, "watched more folders than the limit allows"
+    assert not changes.wait(0.3), "woke for nothing"
+    (content / "species" / "knotweed.md").write_text("edited")
+    assert changes.wait(5), "missed an edit"
+    assert not changes.wait(0.3), "woke twice"
+    (content / "treatments").mkdir()
+    (content / "treatments" / "pulling.md").write_text("new")
+    assert changes.wait(5), "missed a new folder's file"
+    assert not changes.wait(0.3), "woke twice"
+print("ok")
+"""
+
+
+def test_a_watch_over_the_limit_of_watches_polls_and_misses_nothing(tmp_path: Path) -> None:
+    """Where the folders cannot all be watched (the limit on inotify watches reached), the
+    watch looks at the files every POLL seconds instead: every edit wakes it, once, and
+    nothing else does, from the start."""
+    if subprocess.run(["unshare", "-U", "-r", "true"], capture_output=True).returncode:
+        pytest.skip("no user namespaces here (unshare -U): the limit cannot be set apart")
+    node = Node(tmp_path / "node")
+    node.write("species", "knotweed", species("Fallopia japonica"))
+    node.write("germination", "trial", {"id": "x"})
+    result = subprocess.run(
+        ["unshare", "-U", "-r", sys.executable, "-c", LIMITED, str(node.root / "content")],
+        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
+    assert result.stdout.strip() == "ok", result.stderr
+
+
 class Watching:
     """`fednode export --watch` as a real process, its output read line by line."""
 
