@@ -17,9 +17,9 @@ import click
 from exporter.config import Project, load_node_config, load_serve_config
 from exporter.contract.errors import FednodeError
 from exporter.contract.wire import PUBLIC, SCOPES
-from exporter.errors import ContentError
+from exporter.errors import ContentError, Problem
 from exporter.ledger import Ledger
-from exporter.names import SPECIES, duplicates, species_records
+from exporter.names import SPECIES, duplicates, species_records, suspects
 from exporter.scaffold import new_record
 from exporter.tomltext import toml_string
 
@@ -137,10 +137,19 @@ def check(project_dir: Path) -> None:
     from exporter.build import load
 
     project = Project(project_dir)
-    for warning in duplicates(species_records(project.content)):
-        click.echo(str(warning), err=True)
-    content = load(project)
+    try:
+        content = load(project)  # through the export's cache
+    except ContentError:  # the warnings still come first, from every file that can be read
+        _warn(duplicates(species_records(project.content)))
+        raise
+    _warn(duplicates(species_records(project.content, suspects(content.records,
+                                                               content.sort_keys))))
     click.echo(f"ok: {len(content.records)} records valid", err=True)
+
+
+def _warn(warnings: list[Problem]) -> None:
+    for warning in warnings:
+        click.echo(str(warning), err=True)
 
 
 class _Progress:

@@ -75,14 +75,37 @@ def duplicates(records: Iterable[SourceRecord]) -> list[Problem]:
     return sorted(warnings)
 
 
-def species_records(content: Path) -> list[SourceRecord]:
-    """Every species record that can be read, valid or not, in file order."""
+def suspects(records: Iterable[SourceRecord], sort_keys: dict[str, tuple[str, ...]]
+             ) -> set[str] | None:
+    """The files of the species records whose scientificName may be another's, told from
+    the records' sort keys (an export's, from its cache: the name casefolded) without
+    reading a file: only these can `duplicates` name. None if species are not listed by
+    their scientificName (then every file is a suspect)."""
+    if collections()[SPECIES].order != (FIELD,):
+        return None
+    paths: dict[str, list[str]] = {}
+    for record in records:
+        if record.collection == SPECIES:
+            key = _suspect_key(sort_keys[record.id][0])
+            if key:
+                paths.setdefault(key, []).append(record.path)
+    return {path for group in paths.values() if len(group) > 1 for path in group}
+
+
+def _suspect_key(folded: str) -> str:
+    """Of a casefolded name: equal for any two names `duplicates` calls the same."""
+    return " ".join(folded.split())
+
+
+def species_records(content: Path, paths: set[str] | None = None) -> list[SourceRecord]:
+    """Every species record that can be read (of the files `paths` only, if given), valid
+    or not, in file order."""
     known = collections()
     files, _ = discover(content, known)
     records: list[SourceRecord] = []
     for source in files:
-        if source.collection == SPECIES:
-            records.extend(read(source, known[SPECIES])[0])
+        if source.collection == SPECIES and (paths is None or source.rel in paths):
+            records.extend(read(source, known[SPECIES], validated=False)[0])
     return records
 
 

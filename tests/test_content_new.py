@@ -201,6 +201,34 @@ def test_a_scientific_name_used_twice_is_a_warning_in_new_and_check(node: Node) 
         "content/species/copy.md:3: scientificName: warning: also used by "
         "content/species/balsam.md:3",
         "ok: 2 records valid"]
+    node.write("species", "knotweed", species("Fallopia japonica"))
+    run("export", "--project", str(node.root))  # check reads the export's cache then
+    again = run("check", "--project", str(node.root))
+    assert again.stderr.splitlines() == [*check.stderr.splitlines()[:2], "ok: 3 records valid"]
+
+
+_SPACES = st.sampled_from([" ", "  ", "\t", "\n", "\u00a0", "\u2003", "\u3000"])
+_CASES = st.sampled_from([str, str.upper, str.lower, str.title, str.casefold])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(st.characters(exclude_categories=("Cs", "Zs", "Cc")), min_size=1,
+                        max_size=6), min_size=1, max_size=4),
+       st.lists(_SPACES, min_size=5, max_size=5), st.lists(_SPACES, min_size=5, max_size=5),
+       _CASES, _CASES)
+@example(["STRASSE"], [" "] * 5, [" "] * 5, str, str.casefold)  # ß and ss
+def test_check_suspects_every_name_it_could_warn_of(words: list[str], one: list[str],
+                                                    other: list[str], case: object,
+                                                    other_case: object) -> None:
+    """`check` reads only the files whose names the export's sort keys (the names
+    casefolded) say may be the same: whatever two names `duplicates` calls the same, their
+    sort keys say so too."""
+    from exporter.names import _key, _suspect_key
+    first = "".join(w + s for w, s in zip(words, one, strict=False)).strip()
+    second = "".join(w + s for w, s in zip(words, other, strict=False)).strip()
+    first, second = case(first), other_case(second)  # type: ignore[operator]
+    if _key(first) == _key(second):
+        assert _suspect_key(first.casefold()) == _suspect_key(second.casefold())
 
 
 # --- messages that show the fix --------------------------------------------------------------
