@@ -82,7 +82,8 @@ def new(collection: str, title: str, project_dir: Path) -> None:
 
     For species, a Latin name ("Impatiens glandulifera") fills scientificName and a common
     name ("Himalayan balsam") vernacularName; the field it filled is shown."""
-    made = new_record(Project(project_dir).content, collection, title)
+    project = Project(project_dir)
+    made = new_record(project.content, collection, title, project.cache)
     for warning in made.warnings:
         click.echo(warning, err=True)
     if collection == SPECIES:

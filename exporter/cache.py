@@ -74,13 +74,25 @@ class Cache:
                 ) -> tuple[list[SourceRecord], list[SortKey]] | None:
         """The records of an unchanged file and their sort keys, or None if it must be read
         again. Their fields are read from the file only if needed, once for all of them."""
-        entry = self.sources.get(source.rel)
-        if entry is None or entry[0] != source.mtime_ns or entry[1] != source.size:
+        entry = self._unchanged(source)
+        if entry is None:
             return None
         load = _Reread(source, collection).fields
         return ([SourceRecord(c, p, line, record_id, access, {"id": id_line}, digest, None, load)
                  for c, p, line, record_id, access, id_line, digest, _ in entry[2]],
                 [row[7] for row in entry[2]])
+
+    def sort_keys(self, source: SourceFile) -> list[SortKey] | None:
+        """The sort keys of an unchanged file's records, or None if it must be read."""
+        entry = self._unchanged(source)
+        return None if entry is None else [row[7] for row in entry[2]]
+
+    def _unchanged(self, source: SourceFile) -> SourceEntry | None:
+        """What is remembered of a file, if it is the same size and time as then."""
+        entry = self.sources.get(source.rel)
+        if entry is None or entry[0] != source.mtime_ns or entry[1] != source.size:
+            return None
+        return entry
 
     def remember(self, rel: str, mtime_ns: int, size: int, records: list[SourceRecord],
                  keys: list[SortKey]) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .content import SourceRecord, discover, read
+from .content import SourceFile, SourceRecord, discover, read
 from .errors import Problem
 from .schemas import collections
 
@@ -100,18 +100,36 @@ def _suspect_key(folded: str) -> str:
 def species_records(content: Path, paths: set[str] | None = None) -> list[SourceRecord]:
     """Every species record that can be read (of the files `paths` only, if given), valid
     or not, in file order."""
-    known = collections()
-    files, _ = discover(content, known)
+    return _read_species(discover(content, collections())[0], paths)
+
+
+def _read_species(files: list[SourceFile], paths: set[str] | None) -> list[SourceRecord]:
+    collection = collections()[SPECIES]
     records: list[SourceRecord] = []
     for source in files:
         if source.collection == SPECIES and (paths is None or source.rel in paths):
-            records.extend(read(source, known[SPECIES], validated=False)[0])
+            records.extend(read(source, collection, validated=False)[0])
     return records
 
 
-def users_of(name: str, content: Path) -> list[SourceRecord]:
-    """The species records whose scientificName is `name`."""
-    return [record for record in species_records(content)
+def users_of(name: str, content: Path, cache: Path | None = None) -> list[SourceRecord]:
+    """The species records whose scientificName is `name`. Given the export's cache folder,
+    only the files it does not have, or whose cached sort keys (the names casefolded) may
+    be `name`, are read."""
+    files, _ = discover(content, collections())
+    paths = None
+    if cache is not None and collections()[SPECIES].order == (FIELD,):
+        from .cache import Cache  # the export's; `fednode new` without one reads every file
+
+        remembered = Cache.load(cache)
+        key = _suspect_key(name.casefold())
+        paths = set()
+        for source in files:
+            if source.collection == SPECIES:
+                keys = remembered.sort_keys(source)
+                if keys is None or any(_suspect_key(sort[0]) == key for sort in keys):
+                    paths.add(source.rel)
+    return [record for record in _read_species(files, paths)
             if isinstance(record.fields.get(FIELD), str)
             and _key(record.fields[FIELD]) == _key(name)]
 

@@ -30,8 +30,10 @@ def slugify(title: str) -> str:
     return slug[:80] or "record"
 
 
-def new_record(content: Path, collection_name: str, title: str) -> Scaffolded:
-    """Write content/<collection>/<slug>.md and say what was done. Never overwrites."""
+def new_record(content: Path, collection_name: str, title: str,
+               cache: Path | None = None) -> Scaffolded:
+    """Write content/<collection>/<slug>.md and say what was done. Never overwrites. The
+    export's `cache` folder, if given, spares reading most files to find a name's users."""
     known = collections()
     if collection_name not in known:
         raise ExportError(f"unknown collection {collection_name!r}; choose one of "
@@ -45,7 +47,7 @@ def new_record(content: Path, collection_name: str, title: str) -> Scaffolded:
     if names.FIELD in filled:
         warnings += [f"warning: scientificName {filled[names.FIELD]!r} is also used by "
                      f"{r.path}:{r.line_of(names.FIELD)}"
-                     for r in names.users_of(filled[names.FIELD], content)]
+                     for r in names.users_of(filled[names.FIELD], content, cache)]
     slug = slugify(title)
     path = folder / f"{slug}.md"
     counter = 2

@@ -202,9 +202,16 @@ def test_a_scientific_name_used_twice_is_a_warning_in_new_and_check(node: Node) 
         "content/species/balsam.md:3",
         "ok: 2 records valid"]
     node.write("species", "knotweed", species("Fallopia japonica"))
-    run("export", "--project", str(node.root))  # check reads the export's cache then
+    run("export", "--project", str(node.root))  # check and new read the export's cache then
     again = run("check", "--project", str(node.root))
     assert again.stderr.splitlines() == [*check.stderr.splitlines()[:2], "ok: 3 records valid"]
+    node.write("species", "later", species("IMPATIENS GLANDULIFERA"))  # not in the cache
+    made = run("new", "species", "Impatiens glandulifera", "--project", str(node.root))
+    assert [line.split(" by ")[-1] for line in made.stderr.splitlines()[:-1]] == [
+        "content/species/balsam.md:3", "content/species/copy.md:3",
+        "content/species/later.md:3"]
+    made = run("new", "species", "Fallopia  japonica", "--project", str(node.root))
+    assert "also used by content/species/knotweed.md:3" in made.stderr
 
 
 _SPACES = st.sampled_from([" ", "  ", "\t", "\n", "\u00a0", "\u2003", "\u3000"])
