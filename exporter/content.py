@@ -230,13 +230,17 @@ CHUNK = 128  # files a worker reads in one go
 def read_all(files: Sequence[SourceFile]) -> Iterator[tuple[list[SourceRecord], list[Problem]]]:
     """`read` of each file, in order. Many files are read by worker processes, one a core
     (parsing and validating is Python's work, one core's at a time in one process): forked
-    on Linux, so they start at once with the schemas loaded, and handed files in chunks.
-    Should a worker die, what it had not read is read here."""
+    on Linux, so they start at once with the schemas loaded and their validators compiled
+    (here, once), and handed files in chunks. Should a worker die, what it had not read is
+    read here."""
     # the cores this process may use (a container's, not the host's)
     workers = min(len(os.sched_getaffinity(0)), 8) if sys.platform == "linux" else 1
     if len(files) < PARALLEL_FROM or workers < 2:
         yield from _read_chunk(files)
         return
+    known = collections()
+    for name in {source.collection for source in files}:
+        known[name].fast  # noqa: B018 (compiled now, not in each worker)
     chunks = [files[start:start + CHUNK] for start in range(0, len(files), CHUNK)]
     done = 0
     try:

@@ -19,7 +19,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -258,6 +258,10 @@ def _pieces(text: str) -> list[str]:
     return (SPACE + text).replace(" ", " " + SPACE).split(" ")
 
 
+# BPE settings under which a text's tokens may not be its pieces' tokens: none may be set.
+_BPE_OFF = ("ignore_merges", "continuing_subword_prefix", "end_of_word_suffix", "dropout")
+
+
 class WordVectors:
     """Word vectors and their tokenizer; `embed` averages a text's tokens' vectors.
 
@@ -266,9 +270,10 @@ class WordVectors:
     of embedding's time. But no token of its vocabulary has SPACE after another character,
     so no merge ever joins a character to a SPACE after it: a text's tokens are its pieces'
     tokens (`_PIECES`), one after the other. Pieces (words, mostly) repeat, so each is
-    tokenized once and remembered (`PIECES_KEPT` at most): the same ids, for about half the
-    CPU time at 100,000 records (no gain on a few thousand, where few pieces repeat; the
-    figures are in docs/search.md). Where that reasoning does not hold (another vocabulary or
+    tokenized once and remembered (up to `PIECE_CHARS` characters, `PIECES_KEPT` of them):
+    the same ids, for less CPU the more a node's texts repeat their words (docs/search.md:
+    half on the 100,000-record bench node, whose records are clones; nothing on a real
+    checklist of 2,617 taxa). Where that reasoning does not hold (another vocabulary or
     normalizer, a text holding a special token such as `<s>`, which the tokenizer cuts out
     before normalizing), the whole text is tokenized as before. tests/test_search.py
     compares the ids, and the vectors with wordllama's."""
@@ -277,6 +282,9 @@ class WordVectors:
     TOKENIZER = f"tokenizers/{MODEL['config']}_tokenizer_config.json"
     BATCH = 256
     PIECES_KEPT = 200_000  # pieces remembered (their ids), at most: some tens of megabytes
+    # A longer piece is tokenized, not remembered: text without spaces (CJK, URLs) is one
+    # piece a text, seldom seen twice, and would fill memory.
+    PIECE_CHARS = 40
 
     def __init__(self, table: np.ndarray, tokenizer: Any, *, pieces: bool = True) -> None:
         """`pieces=False` tokenizes whole texts (bench/embed_speed.py's reference)."""
@@ -302,10 +310,11 @@ class WordVectors:
         """A tokenizer of the same model without the normalizer and template, for pieces;
         None where a text's tokens may not be its pieces' tokens. (Read from the parts, not
         the whole tokenizer's 1.2 MB of JSON: that took half a second of every start.)"""
-        normalizer = tokenizer.normalizer
+        normalizer, model = tokenizer.normalizer, tokenizer.model
         if (normalizer is None or json.loads(normalizer.__getstate__()) != _NORMALIZER
-                or tokenizer.pre_tokenizer is not None
-                or type(tokenizer.model).__name__ != "BPE"
+                or tokenizer.pre_tokenizer is not None or type(model).__name__ != "BPE"
+                # merges applied by rank, words ending and going on unmarked, no randomness
+                or any(getattr(model, name, True) for name in _BPE_OFF)
                 or any(SPACE in token.lstrip(SPACE) for token in tokenizer.get_vocab())):
             return None
         return type(tokenizer)(tokenizer.model)
@@ -325,10 +334,16 @@ class WordVectors:
         for n in whole:
             split[n] = []
         new = list(set().union(*split).difference(known))
+        look: Callable[[str], list[int]] = known.__getitem__
         if new:
             encoded = self._encode_pieces(new, is_pretokenized=False, add_special_tokens=False)
-            known.update(zip(new, (e.ids for e in encoded), strict=True))
-        ids = [list(chain.from_iterable(map(known.__getitem__, pieces))) for pieces in split]
+            made = dict(zip(new, (e.ids for e in encoded), strict=True))
+            kept = {piece: found for piece, found in made.items()
+                    if len(piece) <= self.PIECE_CHARS}
+            known.update(kept)
+            if len(kept) < len(made):  # some were too long to keep: this batch's own first
+                look = lambda piece: made[piece] if piece in made else known[piece]  # noqa: E731
+        ids = [list(chain.from_iterable(map(look, pieces))) for pieces in split]
         if whole:
             for n, encoding in zip(whole, self._encode([texts[n] for n in whole],
                                                        is_pretokenized=False,

@@ -42,9 +42,9 @@ class ContentWatch:
         """Block until a change has settled; False if `timeout` seconds pass without one."""
         deadline = None if timeout is None else time.monotonic() + timeout
         if self._inotify is not None and not self._folders:
-            self._watch_all()  # content/ had gone: watch it again if it is back
-            if self._folders:
-                return True  # and what it holds now is new
+            self._watch_all()  # content/ had gone, or was too big to watch: try again
+            if self._folders and self._look() != self._seen:
+                return True  # what it holds changed since polling last looked (or is back)
         if self._inotify is None or not self._folders:
             return self._poll(deadline)
         while not self._changes(self._remaining(deadline)):

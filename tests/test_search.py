@@ -321,9 +321,11 @@ def test_a_texts_tokens_are_its_pieces_tokens(texts: list[str]) -> None:
     shipped model is one where this holds (the pieces are used)."""
     model = search.Embedder.model()
     assert model._bare is not None
+    texts = [*texts, "漢字" * 300, "https://example.org/" + "x" * 80]  # long pieces: not kept
     whole = [e.ids for e in model.tokenizer.encode_batch(texts, add_special_tokens=False)]
     assert model.token_ids(texts) == whole
     assert model.token_ids(texts) == whole  # again, from what was remembered
+    assert max(map(len, model._pieces), default=0) <= model.PIECE_CHARS
 
 
 @settings(max_examples=40, deadline=None)
