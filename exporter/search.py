@@ -19,7 +19,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -272,7 +272,7 @@ class WordVectors:
     tokens (`_PIECES`), one after the other. Pieces (words, mostly) repeat, so each is
     tokenized once and remembered (up to `PIECE_CHARS` characters, `PIECES_KEPT` of them):
     the same ids, for less CPU the more a node's texts repeat their words (docs/search.md:
-    half on the 100,000-record bench node, whose records are clones; nothing on a real
+    about half on the 100,000-record bench node, whose records are clones; nothing on a real
     checklist of 2,617 taxa). Where that reasoning does not hold (another vocabulary or
     normalizer, a text holding a special token such as `<s>`, which the tokenizer cuts out
     before normalizing), the whole text is tokenized as before. tests/test_search.py
@@ -334,16 +334,19 @@ class WordVectors:
         for n in whole:
             split[n] = []
         new = list(set().union(*split).difference(known))
-        look: Callable[[str], list[int]] = known.__getitem__
+        made: dict[str, list[int]] = {}
         if new:
             encoded = self._encode_pieces(new, is_pretokenized=False, add_special_tokens=False)
             made = dict(zip(new, (e.ids for e in encoded), strict=True))
-            kept = {piece: found for piece, found in made.items()
-                    if len(piece) <= self.PIECE_CHARS}
-            known.update(kept)
-            if len(kept) < len(made):  # some were too long to keep: this batch's own first
-                look = lambda piece: made[piece] if piece in made else known[piece]  # noqa: E731
-        ids = [list(chain.from_iterable(map(look, pieces))) for pieces in split]
+            known.update((piece, found) for piece, found in made.items()
+                         if len(piece) <= self.PIECE_CHARS)
+        ids = []
+        for pieces in split:
+            try:
+                ids.append(list(chain.from_iterable(map(known.__getitem__, pieces))))
+            except KeyError:  # a piece too long to keep: this batch's own
+                ids.append([token for piece in pieces
+                            for token in (made[piece] if piece in made else known[piece])])
         if whole:
             for n, encoding in zip(whole, self._encode([texts[n] for n in whole],
                                                        is_pretokenized=False,
