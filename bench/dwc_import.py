@@ -1,7 +1,8 @@
 """Time a Darwin Core checklist through fednode: the import, the first export of the imported
 taxa, an export with nothing changed, an export after one imported taxon is edited, and a
 re-import of the same source (which writes nothing), and seven edits under `fednode export
---watch` (from saving the file to the export reported done). A pure Python loop is timed
+--watch` (from saving the file to the export reported done), then `fednode --help`, `check`
+and `new species` on the imported node. A pure Python loop is timed
 before and after, as a reference for the machine's speed during the run.
 
     .venv/bin/python bench/dwc_import.py [--checklist /work/shared/data/alien-plants-belgium]
@@ -14,7 +15,6 @@ its own process, as a publisher runs it: wall time includes start-up."""
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import sys
@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
 from builders import Node, copy_sample  # noqa: E402
-from export_speed import timed_export  # noqa: E402
+from export_speed import publisher_commands, timed_command, timed_export  # noqa: E402
 
 CHECKLIST = Path("/work/shared/data/alien-plants-belgium")
 FEDNODE = str(Path(sys.executable).parent / "fednode")
@@ -39,15 +39,8 @@ PAUSE = 1.0
 
 def timed(*args: str) -> tuple[float, float, str]:
     """Run one fednode command; return wall seconds, CPU seconds and its last line."""
-    started = time.perf_counter()
-    process = subprocess.Popen([FEDNODE, *args], stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - started
-    output = process.stdout.read().decode() if process.stdout else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"fednode {' '.join(args)} failed: {output}")
-    return seconds, usage.ru_utime + usage.ru_stime, output.strip().splitlines()[-1]
+    wall, cpu, _, output = timed_command(*args)
+    return wall, cpu, output.splitlines()[-1]
 
 
 def line(label: str, wall: float, cpu: float, summary: str) -> None:
@@ -132,6 +125,7 @@ def main() -> None:
         times = sorted(watched_edits(root, 7))
         print(f"export --watch, one taxon edited: saved to exported in {times[3]:.2f} s "
               f"(median of 7; {times[0]:.2f}-{times[-1]:.2f} s)")
+        publisher_commands(root, "Abies alba")
         archive = root / "site_out" / "download" / "species-dwca.zip"
         table = root / "site_out" / "download" / "species.csv"
         print(f"archive {archive.stat().st_size / 1e6:.2f} MB; species.csv "

@@ -1,5 +1,6 @@
 """Time exports of a large node: full, after one Markdown edit, after one CSV-row edit and
-after a base_url change; then a real checklist as one CSV, fresh and after a base_url change.
+after a base_url change, then `fednode --help`, `check` and `new` on it; then a real
+checklist as one CSV, fresh and after a base_url change.
 
     .venv/bin/python bench/export_speed.py [--records 100000] [--csv-rows 10000]
         [--checklist /work/shared/data/alien-plants-belgium/taxon.csv]
@@ -35,24 +36,44 @@ CHECKLIST = Path("/work/shared/data/alien-plants-belgium/taxon.csv")
 RANKS = ("species", "subspecies", "variety", "form", "hybrid", "genus")
 
 
-def timed_export(root: Path, *options: str) -> tuple[float, float, float, str]:
-    """Run one export; return wall seconds, CPU seconds, peak RSS in MiB and its summary."""
-    command = [str(Path(sys.executable).parent / "fednode"), "export", "--project", str(root),
-               *options]
+def timed_command(*args: str) -> tuple[float, float, float, str]:
+    """Run one fednode command; return wall seconds, CPU seconds (with the processes it
+    waited for), peak RSS in MiB and its standard output."""
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen([str(Path(sys.executable).parent / "fednode"), *args],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - started
     output = process.stdout.read().decode() if process.stdout else ""
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"export failed: {output}")
+        raise SystemExit(f"fednode {' '.join(args)} failed: {output}")
     return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, output.strip()
+
+
+def timed_export(root: Path, *options: str) -> tuple[float, float, float, str]:
+    """Run one export; return wall seconds, CPU seconds, peak RSS in MiB and its summary."""
+    return timed_command("export", "--project", str(root), *options)
 
 
 def report(label: str, root: Path, *options: str) -> None:
     wall, cpu, rss, summary = timed_export(root, *options)
     print(f"{label:<28} {wall:7.2f} s wall {cpu:7.2f} s CPU  peak RSS {rss:6.0f} MiB")
     print(f"    {summary}")
+
+
+def publisher_commands(root: Path, name: str) -> None:
+    """The commands a publisher runs besides the export, on an exported node: `--help`,
+    `check` (which finds duplicate names through the export's cache) and `new species`
+    with `name` (which looks for the name's other users the same way; its file is
+    removed again)."""
+    project = ("--project", str(root))
+    for label, args in (("fednode --help", ("--help",)), ("fednode check", ("check", *project)),
+                        (f"fednode new species {name!r}", ("new", "species", name, *project))):
+        # (no peak RSS: a small command's is that of the bench process it was forked from)
+        wall, cpu, _, output = timed_command(*args)
+        print(f"{label:<34} {wall:7.2f} s wall {cpu:7.2f} s CPU")
+        if args[0] == "new":
+            Path(output.splitlines()[-1]).unlink()
 
 
 def germination_table(sample: Path, rows: int) -> str:
@@ -103,6 +124,7 @@ def synthetic(folder: Path, records: int, csv_rows: int) -> None:
     edit_csv_row(table)
     report("one CSV-row edit", root)
     report("base_url change", root, "--base-url", "https://bench.example.org")
+    publisher_commands(root, "Impatiens glandulifera")
     files = sum(len(names) for _, _, names in os.walk(root / "site_out"))
     print(f"site_out files: {files}")
 

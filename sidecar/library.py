@@ -29,9 +29,8 @@ SUPPORT = 0.25
 # The question is answered only if its evidence reaches EVIDENCE: the weighted sum of the
 # best passage's share of the question's words, the best passage's closeness in meaning, the
 # best sentence's share, and the best share of two sentences that follow each other
-# (`Evidence`). These four settings are
-# calibrated on bench/library_judged.json with bench/library_quality.py --sweep: see
-# docs/library.md.
+# (`Evidence`). These four settings are calibrated on bench/library_judged.json with
+# bench/library_quality.py --sweep: see docs/library.md.
 EVIDENCE_WEIGHTS = (1 / 6, 2 / 3, 0.0, 1 / 6)
 EVIDENCE = 0.45
 NO_ANSWER = ("The library holds no passage that answers this question; try other words, or "
