@@ -200,16 +200,13 @@ class _Progress:
 def export(project_dir: Path, frozen: bool, base_url: str | None, watch: bool) -> None:
     """Write site_out/ (public) and the private bundle in .fednode/."""
     from exporter.build import build
-    from exporter.warm import Warm
 
     project = Project(project_dir)
-    warm = Warm() if watch else None  # each export under --watch starts from the last one
 
     def once() -> None:
         progress = _Progress()
         try:
-            report = build(project, frozen=frozen, base_url=base_url, progress=progress,
-                           warm=warm)
+            report = build(project, frozen=frozen, base_url=base_url, progress=progress)
         finally:
             progress.end()
         click.echo(report.summary())

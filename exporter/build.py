@@ -21,7 +21,6 @@ from .aside import Aside
 from .cache import Cache, SortKey
 from .config import NodeConfig, Project, load_node_config
 from .content import SourceRecord, discover, read_all
-from .contract.bundle import RECORDS
 from .contract.feed import (
     CHANGES_PATH,
     SNAPSHOT_CHUNK,
@@ -52,7 +51,6 @@ from .render import (
 )
 from .renderings import Renderings
 from .schemas import Collection, collections
-from .warm import Warm
 from .writer import OutputFile, Release, TreeStats, checkpoint, constant, exclusive
 
 # progress(phase, done, total) for the phases reading, ledger, rendering, writing site,
@@ -94,9 +92,8 @@ class Content:
 
 
 def load(project: Project, *, base_url: str | None = None,
-         progress: Progress = _quiet, warm: Warm | None = None) -> Content:
-    """Read and validate all content; raise ContentError listing every problem. (`warm`: the
-    cache as the last export of this process left it, rather than read back.)"""
+         progress: Progress = _quiet) -> Content:
+    """Read and validate all content; raise ContentError listing every problem."""
     problems: list[Problem] = []
     try:
         node = load_node_config(project, base_url)
@@ -106,7 +103,7 @@ def load(project: Project, *, base_url: str | None = None,
     known = collections()
     files, found = discover(project.content, known)
     problems.extend(found)
-    cache = (warm.cache if warm is not None else None) or Cache.load(project.cache)
+    cache = Cache.load(project.cache)
     records: list[SourceRecord] = []
     sort_keys: dict[str, SortKey] = {}
     progress("reading", 0, len(files))
@@ -161,36 +158,28 @@ def _duplicates(records: list[SourceRecord]) -> list[Problem]:
 
 def build(project: Project, *, now: datetime | None = None, frozen: bool = False,
           base_url: str | None = None, progress: Progress | None = None,
-          folder_limit: int = FOLDER_LIMIT, warm: Warm | None = None) -> BuildReport:
-    """Export the project: static files to site_out/, the private bundle to .fednode/.
-
-    `warm` is for a process that exports again and again (`fednode export --watch`): what
-    this export ends with is kept there for the next, which then need not read it back
-    (`exporter.warm`)."""
+          folder_limit: int = FOLDER_LIMIT) -> BuildReport:
+    """Export the project: static files to site_out/, the private bundle to .fednode/."""
     # An export allocates millions of objects and frees almost none before it ends: the
     # cyclic garbage collector would only walk them again and again (a third of the time).
     collecting = gc.isenabled()
     gc.disable()
-    kept = warm.take() if warm is not None else Warm()  # a failed export keeps nothing
     try:
-        report = _build(project, now=now, frozen=frozen, base_url=base_url,
-                        progress=progress or _quiet, folder_limit=folder_limit, warm=kept)
-        if warm is not None:
-            warm.keep(kept)
-        return report
+        return _build(project, now=now, frozen=frozen, base_url=base_url,
+                      progress=progress or _quiet, folder_limit=folder_limit)
     finally:
         if collecting:
             gc.enable()
 
 
 def _build(project: Project, *, now: datetime | None, frozen: bool, base_url: str | None,
-           progress: Progress, folder_limit: int, warm: Warm) -> BuildReport:
+           progress: Progress, folder_limit: int) -> BuildReport:
     started = time.perf_counter()
-    content = load(project, base_url=base_url, progress=progress, warm=warm)
+    content = load(project, base_url=base_url, progress=progress)
     try:
         with exclusive(project.private):
             report = _write_all(project, content, now=now, frozen=frozen, progress=progress,
-                                folder_limit=folder_limit, warm=warm)
+                                folder_limit=folder_limit)
     except OSError as exc:
         raise ExportError(f"cannot write the export: {exc.strerror}: {exc.filename}; "
                           f"site_out/ and the bundle still hold one whole build. Free space "
@@ -200,10 +189,10 @@ def _build(project: Project, *, now: datetime | None, frozen: bool, base_url: st
 
 
 def _write_all(project: Project, content: Content, *, now: datetime | None, frozen: bool,
-               progress: Progress, folder_limit: int, warm: Warm) -> BuildReport:
+               progress: Progress, folder_limit: int) -> BuildReport:
     """Ledger, rendering and both trees, under the export lock."""
     progress("ledger", 0, len(content.records))
-    ledger = warm.ledger_at(project.ledger) or Ledger.load(project.ledger)
+    ledger = Ledger.load(project.ledger)
     stamp = _second_of(datetime.now(UTC))
     if now is None and ledger.last_at and format_time(stamp) <= ledger.last_at:
         last = parse_time(ledger.last_at)
@@ -234,15 +223,14 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
         from_ledger = Aside(_from_ledger, ledger.events, content.node.base_url)
         aside.callback(from_ledger.cancel)
         release = Release.stage(project.private, {"site": project.site_out,
-                                                  "bundle": project.bundle}, warm)
+                                                  "bundle": project.bundle})
         ordered = _in_list_order(content)
         index = search_index.Index(release.tree("bundle"), release.live_tree("bundle"),
                                    [(r.collection, r.id, r.hash, r.access) for r in ordered],
                                    {r.id: r for r in content.records}, content.collections)
         aside.callback(index.cancel)
         return _write_trees(project, content, ordered, ledger, events, release, from_ledger,
-                            index, aside, progress=progress, folder_limit=folder_limit,
-                            warm=warm)
+                            index, aside, progress=progress, folder_limit=folder_limit)
 
 
 def _from_ledger(events: list[Event], base_url: str) -> tuple[PublicChanges, bytes]:
@@ -253,10 +241,9 @@ def _from_ledger(events: list[Event], base_url: str) -> tuple[PublicChanges, byt
 def _write_trees(project: Project, content: Content, ordered: list[SourceRecord],
                  ledger: Ledger, events: list[Event], release: Release,
                  from_ledger: Aside[tuple[PublicChanges, bytes]], index: search_index.Index,
-                 aside: ExitStack, *, progress: Progress, folder_limit: int, warm: Warm
-                 ) -> BuildReport:
+                 aside: ExitStack, *, progress: Progress, folder_limit: int) -> BuildReport:
     """Render every output and write both trees into the build, then switch it in."""
-    previous = Renderings.read(project.bundle, warm)
+    previous = Renderings.read(project.bundle)
     rendered = _render(content, ordered, ledger, previous, progress)
     report = BuildReport(seconds=0.0, events=len(events))
     for r in rendered:
@@ -317,14 +304,8 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     release.write("bundle", private)
     progress("writing bundle", len(rendered), len(rendered))
     checkpoint("bundle")
-    release.publish(warm)
+    release.publish()
     saving.result()
-    warm.keep_ledger(ledger)
-    warm.keep_columns(project.bundle / RECORDS, ([r.id for r in rendered],
-                                                 [r.key for r in rendered],
-                                                 [r.title for r in rendered]))
-    content.cache.saved(content.paths)
-    warm.cache = content.cache
     return report
 
 

@@ -152,14 +152,6 @@ class Cache:
                 other.unlink()
 
 
-    def saved(self, keep: set[str]) -> None:
-        """Become what `load` would read back from `save(keep)`: the cache the next export
-        of this process (`fednode export --watch`) starts from."""
-        self.sources = {rel: entry for rel, entry in self.sources.items() if rel in keep}
-        self._parts.update(self._used)
-        self._used = {}
-
-
 def _replace(path: Path, data: bytes) -> None:
     temporary = path.with_name(path.name + ".tmp")
     temporary.unlink(missing_ok=True)

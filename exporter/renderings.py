@@ -11,7 +11,6 @@ import numpy as np
 import pyarrow as pa
 
 from .contract.bundle import DIGEST_SIZE, ITEM_END, RECORDS, column
-from .warm import Warm
 
 
 class Renderings:
@@ -29,19 +28,15 @@ class Renderings:
         self._offsets: list[int] | None = None  # each row's start in its data, then the end
 
     @classmethod
-    def read(cls, folder: Path, warm: Warm | None = None) -> Renderings:
-        """(`warm`: the ids, render keys and titles of the records table the last export of
-        this process wrote, taken for the file's own while it is as it was left.)"""
-        path = folder / RECORDS
+    def read(cls, folder: Path) -> Renderings:
         try:
             # No copy: the map backs the columns, and stays open as long as they do.
-            table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+            table = pa.ipc.open_file(pa.memory_map(str(folder / RECORDS))).read_all()
             items, digests = column(table, "item"), column(table, "digest")
         except (OSError, KeyError, pa.ArrowException):  # none, or of an older format
             return cls.empty()
-        kept = warm.columns_at(path) if warm is not None else None
-        ids, keys, titles = kept or (table.column(name).to_pylist()
-                                     for name in ("id", "render_key", "title"))
+        ids, keys, titles = (table.column(name).to_pylist()
+                             for name in ("id", "render_key", "title"))
         return cls(ids, keys, titles, items, digests, table)
 
     @classmethod

@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .errors import ExportError
-from .warm import Warm
 
 BUILDS = "builds"
 CURRENT = "current"
@@ -147,18 +146,14 @@ class Release:
         self._previous: dict[str, dict[str, str]] = {}  # what the current build holds
 
     @classmethod
-    def stage(cls, private: Path, links: dict[str, Path], warm: Warm | None = None
-              ) -> Release:
+    def stage(cls, private: Path, links: dict[str, Path]) -> Release:
         """Sweep what killed runs left, and make the build that is not current ready to be
-        brought up to date. (`warm`: what each build held after the last export of this
-        process, used while its outputs file is as that export left it.)"""
+        brought up to date."""
         private_folder(private, PASSAGE)
         release = cls(private, links)
         private_folder(release.builds, PASSAGE)
         _sweep(release)
-        warm = warm or Warm()
-        kept = (warm.outputs_at(release.folder / OUTPUTS)
-                or _read_outputs(release.folder))
+        kept = _read_outputs(release.folder)
         (release.folder / OUTPUTS).unlink(missing_ok=True)
         (release.folder / LEGACY_OUTPUTS).unlink(missing_ok=True)
         if kept is None:
@@ -167,8 +162,7 @@ class Release:
         private_folder(release.folder, PASSAGE)
         release._kept = kept
         if release.live:
-            live = release.builds / release.live
-            release._previous = warm.outputs_at(live / OUTPUTS) or _read_outputs(live) or {}
+            release._previous = _read_outputs(release.builds / release.live) or {}
         return release
 
     def tree(self, tree: str) -> Path:
@@ -232,18 +226,12 @@ class Release:
         self.outputs[tree] = recorded
         return TreeStats(written, reused, len(set(previous or kept) - set(recorded)))
 
-    def publish(self, warm: Warm | None = None) -> None:
+    def publish(self) -> None:
         """Switch both trees in with one rename, then make sure the links point through
-        the switch. The build that was current stays, as the next export's starting point.
-        (`warm` keeps what both builds hold.)"""
+        the switch. The build that was current stays, as the next export's starting point."""
         record = self.folder / OUTPUTS
         _write(str(record) + ".tmp", marshal.dumps(self.outputs), 0o600, replace=True)
         os.replace(str(record) + ".tmp", record)
-        if warm is not None:
-            warm.builds.clear()
-            warm.keep_outputs(record, self.outputs)
-            if self.live:
-                warm.keep_outputs(self.builds / self.live / OUTPUTS, self._previous)
         checkpoint("recorded")
         _symlink(f"{BUILDS}/{self.name}", self.private / CURRENT)
         checkpoint("flipped")
