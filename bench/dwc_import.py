@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,12 +28,9 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from builders import Node, copy_sample  # noqa: E402
 from export_speed import publisher_commands, timed_command, timed_export  # noqa: E402
+from timing import watched_edits  # noqa: E402
 
 CHECKLIST = Path("/work/shared/data/alien-plants-belgium")
-FEDNODE = str(Path(sys.executable).parent / "fednode")
-# Between two edits under --watch, as a person saves: the ledger stamps events to the second,
-# so an export within the second of the one before waits for the next.
-PAUSE = 1.0
 
 
 def timed(*args: str) -> tuple[float, float, str]:
@@ -57,29 +53,6 @@ def edit_one(root: Path, n: int = 0) -> Path:
     assert edited != text, path
     path.write_text(edited)
     return path
-
-
-def watched_edits(root: Path, edits: int,
-                  edit: Callable[[Path, int], Path] = edit_one) -> list[float]:
-    """Seconds from saving an edit of one taxon to `fednode export --watch` reporting the
-    export done, for `edits` edits one after the other."""
-    process = subprocess.Popen([FEDNODE, "export", "--watch", "--project", str(root)],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert process.stdout is not None
-    try:
-        process.stdout.readline()  # the export it starts with
-        times = []
-        for n in range(1, edits + 1):
-            time.sleep(PAUSE)
-            started = time.perf_counter()
-            edit(root, n)
-            summary = process.stdout.readline()
-            times.append(time.perf_counter() - started)
-            assert "1 ledger events" in summary, summary
-        return times
-    finally:
-        process.terminate()
-        process.wait()
 
 
 def machine_speed() -> float:
@@ -122,7 +95,7 @@ def main() -> None:
         line(f"export after editing {edited.name}", wall, cpu, summary)
         line("re-import after that edit", *timed("import", "dwc", str(args.checklist),
                                                  *project))
-        times = sorted(watched_edits(root, 7))
+        times = sorted(watched_edits(root, 7, edit_one))
         print(f"export --watch, one taxon edited: saved to exported in {times[3]:.2f} s "
               f"(median of 7; {times[0]:.2f}-{times[-1]:.2f} s)")
         publisher_commands(root, "Abies alba")

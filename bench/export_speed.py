@@ -1,6 +1,7 @@
 """Time exports of a large node: full, after one Markdown edit, after one CSV-row edit and
-after a base_url change, then `fednode --help`, `check` and `new` on it; then a real
-checklist as one CSV, fresh and after a base_url change.
+after a base_url change, then one Markdown edit under `fednode export --watch` (from saving
+the file to the export reported done), then `fednode --help`, `check` and `new` on it; then
+a real checklist as one CSV, fresh and after a base_url change.
 
     .venv/bin/python bench/export_speed.py [--records 100000] [--csv-rows 10000]
         [--checklist /work/shared/data/alien-plants-belgium/taxon.csv]
@@ -31,6 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from builders import NODE_TOML, copy_sample, multiply  # noqa: E402
+from timing import watched_edits  # noqa: E402
 
 CHECKLIST = Path("/work/shared/data/alien-plants-belgium/taxon.csv")
 RANKS = ("species", "subspecies", "variety", "form", "hybrid", "genus")
@@ -93,9 +95,10 @@ def germination_table(sample: Path, rows: int) -> str:
     return out.getvalue()
 
 
-def edit_markdown(root: Path) -> None:
-    target = next((root / "content" / "species").glob("synthetic-*.md"))
-    target.write_text(re.sub(r'scientificName = "([^"]*)"', r'scientificName = "\1 edited"',
+def edit_markdown(root: Path, n: int = 0) -> None:
+    """Rename the species of the n-th synthetic species file."""
+    target = sorted((root / "content" / "species").glob("synthetic-*.md"))[n]
+    target.write_text(re.sub(r'scientificName = "([^"]*)"', rf'scientificName = "\1 edited{n}"',
                              target.read_text(), count=1))
 
 
@@ -124,6 +127,9 @@ def synthetic(folder: Path, records: int, csv_rows: int) -> None:
     edit_csv_row(table)
     report("one CSV-row edit", root)
     report("base_url change", root, "--base-url", "https://bench.example.org")
+    times = sorted(watched_edits(root, 3, edit_markdown))
+    print(f"one Markdown edit under --watch: saved to exported in {times[1]:.2f} s "
+          f"(median of 3; {times[0]:.2f}-{times[-1]:.2f} s)")
     publisher_commands(root, "Impatiens glandulifera")
     files = sum(len(names) for _, _, names in os.walk(root / "site_out"))
     print(f"site_out files: {files}")

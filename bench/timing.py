@@ -1,19 +1,23 @@
 """What the benchmarks share: the CLI, a free port, the constant-body reference server,
-waiting for a server, and timing requests one at a time on one kept-alive connection
-(client-side latency, in milliseconds)."""
+waiting for a server, timing requests one at a time on one kept-alive connection
+(client-side latency, in milliseconds), and timing edits under `fednode export --watch`."""
 
 from __future__ import annotations
 
 import http.client
 import socket
+import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 Request = tuple[str, str, bytes | None, dict[str, str]]  # method, path, body, headers
 FEDNODE = str(Path(sys.executable).parent / "fednode")
 HUGE = 1_000_000_000  # a rate that never trips
+# Between two edits under --watch, as a person saves: the ledger stamps events to the second,
+# so an export within the second of the one before waits for the next.
+PAUSE = 1.0
 
 
 def free_port() -> int:
@@ -62,3 +66,26 @@ def latencies(port: int, requests: Iterable[Request]) -> list[float]:
         if response.status != 200:
             raise SystemExit(f"{method} {path}: {response.status}")
     return out
+
+
+def watched_edits(root: Path, edits: int, edit: Callable[[Path, int], object]) -> list[float]:
+    """Seconds from saving an edit (`edit(root, n)`, n from 1, changing one record) to
+    `fednode export --watch` reporting the export done, for `edits` edits one after the
+    other."""
+    process = subprocess.Popen([FEDNODE, "export", "--watch", "--project", str(root)],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert process.stdout is not None
+    try:
+        process.stdout.readline()  # the export it starts with
+        times = []
+        for n in range(1, edits + 1):
+            time.sleep(PAUSE)
+            started = time.perf_counter()
+            edit(root, n)
+            summary = process.stdout.readline()
+            times.append(time.perf_counter() - started)
+            assert "1 ledger events" in summary, summary
+        return times
+    finally:
+        process.terminate()
+        process.wait()
