@@ -17,10 +17,12 @@ Page URLs never collide with the API's (`/api/...`) nor with the library's PDFs:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
 import re
+import secrets
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -83,10 +85,52 @@ class Site:
     nav: Markup
     footer: Markup
 
+    # record.html made once per collection (`_Skeleton`), by collection name
+    skeletons: dict[str, _Skeleton] = dataclasses.field(default_factory=dict)
+
     def render(self, template: str, **values: Any) -> bytes:
         return _template(template).render(
             node=self.node, collections=self.collections, nav=self.nav, footer=self.footer,
             **values).encode("utf-8")
+
+    def skeleton(self, collection: Collection) -> _Skeleton:
+        made = self.skeletons.get(collection.name)
+        if made is None:
+            made = self.skeletons[collection.name] = _Skeleton(self, collection)
+        return made
+
+
+# What record.html shows that differs from one record's page to the next; everything else
+# on the page is the same for a whole collection.
+_PER_PAGE = ("title", "here", "json_path", "json_ld", "fields", "updated_at", "body",
+             "related")
+# Marks where a per-page value goes: unguessable, so no node name or title can hold one.
+_MARK = f"\x00{secrets.token_hex(8)}"
+
+
+class _Skeleton:
+    """record.html rendered once for a collection, with a mark where each per-page value
+    goes. A page is then the skeleton's pieces joined with that page's values, each escaped
+    as the template's autoescape escapes it (`markupsafe.escape`): the bytes of rendering
+    the template for every page (tests/test_pages.py compares the two), without Jinja's
+    work a page, which was half of a record page's time."""
+
+    def __init__(self, site: Site, collection: Collection) -> None:
+        marked = site.render("record.html", collection=collection,
+                             collection_href=collection_href(collection.name),
+                             **{name: Markup(f"{_MARK}{name}\x00") for name in _PER_PAGE})
+        pieces = re.split(f"{_MARK}(\\w+)\x00", marked.decode("utf-8"))
+        self.literals, self.names = pieces[0::2], pieces[1::2]
+        if sorted(set(self.names)) != sorted(_PER_PAGE):
+            raise RuntimeError(f"record.html shows {sorted(set(self.names))}, not each of "
+                               f"{sorted(_PER_PAGE)} as it is")
+
+    def render(self, values: dict[str, str]) -> bytes:
+        out = [self.literals[0]]
+        for name, literal in zip(self.names, self.literals[1:], strict=True):
+            out.append(values[name])
+            out.append(literal)
+        return "".join(out).encode("utf-8")
 
 
 @cache
@@ -102,9 +146,9 @@ def site_of(node: NodeConfig, known: dict[str, Collection], counts: dict[str, in
     print_ = fingerprint("site", _templates_digest(), node.name, node.description,
                          node.publisher, node.contact, node.licence, node.language,
                          node.base_url, node.key_request, json.dumps(listed))
-    parts = [Markup(_template(name).render(node=node, collections=listed))
-             for name in ("nav.html", "footer.html")]
-    return Site(node, listed, print_, *parts)
+    nav, footer = (Markup(_template(name).render(node=node, collections=listed))
+                   for name in ("nav.html", "footer.html"))
+    return Site(node, listed, print_, nav, footer)
 
 
 def home(site: Site) -> bytes:
@@ -188,20 +232,20 @@ _HIDDEN = {"id", "access", "title", "tags", "body"}
 
 @cache
 def _labelled(collection: Collection) -> tuple[tuple[str, str], ...]:
-    """The fields a record page lists, in schema order, each with its label."""
+    """The fields a record page lists, in schema order, each with its label (escaped)."""
     out = []
     for name in collection.content_fields:
         if name in _HIDDEN or name == collection.title_field:
             continue
         label = (collection.property(name) or {}).get("title") or _WORDS.sub(" ", name)
-        out.append((name, str(label[:1].upper() + label[1:])))
+        out.append((name, str(html(label[:1].upper() + label[1:]))))
     return tuple(out)
 
 
 def _record_page(site: Site, collection: Collection, r: Rendered, source: SourceRecord,
                  links: list[tuple[str, Rendered]]) -> bytes:
     fields = source.fields
-    shown: list[tuple[str, Any]] = []
+    shown: list[tuple[str, str]] = []
     for name, label in _labelled(collection):
         value = fields.get(name)
         if value in (None, "", []):
@@ -211,23 +255,30 @@ def _record_page(site: Site, collection: Collection, r: Rendered, source: Source
                       else str(value)))
     if fields.get("tags"):
         shown.append(("Tags", ", ".join(map(str, fields["tags"]))))
-    # The rows of the page's <dl>, made here in one pass rather than by a loop in the
-    # template; each label and value escaped as the template would.
-    rows = Markup("".join([f"<dt>{html(label)}</dt><dd>{html(value)}</dd>\n"
-                           for label, value in shown]))
-    sections: dict[str, list[dict[str, str]]] = {}
+    # The parts of the page made of many items (the rows of its <dl>, its paragraphs, the
+    # sections of related records) are made here in one pass each rather than by loops in
+    # the template, every text escaped as the template would.
+    sections: dict[str, list[str]] = {}
     for section, other in links:
         sections.setdefault(section, []).append(
-            {"href": record_href(other.collection, other.id), "title": other.title or other.id})
+            f'<li><a href="{html(record_href(other.collection, other.id))}">'
+            f"{html(other.title or other.id)}</a></li>")
     here = record_href(collection.name, r.id)
-    body = [paragraph.replace("**", "").strip()
-            for paragraph in str(fields.get("body") or "").split("\n\n") if paragraph.strip()]
-    return site.render(
-        "record.html", collection=collection, title=r.title or r.id, fields=rows, body=body,
-        updated_at=r.updated_at, here=here, json_path=f"/api/{collection.name}/{r.id}",
-        collection_href=collection_href(collection.name),
-        related=[{"title": title, "items": items} for title, items in sections.items()],
-        json_ld=_script_json(json_ld(site.node.base_url, collection.name, r, fields, links)))
+    json_path = str(html(f"/api/{collection.name}/{r.id}"))
+    return site.skeleton(collection).render({
+        "title": str(html(r.title or r.id)),
+        "here": str(html(here)),
+        "json_path": json_path,
+        "json_ld": _script_json(json_ld(site.node.base_url, collection.name, r, fields, links)),
+        "fields": "".join([f"<dt>{label}</dt><dd>{html(value)}</dd>\n"
+                           for label, value in shown]),
+        "updated_at": str(html(r.updated_at)),
+        "body": "".join([f"<p>{html(paragraph.replace('**', '').strip())}</p>\n"
+                         for paragraph in str(fields.get("body") or "").split("\n\n")
+                         if paragraph.strip()]),
+        "related": "".join([f"<section>\n<h2>{html(title)}</h2>\n<ul>{''.join(items)}</ul>\n"
+                            "</section>\n" for title, items in sections.items()]),
+    })
 
 
 def json_ld(base_url: str, collection: str, r: Rendered, fields: dict[str, Any],

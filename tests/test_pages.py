@@ -3,6 +3,7 @@ are rendered only when what they show changes, and that the sidecar serves the s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -10,14 +11,22 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import jinja2
 from aiohttp.test_utils import TestClient
 from builders import app_for, copy_sample
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from markupsafe import Markup
 
+from exporter import pages
 from exporter.build import build, load
-from exporter.config import Project
+from exporter.config import Project, load_node_config
+from exporter.content import SourceRecord
 from exporter.contract.page_urls import record_href
 from exporter.contract.wire import COLLECTIONS, PUBLIC
 from exporter.pages import PAGE_SIZE
+from exporter.render import Rendered
+from exporter.schemas import collections
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 PAGE_FILES = re.compile(r".*\.html|sitemap\.xml|sitemaps/.*|robots\.txt|site\.css")
@@ -203,3 +212,63 @@ async def test_the_sidecar_serves_the_same_pages(
         response = await client.get(href)
         assert response.status == 404, href
         assert (await response.json())["error"]["code"] == "not_found"
+
+
+# What record.html's loops were before a record page's many-item parts were made in Python
+# (`pages._record_page`): the reference those parts must equal, escaping included.
+LOOPS = {name: jinja2.Environment(autoescape=True).from_string(loop) for name, loop in {
+    "body": "{% for paragraph in body %}<p>{{ paragraph }}</p>\n{% endfor %}",
+    "related": "{% for group in related %}<section>\n<h2>{{ group.title }}</h2>\n<ul>"
+               "{% for item in group['items'] %}<li><a href=\"{{ item.href }}\">{{ item.title }}"
+               "</a></li>{% endfor %}</ul>\n</section>\n{% endfor %}",
+    "fields": "{% for label, value in fields %}<dt>{{ label }}</dt><dd>{{ value }}</dd>\n"
+              "{% endfor %}"}.items()}
+ODD = st.text(st.characters(codec="utf-8"), max_size=12) | st.sampled_from(
+    ["<script>", "a & b", "\"'", "\x00", "{{ title }}", "</dl>", "\u202e", "é"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(node_name=ODD, title=ODD, vernacular=st.lists(ODD, max_size=3), habitat=ODD,
+       body=st.lists(ODD, max_size=4), related=st.lists(st.tuples(ODD, ODD), max_size=4))
+def test_a_record_page_is_its_template_rendered(
+        sample_root: Path, node_name: str, title: str, vernacular: list[str], habitat: str,
+        body: list[str], related: list[tuple[str, str]]) -> None:
+    """A record page is put together from record.html rendered once per collection: its
+    bytes are Jinja's rendering of the template for that page, with the loops the template
+    had, whatever the node's name, the record's title and its fields hold."""
+    known = collections()
+    species = known["species"]
+    node = dataclasses.replace(load_node_config(Project(sample_root)), name=node_name)
+    site = pages.site_of(node, known, {"species": 1})
+    record_id = "0b6f2a52-0d3c-4b6e-9e55-1a2b3c4d5e6f"
+    rendered = Rendered("species", record_id, PUBLIC, title, "2026-01-01T00:00:00Z",
+                        "2026-01-02T00:00:00Z", "", b"{}", "key")
+    fields = {"scientificName": title, "vernacularName": vernacular, "habitat": habitat,
+              "body": "\n\n".join(body)}
+    source = SourceRecord("species", "content/species/x.md", 1, record_id, PUBLIC,
+                          _fields=fields)
+    links = [("Treatments", Rendered("treatments", f"t{n}", PUBLIC, other, "", "", "",
+                                     b"{}", "k")) for n, (other, _) in enumerate(related)]
+    links += [("Resources", Rendered("resources", f"r{n}", PUBLIC, other, "", "", "", b"{}",
+                                     "k")) for n, (_, other) in enumerate(related)]
+    page = pages._record_page(site, species, rendered, source, links)
+
+    groups: dict[str, list[dict[str, str]]] = {}
+    for section, other in links:
+        groups.setdefault(section, []).append(
+            {"href": record_href(other.collection, other.id), "title": other.title or other.id})
+    shown = [(label, ", ".join(value) if isinstance(value, list) else value)
+             for name, label in pages._labelled(species)
+             if (value := fields.get(name)) not in (None, "", [])]
+    loops = {
+        "body": [p.replace("**", "").strip() for p in fields["body"].split("\n\n") if p.strip()],
+        "related": [{"title": t, "items": items} for t, items in groups.items()],
+        "fields": [(Markup(label), value) for label, value in shown]}
+    made = {name: Markup(LOOPS[name].render({name: value})) for name, value in loops.items()}
+    expected = site.render(
+        "record.html", collection=species, title=title or record_id, here=record_href(
+            "species", record_id), json_path=f"/api/species/{record_id}",
+        json_ld=pages._script_json(pages.json_ld(node.base_url, "species", rendered, fields,
+                                                 links)),
+        updated_at=rendered.updated_at, collection_href="/species/", **made)
+    assert page == expected
