@@ -1,10 +1,12 @@
 """What the benchmarks share: the CLI, a free port, the constant-body reference server,
 waiting for a server, timing requests one at a time on one kept-alive connection
-(client-side latency, in milliseconds), and timing edits under `fednode export --watch`."""
+(client-side latency, in milliseconds), and timing edits under `fednode export --watch`.
+Commands run with their compiled modules kept, as on a publisher's machine."""
 
 from __future__ import annotations
 
 import http.client
+import os
 import socket
 import subprocess
 import sys
@@ -18,6 +20,12 @@ HUGE = 1_000_000_000  # a rate that never trips
 # Between two edits under --watch, as a person saves: the ledger stamps events to the second,
 # so an export within the second of the one before waits for the next.
 PAUSE = 1.0
+
+# Commands are timed as a publisher's machine runs them: its Python keeps the modules it
+# compiles (__pycache__). This machine's environment sets PYTHONDONTWRITEBYTECODE, under
+# which every command compiled fednode's own modules again: about 0.6 s of the checklist's
+# export of 3.5 s (session 17). Every command a benchmark starts inherits this.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def free_port() -> int:
