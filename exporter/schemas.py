@@ -5,26 +5,52 @@ The same documents validate content and are served at /api/schema."""
 from __future__ import annotations
 
 import json
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date
 from functools import cache, cached_property
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from .contract.wire import COLLECTIONS
 
-# jsonschema and fastjsonschema are imported when a record is first validated: an export whose
-# records all come from the cache, and the commands that validate nothing, start a tenth of a
-# second sooner without them.
+# fastjsonschema is imported when a record is first validated, and jsonschema only when a
+# record is found invalid (to say why): importing jsonschema took 0.2-0.3 s, on every export
+# that read any file.
 if TYPE_CHECKING:
     import jsonschema
 
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
 
-def _validator_class() -> type[jsonschema.Draft202012Validator]:
-    import jsonschema
 
-    return jsonschema.Draft202012Validator
+def _is_date(value: object) -> bool:
+    """RFC 3339 full-date, a real day of the calendar (as jsonschema checks it); a format
+    says nothing of values that are not text."""
+    if not isinstance(value, str):
+        return True
+    if not _DATE.fullmatch(value):
+        return False
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _unchecked(value: object) -> bool:
+    return True
+
+
+# The formats the content schemas use, each checked by these functions in both validators
+# (the compiled one and jsonschema's, which explains errors), so they agree, and the same on
+# every install: jsonschema's own checker checks some formats only where an optional package
+# is installed (`uri` with rfc3987, `date-time` with rfc3339-validator), which would make what
+# is valid depend on the machine. `uri` is not checked as a format: the one field using it
+# (`resources.link`) has a pattern that asks for http(s). A content schema using a format
+# not named here is refused when its validator is made (`Collection.formats`).
+FORMATS: dict[str, Callable[[object], bool]] = {"date": _is_date, "uri": _unchecked}
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,22 +80,45 @@ class Collection:
 
     @cached_property
     def validator(self) -> jsonschema.protocols.Validator:
-        validator = _validator_class()
-        return validator(self.content_schema, format_checker=validator.FORMAT_CHECKER)
+        """The reference validator, which says why a record is invalid."""
+        import jsonschema
+
+        checker = jsonschema.FormatChecker(formats=())
+        for name in self.formats:
+            checker.checks(name)(FORMATS[name])
+        return jsonschema.Draft202012Validator(self.content_schema, format_checker=checker)
 
     @cached_property
     def fast(self) -> Callable[[dict[str, Any]], Any]:
         """The same document, compiled, when first needed (an export that reads no file of
         a collection never compiles it). Our schemas use only keywords that draft 7 shares
-        with 2020-12, and formats are checked by jsonschema's own checker, so both agree."""
+        with 2020-12, and formats are checked by the same functions (`FORMATS`), so both
+        agree."""
         import fastjsonschema
 
-        checker = _validator_class().FORMAT_CHECKER
         compiled = dict(self.content_schema,
                         **{"$schema": "http://json-schema.org/draft-07/schema#"})
-        formats = {name: (lambda value, name=name: checker.conforms(value, name))
-                   for name in ("date", "date-time", "uri", "uuid")}
+        formats = {name: FORMATS[name] for name in self.formats}
         return fastjsonschema.compile(compiled, formats=formats)  # type: ignore[no-any-return]
+
+    @cached_property
+    def formats(self) -> frozenset[str]:
+        """The formats the content schema uses; each must be one of `FORMATS`."""
+        used: set[str] = set()
+        pending: deque[Any] = deque([self.content_schema])
+        while pending:
+            node = pending.pop()
+            if isinstance(node, dict):
+                if isinstance(node.get("format"), str):
+                    used.add(node["format"])
+                pending.extend(node.values())
+            elif isinstance(node, list):
+                pending.extend(node)
+        unknown = used - set(FORMATS)
+        if unknown:
+            raise RuntimeError(f"the {self.name} schema uses formats no validator checks: "
+                               f"{sorted(unknown)}; add them to exporter.schemas.FORMATS")
+        return frozenset(used)
 
     @cached_property
     def content_fields(self) -> tuple[str, ...]:

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 from builders import Node, species, team
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cli.main import main
 from exporter.build import load
 from exporter.config import Project
 from exporter.content import CHUNK, PARALLEL_FROM, discover, read, read_all
 from exporter.errors import ContentError
-from exporter.schemas import collections
+from exporter.schemas import FORMATS, collections
 
 
 def problems(root: Path) -> list[str]:
@@ -215,3 +218,24 @@ def test_many_files_are_read_by_workers_in_order_with_every_problem(node: Node) 
                         f"did you mean scientificName?")
     assert found[2] == (f"content/species/s{count - 1:04d}.md:1: front matter not closed: add a "
                         f"line '+++' after the fields")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.dates().map(str), st.text(alphabet="0123456789-T:Z+ \n٣", max_size=12),
+                 st.from_regex(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", fullmatch=True), st.integers(),
+                 st.none()))
+def test_a_date_is_checked_as_jsonschema_checks_it(value: object) -> None:
+    """Both validators check the `date` format with `schemas.FORMATS`, the same on every
+    install; it accepts exactly what jsonschema's own checker accepts."""
+    import jsonschema
+
+    assert FORMATS["date"](value) == jsonschema.FormatChecker().conforms(value, "date")
+
+
+def test_a_schema_format_no_validator_checks_is_refused() -> None:
+    species = collections()["species"]
+    odd = dataclasses.replace(species, content_schema={
+        "type": "object", "properties": {"when": {"type": "string", "format": "duration"}}})
+    with pytest.raises(RuntimeError, match="duration"):
+        odd.fast  # noqa: B018
+    assert species.formats <= set(FORMATS)
