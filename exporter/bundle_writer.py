@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .contract.bundle import (
     CHANGES,
@@ -81,6 +80,8 @@ def events_table(events: list[Event]) -> bytes:
 
 
 def _parquet(columns: dict[str, list[Any]], schema: pa.Schema) -> bytes:
+    import pyarrow.parquet as pq  # here: the events table is made aside, in a process of its own
+
     sink = io.BytesIO()
     pq.write_table(pa.Table.from_pydict(columns, schema=schema), sink, compression="zstd")
     return sink.getvalue()

@@ -11,14 +11,11 @@ import difflib
 import hashlib
 import io
 import json
-import multiprocessing
 import os
 import re
 import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
@@ -238,6 +235,10 @@ def read_all(files: Sequence[SourceFile]) -> Iterator[tuple[list[SourceRecord], 
     if len(files) < PARALLEL_FROM or workers < 2:
         yield from _read_chunk(files)
         return
+    import multiprocessing  # here: an export reading few files starts without it
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     known = collections()
     for name in {source.collection for source in files}:
         known[name].fast  # noqa: B018 (compiled now, not in each worker)
