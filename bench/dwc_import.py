@@ -27,8 +27,8 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
 from builders import Node, copy_sample  # noqa: E402
-from export_speed import publisher_commands, timed_command, timed_export  # noqa: E402
-from timing import watched_edits  # noqa: E402
+from export_speed import publisher_commands, timed_export  # noqa: E402
+from timing import timed_command, watched_edits  # noqa: E402
 
 CHECKLIST = Path("/work/shared/data/alien-plants-belgium")
 

@@ -21,7 +21,6 @@ import io
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,24 +31,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from builders import NODE_TOML, copy_sample, multiply  # noqa: E402
-from timing import watched_edits  # noqa: E402
+from timing import timed_command, watched_edits  # noqa: E402
 
 CHECKLIST = Path("/work/shared/data/alien-plants-belgium/taxon.csv")
 RANKS = ("species", "subspecies", "variety", "form", "hybrid", "genus")
-
-
-def timed_command(*args: str) -> tuple[float, float, float, str]:
-    """Run one fednode command; return wall seconds, CPU seconds (with the processes it
-    waited for), peak RSS in MiB and its standard output."""
-    started = time.perf_counter()
-    process = subprocess.Popen([str(Path(sys.executable).parent / "fednode"), *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - started
-    output = process.stdout.read().decode() if process.stdout else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"fednode {' '.join(args)} failed: {output}")
-    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, output.strip()
 
 
 def timed_export(root: Path, *options: str) -> tuple[float, float, float, str]:

@@ -76,6 +76,20 @@ def latencies(port: int, requests: Iterable[Request]) -> list[float]:
     return out
 
 
+def timed_command(*args: str) -> tuple[float, float, float, str]:
+    """Run one fednode command; return wall seconds, CPU seconds (with the processes it
+    waited for), peak RSS in MiB and its standard output."""
+    started = time.perf_counter()
+    process = subprocess.Popen([FEDNODE, *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    output = process.stdout.read().decode() if process.stdout else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"fednode {' '.join(args)} failed: {output}")
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, output.strip()
+
+
 def watched_edits(root: Path, edits: int, edit: Callable[[Path, int], object]) -> list[float]:
     """Seconds from saving an edit (`edit(root, n)`, n from 1, changing one record) to
     `fednode export --watch` reporting the export done, for `edits` edits one after the
