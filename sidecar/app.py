@@ -1,38 +1,40 @@
 """Application wiring: `create_app(config) -> web.Application`, and `NodeRunner` to serve it.
 
-A request passes the error boundary (`errors_middleware`, the one place that turns
-exceptions into the contract's error bodies, and that stamps the headers every response
-carries), which admits it (`admit`: CORS preflights answered at once; else who is calling,
-their per-minute rate, the endpoint's key and scope policy from the endpoint table) and then
-calls the endpoint's handler. Requests too malformed to reach the application are
-answered by `ContractRequestHandler`, in the same form."""
+A request passes the error boundary (`dispatch`, aiohttp's one route: the one place that
+turns exceptions into the contract's error bodies, and that stamps the headers every
+response carries). It finds the endpoint with the endpoint table's router (`routing`),
+admits the request (`admit`: CORS preflights answered at once; else who is calling, their
+per-minute rate, the endpoint's key and scope policy from the table) and then calls the
+endpoint's handler. Requests too malformed to reach the application are answered by
+`ContractRequestHandler`, in the same form."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import http_exceptions, web, web_protocol, web_server
 
-from exporter.contract.endpoints import BY_NAME
+from exporter.contract.endpoints import ENDPOINTS, Endpoint
 from exporter.contract.wire import BODY_LIMIT, error_body
 
 from . import access_log, handlers
 from .access_log import AccessLogger, printable
 from .auth import Verifier, check_policy, extract_token
-from .errors import APIError, InvalidApiKey, MethodNotAllowed, NotFound, for_status
+from .errors import APIError, InvalidApiKey, MethodNotAllowed, for_status
 from .limits import Limiter, MemoryLimiter, RedisLimiter, rate_limited
+from .routing import Route, Router
 from .service import Caller
 from .state import ANONYMOUS_RATE, CALLER, LIMITER, RATE, STORE, VERIFIER
 from .store import Store
 
 log = logging.getLogger("fednode.sidecar")
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+ROUTER = Router(ENDPOINTS)
 KEY_HEADERS = "Authorization, X-API-Key"
 EXPOSED = ("X-Node-Access, ETag, Retry-After, RateLimit-Limit, RateLimit-Remaining, "
            "RateLimit-Reset")
@@ -57,27 +59,22 @@ def error_response(error: APIError) -> web.Response:
     return response
 
 
-@web.middleware
-async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The one place that turns exceptions into what clients see; every answer leaves it
-    with the contract's headers. (No handler streams: each returns its whole response, so
-    the headers can be stamped here rather than in an `on_response_prepare` signal, which
-    cost every request a few microseconds more.)"""
+async def dispatch(request: web.Request) -> web.StreamResponse:
+    """Every request: the one place that turns exceptions into what clients see; every
+    answer leaves it with the contract's headers. The endpoint table's router (`routing`)
+    picks the endpoint; the caller is admitted before anything is answered, a path without
+    an endpoint included. (The only route aiohttp has: no middleware wraps it, and no
+    handler streams, so the headers are stamped here.)"""
     response: web.StreamResponse | None
     try:
-        response = await admit(request)
+        found = ROUTER.resolve(request.method, request.rel_url.path_safe)
+        response = await admit(request, found.endpoint if isinstance(found, Route) else None)
         if response is None:
-            response = await handler(request)
+            if not isinstance(found, Route):
+                raise found  # 404 or 405, once the caller is admitted
+            response = await handlers.handle(request, found)
     except APIError as error:
         response = error_response(error)
-    except web.HTTPMethodNotAllowed as exc:
-        allowed = ", ".join(sorted(exc.allowed_methods))
-        response = error_response(MethodNotAllowed(
-            f"{request.method} is not allowed on this path; use {allowed}",
-            headers={"Allow": allowed}))
-    except web.HTTPNotFound:
-        response = error_response(NotFound("no endpoint at this path; see /api/manifest for "
-                                           "the endpoints"))
     except web.HTTPException as exc:
         response = error_response(for_status(exc.status, exc.reason))
     except Exception:
@@ -100,13 +97,12 @@ PREFLIGHT = {
 }
 
 
-async def admit(request: web.Request) -> web.Response | None:
+async def admit(request: web.Request, endpoint: Endpoint | None) -> web.Response | None:
     """Before the handler runs: identify the caller, count the request against its
-    per-minute rate, and check the policy the endpoint table gives the matched route. A
-    request without a key, or with a bad one, counts against the client address. Every CORS
-    preflight (OPTIONS), whatever the path, gets the same answer, uncounted: that answer is
-    returned; an admitted request gets None. (Called by the error boundary, not a
-    middleware of its own: a second middleware cost every request a few microseconds.)"""
+    per-minute rate, and check the policy the endpoint table gives `endpoint` (None: the
+    path has none). A request without a key, or with a bad one, counts against the client
+    address. Every CORS preflight (OPTIONS), whatever the path, gets the same answer,
+    uncounted: that answer is returned; an admitted request gets None."""
     if request.method == "OPTIONS":
         return web.Response(status=204, headers=PREFLIGHT)
     app = request.app
@@ -123,7 +119,6 @@ async def admit(request: web.Request) -> web.Response | None:
         await _count(request, caller.access, key.rate)
     else:
         await _count(request, f"addr:{request.remote}", app[ANONYMOUS_RATE])
-    endpoint = BY_NAME.get(request.match_info.route.name or "")
     if endpoint is not None:
         check_policy(endpoint, key)
     return None
@@ -151,7 +146,6 @@ def contract_headers(response: web.StreamResponse, caller: Caller | None) -> Non
 
 def create_app(config: SidecarConfig) -> web.Application:
     app = web.Application(
-        middlewares=[errors_middleware],
         client_max_size=BODY_LIMIT,
         handler_args={"access_log_class": AccessLogger, "access_log": access_log.logger})
     app[VERIFIER] = Verifier(config.private, clock=config.clock)
@@ -178,7 +172,9 @@ def create_app(config: SidecarConfig) -> web.Application:
         app[VERIFIER].close()
 
     app.cleanup_ctx.append(store_ctx)
-    handlers.add_routes(app)
+    # Every path, line breaks included (an escaped one decodes to one): the endpoint table
+    # routes (`routing`).
+    app.router.add_route("*", r"/{path:[\s\S]*}", dispatch)
     return app
 
 

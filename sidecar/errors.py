@@ -1,5 +1,5 @@
 """HTTP errors as exceptions that carry their status and code, turned into the JSON error
-body in one middleware (see `sidecar.app`)."""
+body in one place, the error boundary (`sidecar.app.dispatch`)."""
 
 from __future__ import annotations
 

@@ -1,21 +1,22 @@
 """Thin HTTP adapters over the service layer: read the request as the endpoint table
-describes it, call one service function, shape the response. Routes are made from the
-table (`add_routes`); a handler exists for every row and for nothing else."""
+describes it, call one service function, shape the response. `handle` calls the row's
+handler with the request's `Call`; a handler exists for every row and for nothing else."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiohttp import web
 
-from exporter.contract.endpoints import BY_NAME, ENDPOINTS, JSON, NDJSON, Endpoint
+from exporter.contract.endpoints import ENDPOINTS, JSON, NDJSON, Endpoint
 from exporter.contract.wire import encode
 
 from . import mcp, service
 from .errors import InvalidParameter, NotFound
 from .params import ask_body, integer_segment, parse_query, read_json_body
+from .routing import Route
 from .state import CALLER, RATE, STORE
 
 
@@ -40,71 +41,79 @@ def json_response(data: object) -> web.Response:
     return web.Response(body=encode(data), content_type=JSON, charset="utf-8")
 
 
-# A handler gets the request and its query, parsed as the endpoint's row describes.
-Adapter = Callable[[web.Request, dict[str, Any]], Awaitable[web.StreamResponse]]
+class Call(NamedTuple):
+    """What a handler is asked: the endpoint's row, the path's segments, and the query,
+    parsed and checked as the row describes."""
+    endpoint: Endpoint
+    segments: dict[str, str]
+    query: dict[str, Any]
 
 
-async def index(request: web.Request, query: dict[str, Any]) -> web.Response:
+Adapter = Callable[[web.Request, Call], Awaitable[web.StreamResponse]]
+
+
+async def index(request: web.Request, call: Call) -> web.Response:
     body = await service.document(request.app[STORE], "index")
     return open_response(request, body, "text/html")
 
 
-async def page(request: web.Request, query: dict[str, Any]) -> web.Response:
+async def page(request: web.Request, call: Call) -> web.Response:
     """A page for people (or the sitemap, robots.txt), as exported: the same for every
     caller, since pages show public records only."""
-    endpoint = BY_NAME[request.match_info.route.name or ""]
-    body = await service.page(request.app[STORE], endpoint.name, dict(request.match_info))
-    return open_response(request, body, endpoint.returns)
+    body = await service.page(request.app[STORE], call.endpoint.name, call.segments)
+    return open_response(request, body, call.endpoint.returns)
 
 
-async def manifest(request: web.Request, query: dict[str, Any]) -> web.Response:
+async def manifest(request: web.Request, call: Call) -> web.Response:
     return open_response(request, await service.document(request.app[STORE], "manifest"))
 
 
-async def schema(request: web.Request, query: dict[str, Any]) -> web.Response:
+async def schema(request: web.Request, call: Call) -> web.Response:
     return open_response(request, await service.document(request.app[STORE], "schema"))
 
 
-async def openapi(request: web.Request, query: dict[str, Any]) -> web.Response:
+async def openapi(request: web.Request, call: Call) -> web.Response:
     return open_response(request, await service.document(request.app[STORE], "openapi"))
 
 
-async def list_records(request: web.Request, query: dict[str, Any]) -> web.Response:
+async def list_records(request: web.Request, call: Call) -> web.Response:
+    query = call.query
     page = await service.list_records(
-        request.app[STORE], request[CALLER], request.match_info["collection"],
+        request.app[STORE], request[CALLER], call.segments["collection"],
         limit=query["limit"], offset=query["offset"], updated_since=query["updated_since"])
     return open_response(request, page.body, tag=page.tag)
 
 
-async def read_record(request: web.Request, query: dict[str, Any]) -> web.Response:
+async def read_record(request: web.Request, call: Call) -> web.Response:
     record = await service.read_record(request.app[STORE], request[CALLER],
-                                       request.match_info["collection"],
-                                       request.match_info["id"])
+                                       call.segments["collection"], call.segments["id"])
     return open_response(request, record.body, tag=record.tag)
 
 
-async def changes(request: web.Request, query: dict[str, Any]) -> web.Response:
+async def changes(request: web.Request, call: Call) -> web.Response:
+    query = call.query
     cursor = query["cursor"] and service.Position.decode(query["cursor"])
     return json_response(await service.changes(
         request.app[STORE], request[CALLER], since=query["since"], limit=query["limit"],
         cursor=cursor))
 
 
-async def sync_changes(request: web.Request, query: dict[str, Any]) -> web.Response:
+async def sync_changes(request: web.Request, call: Call) -> web.Response:
     body = await service.public_changes(request.app[STORE], request[CALLER])
     return open_response(request, body, NDJSON)
 
 
-async def sync_snapshot(request: web.Request, query: dict[str, Any]) -> web.Response:
-    offset = integer_segment(request.match_info["offset"])
+async def sync_snapshot(request: web.Request, call: Call) -> web.Response:
+    offset = integer_segment(call.segments["offset"])
     if offset is None:
         raise NotFound("no such snapshot file; /api/manifest lists them under sync.snapshots")
     body = await service.snapshot_file(request.app[STORE], request[CALLER],
-                                       request.match_info["collection"], offset)
+                                       call.segments["collection"], offset)
     return open_response(request, body, NDJSON)
 
 
-async def search(request: web.Request, query: dict[str, Any]) -> web.Response:
+async def search(request: web.Request, call: Call) -> web.Response:
+    query = call.query
     if query["q"] is not None and query["query"] is not None and query["q"] != query["query"]:
         raise InvalidParameter("give q or query (the same thing), not both")
     text = query["q"] if query["q"] is not None else query["query"]
@@ -115,51 +124,50 @@ async def search(request: web.Request, query: dict[str, Any]) -> web.Response:
         limit=query["limit"], mode="hybrid" if query["mode"] is None else query["mode"]))
 
 
-async def tool_interface(request: web.Request, query: dict[str, Any]) -> web.Response:
+async def tool_interface(request: web.Request, call: Call) -> web.Response:
     store = request.app[STORE]
     origins = (await store.current()).meta.origins
     return await mcp.handle(request, store, request[CALLER], origins)
 
 
-async def ask(request: web.Request, query: dict[str, Any]) -> web.Response:
+async def ask(request: web.Request, call: Call) -> web.Response:
     question, limit = ask_body(await read_json_body(request))
     return json_response(await service.ask(request.app[STORE], request[CALLER],
                                             question=question, limit=limit))
 
 
-async def library_file(request: web.Request, query: dict[str, Any]) -> web.Response:
+async def library_file(request: web.Request, call: Call) -> web.Response:
     body = await service.library_file(request.app[STORE], request[CALLER],
-                                      request.match_info["file"])
+                                      call.segments["file"])
     return open_response(request, body, "application/pdf")
 
 
-async def dwca(request: web.Request, query: dict[str, Any]) -> web.Response:
+async def dwca(request: web.Request, call: Call) -> web.Response:
     body = await service.dwca(request.app[STORE], request[CALLER])
     return open_response(request, body, "application/zip")
 
 
-async def download(request: web.Request, query: dict[str, Any]) -> web.Response:
-    collection = request.match_info["collection"]
+async def download(request: web.Request, call: Call) -> web.Response:
+    collection = call.segments["collection"]
     body = await service.download(request.app[STORE], request[CALLER], collection,
                                   f"{collection}.csv")
     return open_response(request, body, "text/csv")
 
 
-async def key(request: web.Request, query: dict[str, Any]) -> web.Response:
+async def key(request: web.Request, call: Call) -> web.Response:
     caller: service.Caller = request[CALLER]
     assert caller.key is not None  # the table makes this endpoint keyed
     decision = request.get(RATE)  # this request was counted (unless the key has no limit)
     return json_response(service.key_info(caller, decision.remaining if decision else 0))
 
 
-async def not_offered(request: web.Request, query: dict[str, Any]) -> web.Response:
+async def not_offered(request: web.Request, call: Call) -> web.Response:
     """An endpoint of the seed that this node does not offer yet: keys, scopes, parameters
     and the body are checked as for the real thing, then 404 says so."""
-    endpoint = BY_NAME[request.match_info.route.name or ""]
-    if endpoint.body == "json":
+    if call.endpoint.body == "json":
         await read_json_body(request)
-    raise NotFound(f"this node does not offer {endpoint.summary.lower()} yet; /api/manifest "
-                   f"lists its capabilities")
+    raise NotFound(f"this node does not offer {call.endpoint.summary.lower()} yet; "
+                   f"/api/manifest lists its capabilities")
 
 
 HANDLERS: dict[str, Adapter] = {
@@ -171,27 +179,10 @@ HANDLERS: dict[str, Adapter] = {
 }
 
 
-def _route(endpoint: Endpoint, adapter: Adapter) -> Callable[[web.Request],
-                                                               Awaitable[web.StreamResponse]]:
-    async def handler(request: web.Request) -> web.StreamResponse:
-        return await adapter(request, parse_query(endpoint, request.query))
-    return handler
-
-
-def add_routes(app: web.Application) -> None:
-    """One route a row of the endpoint table, in its order, named as the row; a row not yet
-    offered gets `not_offered`."""
-    for endpoint in ENDPOINTS:
-        handler = _route(endpoint, HANDLERS[endpoint.name] if endpoint.offered else not_offered)
-        if endpoint.method == "GET":  # HEAD too, as the CDN answers it
-            app.router.add_get(endpoint.path, handler, name=endpoint.name, allow_head=True)
-        else:
-            app.router.add_route(endpoint.method, endpoint.path, handler, name=endpoint.name)
-            # Any other method here is 405, not a read of a collection named like the path.
-            app.router.add_route("*", endpoint.path, _only(endpoint.method))
-
-
-def _only(method: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    async def handler(request: web.Request) -> web.StreamResponse:
-        raise web.HTTPMethodNotAllowed(request.method, [method])
-    return handler
+async def handle(request: web.Request, route: Route) -> web.StreamResponse:
+    """Answer a request the router matched to `route`: its row's handler (or `not_offered`),
+    with the query parsed as the row describes."""
+    endpoint = route.endpoint
+    adapter = HANDLERS[endpoint.name] if endpoint.offered else not_offered
+    return await adapter(request, Call(endpoint, route.segments,
+                                       parse_query(endpoint, request.query)))
