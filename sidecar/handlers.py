@@ -93,9 +93,9 @@ async def read_record(request: web.Request, call: Call) -> web.Response:
 async def changes(request: web.Request, call: Call) -> web.Response:
     query = call.query
     cursor = query["cursor"] and service.Position.decode(query["cursor"])
-    return json_response(await service.changes(
+    return web.Response(body=await service.changes(
         request.app[STORE], request[CALLER], since=query["since"], limit=query["limit"],
-        cursor=cursor))
+        cursor=cursor), content_type=JSON, charset="utf-8")
 
 
 async def sync_changes(request: web.Request, call: Call) -> web.Response:

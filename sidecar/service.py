@@ -29,13 +29,14 @@ from exporter.contract.wire import (
     SEARCH_QUERY_MAX,
     TIME_PATTERN,
     UUID_PATTERN,
+    encode,
     list_envelope,
     record_url,
 )
 
 from . import library
 from . import search as searching
-from .changes import COLLECTION_WIDTH, Feed
+from .changes import COLLECTION_WIDTH, Change, Feed
 from .errors import APIError, InsufficientScope, InvalidParameter, NotFound
 from .keys import KeyRecord
 from .records import Records
@@ -243,7 +244,8 @@ class Position:
 
 
 async def changes(store: Store, caller: Caller, *, since: str, limit: int,
-                  cursor: Position | None) -> dict[str, Any]:
+                  cursor: Position | None) -> bytes:
+    """A page of the changes feed, as the JSON bytes served."""
     kind = (tuple(sorted(set(caller.groups))), tuple(caller.collections))
     snapshot = await store.current()
 
@@ -261,6 +263,13 @@ async def changes(store: Store, caller: Caller, *, since: str, limit: int,
         limit_part = f"&limit={limit}" if limit != CHANGES_LIMIT_DEFAULT else ""
         next_url = (f"{base}/api/changes?since={quote(since, safe=':')}{limit_part}"
                     f"&cursor={quote(Position(last.at, last.collection, last.id).encode())}")
+    # only events after `since` count: until > since
+    return changes_body(base, rows, next_url, until or since)
+
+
+def changes_page(base: str, rows: Sequence[Change], next_url: str | None, until: str
+                 ) -> dict[str, Any]:
+    """A page of the changes feed as data: what `changes_body` writes."""
     return {
         "items": [{"collection": row.collection, "id": row.id,
                    "op": "upsert" if row.visible else "delete", "updated_at": row.at,
@@ -268,8 +277,37 @@ async def changes(store: Store, caller: Caller, *, since: str, limit: int,
                    "content_hash": row.hash if row.visible else None}
                   for row in rows],
         "next": next_url,
-        "until": until or since,  # only events after `since` count: until > since
+        "until": until,
     }
+
+
+# What JSON escapes in a string (with ensure_ascii=False, as `encode` writes).
+_ESCAPED = re.compile(r'[\x00-\x1f"\\]')
+
+
+def changes_body(base: str, rows: Sequence[Change], next_url: str | None, until: str
+                 ) -> bytes:
+    """`encode(changes_page(...))`, the same bytes, joined from the values themselves when
+    none of them needs escaping (collections, ids, times, hashes and the node's URL never
+    do: checked on the page at once); else by `encode`. (`encode` was a third of a changes
+    request's time.)"""
+    texts = [base, next_url or "", until]
+    texts += [value or "" for row in rows for value in (row.collection, row.id, row.at,
+                                                        row.hash)]
+    if _ESCAPED.search("".join(texts)):
+        return encode(changes_page(base, rows, next_url, until))
+    items = ",".join(
+        f'{{"collection":"{row.collection}","id":"{row.id}","op":"upsert","updated_at":'
+        f'"{row.at}","url":"{base}/api/{row.collection}/{row.id}","content_hash":'
+        f'{_string(row.hash)}}}' if row.visible else
+        f'{{"collection":"{row.collection}","id":"{row.id}","op":"delete","updated_at":'
+        f'"{row.at}","url":"{base}/api/{row.collection}/{row.id}","content_hash":null}}'
+        for row in rows)
+    return f'{{"items":[{items}],"next":{_string(next_url)},"until":"{until}"}}'.encode()
+
+
+def _string(value: str | None) -> str:
+    return "null" if value is None else f'"{value}"'
 
 
 async def search(store: Store, caller: Caller, *, text: str, collections: str | None,

@@ -30,8 +30,11 @@ from hypothesis import strategies as st
 from cli.main import main
 from exporter.build import build
 from exporter.config import Project
+from exporter.contract.wire import encode
 from hub.sync import SyncError, sync
 from sidecar import keys as keyring
+from sidecar.changes import Change
+from sidecar.service import changes_body, changes_page
 from sidecar.store import Store
 
 
@@ -332,3 +335,30 @@ def test_updated_since_agrees_with_the_feed(tmp_path: Path) -> None:
             assert {i["id"] for i in listed["items"]} == {
                 i["id"] for i in feed["items"] if i["op"] == "upsert"}
         assert len(listed["items"]) == 2
+
+
+# Values as the feed holds them, and values no feed should hold (quotes, backslashes,
+# control characters, non-ASCII, lone surrogates) that must still come out as `encode` writes.
+_FEED_TEXT = st.one_of(st.sampled_from(["species", "team", str(uuid.UUID(int=7)),
+                                        "2026-01-31T12:00:00Z", "ab" * 32,
+                                        "https://node.example.org", 'a"b', "a\\b", "a\nb",
+                                        "\x7f", "é\u202e", "\ud800"]),
+                       st.text(max_size=12))
+
+
+@settings(max_examples=400, deadline=None)
+@given(base=_FEED_TEXT, next_url=st.none() | _FEED_TEXT, until=_FEED_TEXT,
+       rows=st.lists(st.builds(Change, _FEED_TEXT, _FEED_TEXT, _FEED_TEXT, st.booleans(),
+                               st.none() | _FEED_TEXT), max_size=4))
+def test_a_changes_page_is_written_as_encode_writes_it(base: str, next_url: str | None,
+                                                       until: str, rows: list[Change]) -> None:
+    """The changes page joined from its values (`changes_body`) is byte for byte the
+    canonical JSON of its data; a value JSON would escape falls back to `encode`."""
+    try:
+        expected = encode(changes_page(base, rows, next_url, until))
+    except UnicodeEncodeError:  # a lone surrogate: no JSON bytes at all, either way
+        with pytest.raises(UnicodeEncodeError):
+            changes_body(base, rows, next_url, until)
+        return
+    assert changes_body(base, rows, next_url, until) == expected
+    json.loads(expected)
