@@ -297,11 +297,10 @@ def changes_body(base: str, rows: Sequence[Change], next_url: str | None, until:
     if _ESCAPED.search("".join(texts)):
         return encode(changes_page(base, rows, next_url, until))
     items = ",".join(
-        f'{{"collection":"{row.collection}","id":"{row.id}","op":"upsert","updated_at":'
-        f'"{row.at}","url":"{base}/api/{row.collection}/{row.id}","content_hash":'
-        f'{_string(row.hash)}}}' if row.visible else
-        f'{{"collection":"{row.collection}","id":"{row.id}","op":"delete","updated_at":'
-        f'"{row.at}","url":"{base}/api/{row.collection}/{row.id}","content_hash":null}}'
+        f'{{"collection":"{row.collection}","id":"{row.id}","op":'
+        f'"{"upsert" if row.visible else "delete"}","updated_at":"{row.at}","url":'
+        f'"{record_url(base, row.collection, row.id)}","content_hash":'
+        f'{_string(row.hash if row.visible else None)}}}'
         for row in rows)
     return f'{{"items":[{items}],"next":{_string(next_url)},"until":"{until}"}}'.encode()
 
