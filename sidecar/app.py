@@ -1,23 +1,25 @@
 """Application wiring: `create_app(config) -> web.Application`, and `NodeRunner` to serve it.
 
-A request passes the error boundary (`dispatch`, aiohttp's one route: the one place that
-turns exceptions into the contract's error bodies, and that stamps the headers every
-response carries). It finds the endpoint with the endpoint table's router (`routing`),
-admits the request (`admit`: CORS preflights answered at once; else who is calling, their
-per-minute rate, the endpoint's key and scope policy from the table) and then calls the
-endpoint's handler. Requests too malformed to reach the application are answered by
-`ContractRequestHandler`, in the same form."""
+The application holds the sidecar's state and lifecycle (the bundle's store, keys, rate
+limiter); it has no routes. `NodeRunner` hands every request parsed on its connections
+straight to the error boundary, `dispatch`: the one place that turns exceptions into the
+contract's error bodies, and that stamps the headers every response carries. It finds the
+endpoint with the endpoint table's router (`routing`), admits the request (`admit`: CORS
+preflights answered at once; else who is calling, their per-minute rate, the endpoint's key
+and scope policy from the table) and then calls the endpoint's handler. Requests too
+malformed to be parsed are answered by `ContractRequestHandler`, in the same form."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiohttp import http_exceptions, web, web_protocol, web_server
+from aiohttp import HttpVersion11, http_exceptions, web, web_protocol, web_server
 
 from exporter.contract.endpoints import ENDPOINTS, Endpoint
 from exporter.contract.wire import BODY_LIMIT, error_body
@@ -25,17 +27,24 @@ from exporter.contract.wire import BODY_LIMIT, error_body
 from . import access_log, handlers
 from .access_log import AccessLogger, printable
 from .auth import Verifier, check_policy, extract_token
-from .errors import APIError, InvalidApiKey, MethodNotAllowed, for_status
+from .errors import (
+    APIError,
+    InvalidApiKey,
+    InvalidParameter,
+    MethodNotAllowed,
+    for_status,
+)
 from .limits import Limiter, MemoryLimiter, RedisLimiter, rate_limited
 from .routing import Route, Router
 from .service import Caller
-from .state import ANONYMOUS_RATE, CALLER, LIMITER, RATE, STORE, VERIFIER
+from .state import CALLER, RATE, RUNNING, Running
 from .store import Store
 
 log = logging.getLogger("fednode.sidecar")
 
 ROUTER = Router(ENDPOINTS)
 KEY_HEADERS = "Authorization, X-API-Key"
+EXPECT = "Expect"
 EXPOSED = ("X-Node-Access, ETag, Retry-After, RateLimit-Limit, RateLimit-Remaining, "
            "RateLimit-Reset")
 
@@ -59,20 +68,23 @@ def error_response(error: APIError) -> web.Response:
     return response
 
 
-async def dispatch(request: web.Request) -> web.StreamResponse:
+async def dispatch(running: Running, request: web.Request) -> web.StreamResponse:
     """Every request: the one place that turns exceptions into what clients see; every
     answer leaves it with the contract's headers. The endpoint table's router (`routing`)
     picks the endpoint; the caller is admitted before anything is answered, a path without
-    an endpoint included. (The only route aiohttp has: no middleware wraps it, and no
-    handler streams, so the headers are stamped here.)"""
+    an endpoint included. (`NodeRunner` calls it for every request: no aiohttp router or
+    middleware runs around it, and no handler streams, so the headers are stamped here.)"""
     response: web.StreamResponse | None
     try:
         found = ROUTER.resolve(request.method, request.rel_url.path_safe)
-        response = await admit(request, found.endpoint if isinstance(found, Route) else None)
+        response = await admit(running, request,
+                               found.endpoint if isinstance(found, Route) else None)
         if response is None:
             if not isinstance(found, Route):
                 raise found  # 404 or 405, once the caller is admitted
-            response = await handlers.handle(request, found)
+            if EXPECT in request.headers:
+                await _expect(request)
+            response = await handlers.handle(request, found, running.store)
     except APIError as error:
         response = error_response(error)
     except web.HTTPException as exc:
@@ -88,6 +100,17 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def _expect(request: web.Request) -> None:
+    """`Expect: 100-continue` (HTTP/1.1): tell the client to send its body, now that it is
+    admitted and the path has an endpoint. Any other expectation cannot be met."""
+    if request.headers[EXPECT].lower() != "100-continue":
+        raise InvalidParameter("the only Expect this node meets is 100-continue; send the "
+                               "request without that header")
+    if request.version == HttpVersion11:
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # the answer itself has not started
+
+
 PREFLIGHT = {
     "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
     "Access-Control-Allow-Headers": "Authorization, X-API-Key, Content-Type, "
@@ -97,7 +120,8 @@ PREFLIGHT = {
 }
 
 
-async def admit(request: web.Request, endpoint: Endpoint | None) -> web.Response | None:
+async def admit(running: Running, request: web.Request, endpoint: Endpoint | None
+                ) -> web.Response | None:
     """Before the handler runs: identify the caller, count the request against its
     per-minute rate, and check the policy the endpoint table gives `endpoint` (None: the
     path has none). A request without a key, or with a bad one, counts against the client
@@ -105,30 +129,29 @@ async def admit(request: web.Request, endpoint: Endpoint | None) -> web.Response
     uncounted: that answer is returned; an admitted request gets None."""
     if request.method == "OPTIONS":
         return web.Response(status=204, headers=PREFLIGHT)
-    app = request.app
     try:
         token = extract_token(request)
         key = None
         if token is not None:
-            key = app[VERIFIER].verify(token, (await app[STORE].current()).meta.node_id)
+            key = running.verifier.verify(token, (await running.store.current()).meta.node_id)
     except InvalidApiKey:  # guessing keys is rate-limited
-        await _count(request, f"addr:{request.remote}", app[ANONYMOUS_RATE])
+        await _count(running, request, f"addr:{request.remote}", running.anonymous_rate)
         raise
     caller = request[CALLER] = Caller(key)
     if key is not None:
-        await _count(request, caller.access, key.rate)
+        await _count(running, request, caller.access, key.rate)
     else:
-        await _count(request, f"addr:{request.remote}", app[ANONYMOUS_RATE])
+        await _count(running, request, f"addr:{request.remote}", running.anonymous_rate)
     if endpoint is not None:
         check_policy(endpoint, key)
     return None
 
 
-async def _count(request: web.Request, bucket: str, limit: int) -> None:
+async def _count(running: Running, request: web.Request, bucket: str, limit: int) -> None:
     """One request against `bucket`'s per-minute limit (0: no limit); 429 when over it."""
     if not limit:
         return
-    decision = request[RATE] = await request.app[LIMITER].hit(bucket, limit)
+    decision = request[RATE] = await running.limiter.hit(bucket, limit)
     if not decision.allowed:
         raise rate_limited(decision)
 
@@ -148,13 +171,13 @@ def create_app(config: SidecarConfig) -> web.Application:
     app = web.Application(
         client_max_size=BODY_LIMIT,
         handler_args={"access_log_class": AccessLogger, "access_log": access_log.logger})
-    app[VERIFIER] = Verifier(config.private, clock=config.clock)
-    app[ANONYMOUS_RATE] = config.anonymous_rate
+    running = app[RUNNING] = Running(Verifier(config.private, clock=config.clock),
+                                     config.anonymous_rate)
 
     async def store_ctx(app: web.Application) -> AsyncIterator[None]:
         store = Store(config.bundle, query_timeout=config.query_timeout, threads=config.threads,
                       reload_interval=config.reload_interval)
-        app[STORE] = store
+        running.store = store
         limiter: Limiter = MemoryLimiter()
         if config.redis:
             limiter = RedisLimiter(config.redis, store.snapshot.meta.node_id)
@@ -164,18 +187,15 @@ def create_app(config: SidecarConfig) -> web.Application:
                 await limiter.close()
                 store.close()
                 raise
-        app[LIMITER] = limiter
-        app[VERIFIER].attach(asyncio.get_running_loop())
+        running.limiter = limiter
+        running.verifier.attach(asyncio.get_running_loop())
         yield
         await limiter.close()
         store.close()
-        app[VERIFIER].close()
+        running.verifier.close()
 
     app.cleanup_ctx.append(store_ctx)
-    # Every path, line breaks included (an escaped one decodes to one): the endpoint table
-    # routes (`routing`).
-    app.router.add_route("*", r"/{path:[\s\S]*}", dispatch)
-    return app
+    return app  # no routes: NodeRunner sends every request to `dispatch`
 
 
 class ContractRequestHandler(web_protocol.RequestHandler):
@@ -214,9 +234,15 @@ class _ContractServer(web_server.Server):
 
 
 class NodeRunner(web.AppRunner):
-    """An AppRunner whose connections answer even unparseable requests by the contract."""
+    """Runs the sidecar's application: every request goes to `dispatch`, with no aiohttp
+    router or middleware around it (they cost about 8 % of a keyed record read's server
+    time, docs/operations.md), and even unparseable requests are answered by the
+    contract."""
 
     async def _make_server(self) -> web_server.Server:
-        server = await super()._make_server()
+        server = await super()._make_server()  # starts the application: loads the bundle
         server.__class__ = _ContractServer
+        # Each request is a web.Request (the runner's request factory), with no match info.
+        server.request_handler = functools.partial(  # type: ignore[assignment]
+            dispatch, self.app[RUNNING])
         return server

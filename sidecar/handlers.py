@@ -17,7 +17,8 @@ from . import mcp, service
 from .errors import InvalidParameter, NotFound
 from .params import ask_body, integer_segment, parse_query, read_json_body
 from .routing import Route
-from .state import CALLER, RATE, STORE
+from .state import CALLER, RATE
+from .store import Store
 
 
 def etag(body: bytes) -> str:
@@ -43,49 +44,50 @@ def json_response(data: object) -> web.Response:
 
 class Call(NamedTuple):
     """What a handler is asked: the endpoint's row, the path's segments, and the query,
-    parsed and checked as the row describes."""
+    parsed and checked as the row describes; and the store it answers from."""
     endpoint: Endpoint
     segments: dict[str, str]
     query: dict[str, Any]
+    store: Store
 
 
 Adapter = Callable[[web.Request, Call], Awaitable[web.StreamResponse]]
 
 
 async def index(request: web.Request, call: Call) -> web.Response:
-    body = await service.document(request.app[STORE], "index")
+    body = await service.document(call.store, "index")
     return open_response(request, body, "text/html")
 
 
 async def page(request: web.Request, call: Call) -> web.Response:
     """A page for people (or the sitemap, robots.txt), as exported: the same for every
     caller, since pages show public records only."""
-    body = await service.page(request.app[STORE], call.endpoint.name, call.segments)
+    body = await service.page(call.store, call.endpoint.name, call.segments)
     return open_response(request, body, call.endpoint.returns)
 
 
 async def manifest(request: web.Request, call: Call) -> web.Response:
-    return open_response(request, await service.document(request.app[STORE], "manifest"))
+    return open_response(request, await service.document(call.store, "manifest"))
 
 
 async def schema(request: web.Request, call: Call) -> web.Response:
-    return open_response(request, await service.document(request.app[STORE], "schema"))
+    return open_response(request, await service.document(call.store, "schema"))
 
 
 async def openapi(request: web.Request, call: Call) -> web.Response:
-    return open_response(request, await service.document(request.app[STORE], "openapi"))
+    return open_response(request, await service.document(call.store, "openapi"))
 
 
 async def list_records(request: web.Request, call: Call) -> web.Response:
     query = call.query
     page = await service.list_records(
-        request.app[STORE], request[CALLER], call.segments["collection"],
+        call.store, request[CALLER], call.segments["collection"],
         limit=query["limit"], offset=query["offset"], updated_since=query["updated_since"])
     return open_response(request, page.body, tag=page.tag)
 
 
 async def read_record(request: web.Request, call: Call) -> web.Response:
-    record = await service.read_record(request.app[STORE], request[CALLER],
+    record = await service.read_record(call.store, request[CALLER],
                                        call.segments["collection"], call.segments["id"])
     return open_response(request, record.body, tag=record.tag)
 
@@ -94,12 +96,12 @@ async def changes(request: web.Request, call: Call) -> web.Response:
     query = call.query
     cursor = query["cursor"] and service.Position.decode(query["cursor"])
     return web.Response(body=await service.changes(
-        request.app[STORE], request[CALLER], since=query["since"], limit=query["limit"],
+        call.store, request[CALLER], since=query["since"], limit=query["limit"],
         cursor=cursor), content_type=JSON, charset="utf-8")
 
 
 async def sync_changes(request: web.Request, call: Call) -> web.Response:
-    body = await service.public_changes(request.app[STORE], request[CALLER])
+    body = await service.public_changes(call.store, request[CALLER])
     return open_response(request, body, NDJSON)
 
 
@@ -107,7 +109,7 @@ async def sync_snapshot(request: web.Request, call: Call) -> web.Response:
     offset = integer_segment(call.segments["offset"])
     if offset is None:
         raise NotFound("no such snapshot file; /api/manifest lists them under sync.snapshots")
-    body = await service.snapshot_file(request.app[STORE], request[CALLER],
+    body = await service.snapshot_file(call.store, request[CALLER],
                                        call.segments["collection"], offset)
     return open_response(request, body, NDJSON)
 
@@ -120,36 +122,36 @@ async def search(request: web.Request, call: Call) -> web.Response:
     if text is None:
         raise InvalidParameter("q is required: the words to search for, e.g. ?q=knotweed")
     return json_response(await service.search(
-        request.app[STORE], request[CALLER], text=text, collections=query["collections"],
+        call.store, request[CALLER], text=text, collections=query["collections"],
         limit=query["limit"], mode="hybrid" if query["mode"] is None else query["mode"]))
 
 
 async def tool_interface(request: web.Request, call: Call) -> web.Response:
-    store = request.app[STORE]
+    store = call.store
     origins = (await store.current()).meta.origins
     return await mcp.handle(request, store, request[CALLER], origins)
 
 
 async def ask(request: web.Request, call: Call) -> web.Response:
     question, limit = ask_body(await read_json_body(request))
-    return json_response(await service.ask(request.app[STORE], request[CALLER],
+    return json_response(await service.ask(call.store, request[CALLER],
                                             question=question, limit=limit))
 
 
 async def library_file(request: web.Request, call: Call) -> web.Response:
-    body = await service.library_file(request.app[STORE], request[CALLER],
+    body = await service.library_file(call.store, request[CALLER],
                                       call.segments["file"])
     return open_response(request, body, "application/pdf")
 
 
 async def dwca(request: web.Request, call: Call) -> web.Response:
-    body = await service.dwca(request.app[STORE], request[CALLER])
+    body = await service.dwca(call.store, request[CALLER])
     return open_response(request, body, "application/zip")
 
 
 async def download(request: web.Request, call: Call) -> web.Response:
     collection = call.segments["collection"]
-    body = await service.download(request.app[STORE], request[CALLER], collection,
+    body = await service.download(call.store, request[CALLER], collection,
                                   f"{collection}.csv")
     return open_response(request, body, "text/csv")
 
@@ -179,10 +181,10 @@ HANDLERS: dict[str, Adapter] = {
 }
 
 
-async def handle(request: web.Request, route: Route) -> web.StreamResponse:
-    """Answer a request the router matched to `route`: its row's handler (or `not_offered`),
-    with the query parsed as the row describes."""
+async def handle(request: web.Request, route: Route, store: Store) -> web.StreamResponse:
+    """Answer a request the router matched to `route` from `store`: its row's handler (or
+    `not_offered`), with the query parsed as the row describes."""
     endpoint = route.endpoint
     adapter = HANDLERS[endpoint.name] if endpoint.offered else not_offered
     return await adapter(request, Call(endpoint, route.segments,
-                                       parse_query(endpoint, request.query)))
+                                       parse_query(endpoint, request.query), store))

@@ -25,7 +25,7 @@ from . import access_log
 from .app import NodeRunner, SidecarConfig, create_app
 from .errors import Unavailable
 from .limits import where_of
-from .state import STORE
+from .state import RUNNING
 
 log = logging.getLogger("fednode.sidecar")
 class ServeError(FednodeError):
@@ -77,7 +77,7 @@ async def serve(options: Options, *, say: Callable[[str], None], reuse_port: boo
                              f"what uses that port or choose another with --port") from None
         here = f"http://{options.host}:{options.port}"
         say(f"fednode sidecar on {here}/api/manifest")
-        meta = app[STORE].snapshot.meta
+        meta = app[RUNNING].store.snapshot.meta
         for line in address_warnings(here, meta.base_url, meta.sidecar_url):
             say(line)
         if ready is not None:

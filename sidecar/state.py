@@ -1,4 +1,4 @@
-"""Typed keys for application and request state."""
+"""What a running sidecar holds, and typed keys for request state."""
 
 from __future__ import annotations
 
@@ -9,10 +9,20 @@ from .limits import Decision, Limiter
 from .service import Caller
 from .store import Store
 
-STORE = web.AppKey("store", Store)
-VERIFIER = web.AppKey("verifier", Verifier)
-LIMITER = web.AppKey("limiter", Limiter)
-ANONYMOUS_RATE = web.AppKey("anonymous_rate", int)
+
+class Running:
+    """The sidecar's state: the keys' verifier and the open rate from the start; the
+    bundle's store and the rate limiter once the application has started."""
+
+    store: Store
+    limiter: Limiter
+
+    def __init__(self, verifier: Verifier, anonymous_rate: int) -> None:
+        self.verifier = verifier
+        self.anonymous_rate = anonymous_rate  # requests a minute per address without a key
+
+
+RUNNING = web.AppKey("running", Running)
 # Request state: who is calling (set once the key, if any, is verified) and the rate-limit
 # decision taken for the request, when there is one.
 CALLER = web.RequestKey("caller", Caller)

@@ -135,14 +135,16 @@ def app_for(root: Path, **options: Any) -> web.Application:
 
 class ServerThread:
     """The real sidecar on 127.0.0.1 (as `fednode serve` runs it), on its own event loop in a
-    thread, for tests whose client code runs its own event loop or speaks raw HTTP."""
+    thread, for tests whose client code runs its own event loop or speaks raw HTTP. (Another
+    application, with routes of its own, is served with `runner=web.AppRunner`.)"""
 
-    def __init__(self, app: web.Application, port: int = 0) -> None:
+    def __init__(self, app: web.Application, port: int = 0,
+                 runner: type[web.AppRunner] = NodeRunner) -> None:
         self.app = app
         self.port = port
         self.url = ""
         self._loop = asyncio.new_event_loop()
-        self._runner = NodeRunner(app)
+        self._runner = runner(app)
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 
     def __enter__(self) -> ServerThread:

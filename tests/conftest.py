@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import TestClient
+from aiohttp import web
+from aiohttp.test_utils import BaseTestServer, TestClient, TestServer
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -14,6 +15,7 @@ from builders import Node, app_for, copy_sample  # noqa: E402
 
 from exporter.build import BuildReport, build  # noqa: E402
 from exporter.config import Project  # noqa: E402
+from sidecar.app import NodeRunner  # noqa: E402
 
 
 class Clock:
@@ -25,6 +27,25 @@ class Clock:
     def tick(self, minutes: int = 1) -> datetime:
         self.now += timedelta(minutes=minutes)
         return self.now
+
+
+class NodeTestServer(TestServer):
+    """pytest-aiohttp's test server, running the sidecar's application as `fednode serve`
+    does: with `NodeRunner`."""
+
+    async def _make_runner(self, **kwargs: object) -> NodeRunner:
+        return NodeRunner(self.app, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def aiohttp_client(aiohttp_client: Callable[..., Awaitable[TestClient]]
+                   ) -> Callable[..., Awaitable[TestClient]]:
+    """pytest-aiohttp's client fixture, serving an application with `NodeRunner`."""
+    async def client(served: web.Application | BaseTestServer, **kwargs: object) -> TestClient:
+        if isinstance(served, web.Application):
+            served = NodeTestServer(served)
+        return await aiohttp_client(served, **kwargs)
+    return client
 
 
 @pytest.fixture

@@ -315,3 +315,48 @@ def test_a_group_name_cannot_widen_what_a_key_sees(hostile_root: Path, server: S
     status, _, body = request(server, "GET", "/api/changes?since=1970-01-01T00:00:00Z&limit=1000",
                               {"X-API-Key": token})
     assert status == 200 and not any(needle in body.decode() for needle in restricted)
+
+
+def _answer(sock: socket.socket) -> tuple[str, dict[str, str], bytes]:
+    """One answer read from `sock`: status line, headers and body (by Content-Length)."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += sock.recv(65536)
+    head, _, body = received.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    while len(body) < int(headers.get("Content-Length", 0)):
+        body += sock.recv(65536)
+    return lines[0], headers, body
+
+
+def test_expect_100_continue_is_met_once_the_caller_is_admitted(
+        server: ServerThread, ungranted: str) -> None:
+    """A client that waits for `100 Continue` before sending its body gets it when its key
+    is good and the path has an endpoint, and then the answer; without a key it gets the
+    401 at once, no 100 first. Any other expectation is 400 `invalid_parameter`."""
+    port = int(server.url.rsplit(":", 1)[1])
+    body = json.dumps({"question": "How deep should knotweed be dug out?"}).encode()
+    head = ("POST /api/library/ask HTTP/1.1\r\nHost: node\r\nContent-Type: application/json"
+            f"\r\nContent-Length: {len(body)}\r\nExpect: 100-continue\r\n")
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(f"{head}Authorization: Bearer {ungranted}\r\n\r\n".encode())
+        status, _, interim = _answer(sock)
+        assert (status, interim) == ("HTTP/1.1 100 Continue", b"")
+        sock.sendall(body)
+        status, headers, answer = _answer(sock)
+        assert status.startswith("HTTP/1.1 200"), answer[:300]
+        assert json.loads(answer)["question"] == "How deep should knotweed be dug out?"
+        assert headers["X-Node-Access"] != "open"
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(f"{head}\r\n".encode())
+        status, headers, answer = _answer(sock)
+        assert status.startswith("HTTP/1.1 401")
+        assert json.loads(answer)["error"]["code"] == "api_key_required"
+    status, headers, answer = raw(server, (
+        f"POST /api/library/ask HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer {ungranted}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        f"Expect: a-pony\r\nConnection: close\r\n\r\n").encode() + body)
+    assert status == 400 and headers["X-Node-Access"] != "open"
+    assert json.loads(answer)["error"]["code"] == "invalid_parameter"
+    assert "100-continue" in json.loads(answer)["error"]["message"]

@@ -53,7 +53,7 @@ class Crafted:
         self.seen: list[tuple[str, str | None]] = []
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self.answer)
-        self.server = ServerThread(app)
+        self.server = ServerThread(app, runner=web.AppRunner)
 
     @property
     def url(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -22,8 +23,9 @@ from exporter.build import load
 from exporter.config import Project
 from exporter.contract.endpoints import ENDPOINTS, capabilities
 from exporter.contract.wire import PUBLIC
-from sidecar.app import ROUTER, SidecarConfig, create_app
+from sidecar.app import ROUTER, NodeRunner, SidecarConfig, create_app, dispatch
 from sidecar.handlers import HANDLERS
+from sidecar.state import RUNNING
 
 
 @pytest.fixture
@@ -33,14 +35,23 @@ def sample_copy(sample_root: Path, tmp_path: Path) -> Path:
     return tmp_path / "sample"
 
 
-def test_routes_are_exactly_the_endpoint_table(sample_root: Path) -> None:
-    """aiohttp sends every request to the error boundary; the router made from the table
-    routes each row and nothing else (tests/test_routing.py: as aiohttp's router would), and
-    every offered row has a handler, every handler a row."""
+async def test_routes_are_exactly_the_endpoint_table(sample_root: Path) -> None:
+    """The runner sends every request to the error boundary (the application has no routes
+    of its own); the router made from the table routes each row and nothing else
+    (tests/test_routing.py: as aiohttp's router would), and every offered row has a
+    handler, every handler a row."""
     project = Project(sample_root)
     app = create_app(SidecarConfig(bundle=project.bundle, private=project.private))
-    assert [(route.method, route.resource.canonical) for route in app.router.routes()
-            if route.resource is not None] == [("*", "/{path}")]
+    assert not list(app.router.routes())
+    runner = NodeRunner(app)
+    await runner.setup()
+    try:
+        assert runner.server is not None
+        handler = runner.server.request_handler
+        assert isinstance(handler, functools.partial) and handler.func is dispatch
+        assert handler.args == (app[RUNNING],)
+    finally:
+        await runner.cleanup()
     assert sorted(ROUTER.endpoints(), key=ENDPOINTS.index) == list(ENDPOINTS)
     assert set(HANDLERS) == {e.name for e in ENDPOINTS if e.offered}
 
