@@ -1,9 +1,10 @@
 """Application wiring: `create_app(config) -> web.Application`, and `NodeRunner` to serve it.
 
 The application holds the sidecar's state and lifecycle (the bundle's store, keys, rate
-limiter); it has no routes. `NodeRunner` hands every request parsed on its connections
-straight to the error boundary, `dispatch`: the one place that turns exceptions into the
-contract's error bodies, and that stamps the headers every response carries. It finds the
+limiter). `NodeRunner` hands every request parsed on its connections straight to the error
+boundary, `dispatch` (a plain AppRunner reaches it through one catch-all route): the one
+place that turns exceptions into the contract's error bodies, and that stamps the headers
+every response carries. It finds the
 endpoint with the endpoint table's router (`routing`), admits the request (`admit`: CORS
 preflights answered at once; else who is calling, their per-minute rate, the endpoint's key
 and scope policy from the table) and then calls the endpoint's handler. Requests too
@@ -195,7 +196,17 @@ def create_app(config: SidecarConfig) -> web.Application:
         running.verifier.close()
 
     app.cleanup_ctx.append(store_ctx)
-    return app  # no routes: NodeRunner sends every request to `dispatch`
+    # NodeRunner hands every request to `dispatch` itself. Served by a plain AppRunner
+    # (`web.run_app`, gunicorn's aiohttp worker), requests reach the same boundary through
+    # this one route, every path (line breaks included: an escaped one decodes to one), with
+    # `Expect` left to `dispatch`.
+    app.router.add_route("*", r"/{path:[\s\S]*}", functools.partial(dispatch, running),
+                         expect_handler=_expect_nothing)
+    return app
+
+
+async def _expect_nothing(request: web.Request) -> None:
+    """aiohttp's step for `Expect` on a route: none (`dispatch` meets it once admitted)."""
 
 
 class ContractRequestHandler(web_protocol.RequestHandler):

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient
 from builders import ServerThread, app_for, issue_key
 from hypothesis import HealthCheck, given, settings
@@ -330,11 +331,46 @@ def _answer(sock: socket.socket) -> tuple[str, dict[str, str], bytes]:
     return lines[0], headers, body
 
 
+@pytest.fixture(scope="module")
+def plain_server(hostile_root: Path) -> Iterator[ServerThread]:
+    """The same application served by aiohttp's plain AppRunner (as `web.run_app` or
+    gunicorn's aiohttp worker would), through its one catch-all route."""
+    with ServerThread(app_for(hostile_root, anonymous_rate=0), runner=web.AppRunner) as running:
+        yield running
+
+
+def test_a_plain_runner_answers_as_the_node_runner_does(
+        server: ServerThread, plain_server: ServerThread, ungranted: str,
+        restricted: list[str]) -> None:
+    for target, headers in (("/api/manifest", {}), (f"/api/species/{restricted[0]}", {}),
+                            (f"/api/species/{restricted[0]}",
+                             {"Authorization": f"Bearer {ungranted}"}),
+                            ("/api/species?limit=2", {"Authorization": "Bearer nope"}),
+                            ("/api/nowhere", {}), ("/api/search?q=knotweed&limit=99", {})):
+        ours = request(server, "GET", target, headers)
+        plain = request(plain_server, "GET", target, headers)
+        assert (ours[0], ours[2]) == (plain[0], plain[2]), target
+        for name in ("Content-Type", "X-Node-Access", "ETag", "Cache-Control", "Vary"):
+            assert ours[1].get(name) == plain[1].get(name), (target, name)
+    for method in ("DELETE", "PATCH"):
+        assert request(server, method, "/api/manifest", {})[:1] == \
+            request(plain_server, method, "/api/manifest", {})[:1] == (405,)
+
+
+@pytest.fixture(params=["server", "plain_server"])
+def either_server(request: pytest.FixtureRequest) -> ServerThread:
+    """The application served by NodeRunner, then by a plain AppRunner."""
+    served: ServerThread = request.getfixturevalue(request.param)
+    return served
+
+
 def test_expect_100_continue_is_met_once_the_caller_is_admitted(
-        server: ServerThread, ungranted: str) -> None:
-    """A client that waits for `100 Continue` before sending its body gets it when its key
-    is good and the path has an endpoint, and then the answer; without a key it gets the
-    401 at once, no 100 first. Any other expectation is 400 `invalid_parameter`."""
+        either_server: ServerThread, ungranted: str) -> None:
+    """A client that waits for `100 Continue` before sending its body gets it (once) when
+    its key is good and the path has an endpoint, and then the answer; without a key it gets
+    the 401 at once, no 100 first. Any other expectation is 400 `invalid_parameter`. The
+    same whichever runner serves the application."""
+    server = either_server
     port = int(server.url.rsplit(":", 1)[1])
     body = json.dumps({"question": "How deep should knotweed be dug out?"}).encode()
     head = ("POST /api/library/ask HTTP/1.1\r\nHost: node\r\nContent-Type: application/json"
@@ -353,6 +389,7 @@ def test_expect_100_continue_is_met_once_the_caller_is_admitted(
         status, headers, answer = _answer(sock)
         assert status.startswith("HTTP/1.1 401")
         assert json.loads(answer)["error"]["code"] == "api_key_required"
+        sock.sendall(body)  # as a client that stopped waiting would: read and dropped
     status, headers, answer = raw(server, (
         f"POST /api/library/ask HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer {ungranted}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
