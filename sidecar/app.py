@@ -36,6 +36,7 @@ from .errors import (
     for_status,
 )
 from .limits import Limiter, MemoryLimiter, RedisLimiter, rate_limited
+from .params import CONTINUE, EXPECT
 from .routing import Route, Router
 from .service import Caller
 from .state import CALLER, RATE, RUNNING, Running
@@ -45,7 +46,6 @@ log = logging.getLogger("fednode.sidecar")
 
 ROUTER = Router(ENDPOINTS)
 KEY_HEADERS = "Authorization, X-API-Key"
-EXPECT = "Expect"
 EXPOSED = ("X-Node-Access, ETag, Retry-After, RateLimit-Limit, RateLimit-Remaining, "
            "RateLimit-Reset")
 
@@ -73,8 +73,9 @@ async def dispatch(running: Running, request: web.Request) -> web.StreamResponse
     """Every request: the one place that turns exceptions into what clients see; every
     answer leaves it with the contract's headers. The endpoint table's router (`routing`)
     picks the endpoint; the caller is admitted before anything is answered, a path without
-    an endpoint included. (`NodeRunner` calls it for every request: no aiohttp router or
-    middleware runs around it, and no handler streams, so the headers are stamped here.)"""
+    an endpoint included. (`NodeRunner` calls it for every request, with no aiohttp router or
+    middleware around it; a plain AppRunner, through the application's one route. No handler
+    streams, so the headers are stamped here.)"""
     response: web.StreamResponse | None
     try:
         found = ROUTER.resolve(request.method, request.rel_url.path_safe)
@@ -83,11 +84,15 @@ async def dispatch(running: Running, request: web.Request) -> web.StreamResponse
         if response is None:
             if not isinstance(found, Route):
                 raise found  # 404 or 405, once the caller is admitted
-            if EXPECT in request.headers:
-                await _expect(request)
+            if request.version >= HttpVersion11 and request.headers.get(EXPECT, "").lower() \
+                    not in ("", CONTINUE):  # 100-continue is met where a body is read
+                raise InvalidParameter("the only Expect this node meets is 100-continue; send "
+                                       "the request without that header")
             response = await handlers.handle(request, found, running.store)
     except APIError as error:
         response = error_response(error)
+    except ConnectionError:  # the client went away: nothing to answer (ContractRequestHandler)
+        raise
     except web.HTTPException as exc:
         response = error_response(for_status(exc.status, exc.reason))
     except Exception:
@@ -99,17 +104,6 @@ async def dispatch(running: Running, request: web.Request) -> web.StreamResponse
     if decision is not None:
         response.headers.update(decision.headers())
     return response
-
-
-async def _expect(request: web.Request) -> None:
-    """`Expect: 100-continue` (HTTP/1.1): tell the client to send its body, now that it is
-    admitted and the path has an endpoint. Any other expectation cannot be met."""
-    if request.headers[EXPECT].lower() != "100-continue":
-        raise InvalidParameter("the only Expect this node meets is 100-continue; send the "
-                               "request without that header")
-    if request.version == HttpVersion11:
-        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        request.writer.output_size = 0  # the answer itself has not started
 
 
 PREFLIGHT = {
@@ -202,11 +196,21 @@ def create_app(config: SidecarConfig) -> web.Application:
     # `Expect` left to `dispatch`.
     app.router.add_route("*", r"/{path:[\s\S]*}", functools.partial(dispatch, running),
                          expect_handler=_expect_nothing)
+    # NodeRunner runs none of aiohttp's application layers: refuse what it would skip.
+    app.on_startup.append(_only_the_boundary)
     return app
 
 
 async def _expect_nothing(request: web.Request) -> None:
-    """aiohttp's step for `Expect` on a route: none (`dispatch` meets it once admitted)."""
+    """aiohttp's step for `Expect` on a route: none (`dispatch` checks it once the caller is
+    admitted, and `params.read_body` meets it when the body is read)."""
+
+
+async def _only_the_boundary(app: web.Application) -> None:
+    routes = [route for route in app.router.routes() if route.resource is not None]
+    if app.middlewares or len(app.on_response_prepare) or len(routes) != 1:
+        raise RuntimeError("the sidecar's application takes no middleware, response hook or "
+                           "route of its own: NodeRunner sends every request to dispatch")
 
 
 class ContractRequestHandler(web_protocol.RequestHandler):
@@ -219,6 +223,9 @@ class ContractRequestHandler(web_protocol.RequestHandler):
                      message: str | None = None) -> web.StreamResponse:
         if request.writer.output_size > 0:  # as aiohttp does: never a second response
             raise ConnectionError("a response was partly sent; closing the connection")
+        if isinstance(exc, ConnectionError) and (self.transport is None
+                                                 or self.transport.is_closing()):
+            raise ConnectionError("the client closed the connection")  # nothing to log
         if status >= 500:
             self.log_exception("error handling a request", exc_info=exc)
             error = APIError("the node failed to answer; the error is logged, try again later")
@@ -253,7 +260,8 @@ class NodeRunner(web.AppRunner):
     async def _make_server(self) -> web_server.Server:
         server = await super()._make_server()  # starts the application: loads the bundle
         server.__class__ = _ContractServer
-        # Each request is a web.Request (the runner's request factory), with no match info.
+        # Each request is a web.Request (the application's request factory, which applies
+        # its body limit), with no match info.
         server.request_handler = functools.partial(  # type: ignore[assignment]
             dispatch, self.app[RUNNING])
         return server

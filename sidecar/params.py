@@ -8,7 +8,7 @@ import re
 from datetime import timedelta
 from typing import Any
 
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 from multidict import MultiMapping
 
 from exporter.contract.endpoints import INTEGER_MAX, Endpoint, Param
@@ -24,6 +24,8 @@ from exporter.contract.wire import (
 from .errors import InvalidParameter, PayloadTooLarge, UnsupportedMediaType
 
 # ASCII digits only: no `+`, spaces, `_`, or digits of other scripts, which int() takes.
+EXPECT = "Expect"
+CONTINUE = "100-continue"  # the one expectation met (HTTP/1.1): before a body is read
 _DIGITS = re.compile(r"[0-9]{1,19}")
 _INTEGER = re.compile(r"-?[0-9]{1,40}")
 
@@ -87,13 +89,19 @@ def timestamp(param: Param, raw: str) -> str:
 
 
 async def read_body(request: web.Request) -> bytes:
-    """A POST body's bytes: JSON by its Content-Type (415), at most BODY_LIMIT (413)."""
+    """A POST body's bytes: JSON by its Content-Type (415), at most BODY_LIMIT (413). A
+    client that sent `Expect: 100-continue` is told to send it only now, when it will be
+    read: a request refused before (its key, its path, its query, its type, its declared
+    size) is answered without the body crossing the network."""
     if request.content_type != "application/json":
         raise UnsupportedMediaType(f"send the body as JSON with 'Content-Type: "
                                    f"application/json', not {request.content_type!r}")
     if request.content_length is not None and request.content_length > BODY_LIMIT:
         raise PayloadTooLarge(f"the body is {request.content_length} bytes; the limit is "
                               f"{BODY_LIMIT}")
+    if request.version >= HttpVersion11 and request.headers.get(EXPECT, "").lower() == CONTINUE:
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # the answer itself has not started
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:

@@ -4,6 +4,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -41,9 +42,11 @@ class NodeTestServer(TestServer):
 def aiohttp_client(aiohttp_client: Callable[..., Awaitable[TestClient]]
                    ) -> Callable[..., Awaitable[TestClient]]:
     """pytest-aiohttp's client fixture, serving an application with `NodeRunner`."""
-    async def client(served: web.Application | BaseTestServer, **kwargs: object) -> TestClient:
+    async def client(served: web.Application | BaseTestServer,
+                     server_kwargs: dict[str, Any] | None = None, **kwargs: object
+                     ) -> TestClient:
         if isinstance(served, web.Application):
-            served = NodeTestServer(served)
+            served = NodeTestServer(served, **(server_kwargs or {}))
         return await aiohttp_client(served, **kwargs)
     return client
 

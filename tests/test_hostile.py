@@ -9,6 +9,7 @@ import logging
 import os
 import shutil
 import socket
+import struct
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -318,17 +319,54 @@ def test_a_group_name_cannot_widen_what_a_key_sees(hostile_root: Path, server: S
     assert status == 200 and not any(needle in body.decode() for needle in restricted)
 
 
-def _answer(sock: socket.socket) -> tuple[str, dict[str, str], bytes]:
-    """One answer read from `sock`: status line, headers and body (by Content-Length)."""
-    received = b""
-    while b"\r\n\r\n" not in received:
-        received += sock.recv(65536)
-    head, _, body = received.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = dict(line.split(": ", 1) for line in lines[1:])
-    while len(body) < int(headers.get("Content-Length", 0)):
-        body += sock.recv(65536)
-    return lines[0], headers, body
+class Connection:
+    """One raw HTTP/1.1 connection, read answer by answer: bytes after an answer are kept
+    for the next, so a second `100 Continue` sent with the first is not lost."""
+
+    def __init__(self, server: ServerThread) -> None:
+        port = int(server.url.rsplit(":", 1)[1])
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.buffer = b""
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def answer(self) -> tuple[str, dict[str, str], bytes]:
+        """The next answer: status line, headers and body (by Content-Length)."""
+        while b"\r\n\r\n" not in self.buffer:
+            self.buffer += self._recv()
+        head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = dict(line.split(": ", 1) for line in lines[1:])
+        size = int(headers.get("Content-Length", 0))
+        while len(self.buffer) < size:
+            self.buffer += self._recv()
+        body, self.buffer = self.buffer[:size], self.buffer[size:]
+        return lines[0], headers, body
+
+    def nothing_more(self, seconds: float = 0.3) -> bool:
+        """Whether nothing else arrives within `seconds`."""
+        if self.buffer:
+            return False
+        self.sock.settimeout(seconds)
+        try:
+            return not self.sock.recv(65536)  # closed: nothing more either
+        except TimeoutError:
+            return True
+        finally:
+            self.sock.settimeout(30)
+
+    def _recv(self) -> bytes:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        return chunk
 
 
 @pytest.fixture(scope="module")
@@ -366,34 +404,75 @@ def either_server(request: pytest.FixtureRequest) -> ServerThread:
 
 def test_expect_100_continue_is_met_once_the_caller_is_admitted(
         either_server: ServerThread, ungranted: str) -> None:
-    """A client that waits for `100 Continue` before sending its body gets it (once) when
-    its key is good and the path has an endpoint, and then the answer; without a key it gets
-    the 401 at once, no 100 first. Any other expectation is 400 `invalid_parameter`. The
-    same whichever runner serves the application."""
-    server = either_server
-    port = int(server.url.rsplit(":", 1)[1])
+    """A client that waits for `100 Continue` before sending its body gets it once, when the
+    body is about to be read (its key good, its path an endpoint, its type and declared size
+    acceptable), and then the answer. A request refused before that is answered at once,
+    with no 100 first: no key, no endpoint, the wrong type. A GET has no body to wait for.
+    Any other expectation is 400 `invalid_parameter` (HTTP/1.0 ignores Expect). The same
+    whichever runner serves the application."""
     body = json.dumps({"question": "How deep should knotweed be dug out?"}).encode()
-    head = ("POST /api/library/ask HTTP/1.1\r\nHost: node\r\nContent-Type: application/json"
-            f"\r\nContent-Length: {len(body)}\r\nExpect: 100-continue\r\n")
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(f"{head}Authorization: Bearer {ungranted}\r\n\r\n".encode())
-        status, _, interim = _answer(sock)
-        assert (status, interim) == ("HTTP/1.1 100 Continue", b"")
-        sock.sendall(body)
-        status, headers, answer = _answer(sock)
-        assert status.startswith("HTTP/1.1 200"), answer[:300]
-        assert json.loads(answer)["question"] == "How deep should knotweed be dug out?"
-        assert headers["X-Node-Access"] != "open"
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(f"{head}\r\n".encode())
-        status, headers, answer = _answer(sock)
-        assert status.startswith("HTTP/1.1 401")
-        assert json.loads(answer)["error"]["code"] == "api_key_required"
-        sock.sendall(body)  # as a client that stopped waiting would: read and dropped
-    status, headers, answer = raw(server, (
-        f"POST /api/library/ask HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer {ungranted}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-        f"Expect: a-pony\r\nConnection: close\r\n\r\n").encode() + body)
-    assert status == 400 and headers["X-Node-Access"] != "open"
-    assert json.loads(answer)["error"]["code"] == "invalid_parameter"
-    assert "100-continue" in json.loads(answer)["error"]["message"]
+    key = f"Authorization: Bearer {ungranted}\r\n"
+
+    def post(path: str, expect: str, *headers: str, kind: str = "application/json") -> bytes:
+        return (f"POST {path} HTTP/1.1\r\nHost: node\r\nContent-Type: {kind}\r\n"
+                f"Content-Length: {len(body)}\r\nExpect: {expect}\r\n"
+                + "".join(headers) + "\r\n").encode()
+
+    for expect in ("100-continue", "100-Continue"):
+        with Connection(either_server) as connection:
+            connection.send(post("/api/library/ask", expect, key))
+            status, _, interim = connection.answer()
+            assert (status, interim) == ("HTTP/1.1 100 Continue", b"")
+            assert connection.nothing_more()  # one 100, and nothing until the body comes
+            connection.send(body)
+            status, headers, answer = connection.answer()
+            assert status.startswith("HTTP/1.1 200"), answer[:300]
+            assert json.loads(answer)["question"] == "How deep should knotweed be dug out?"
+            assert headers["X-Node-Access"] != "open"
+    for path, headers, code in (("/api/library/ask", (), "api_key_required"),
+                                ("/api/library/nowhere/x", (key,), "not_found"),
+                                ("/api/nowhere", (key,), "method_not_allowed"),
+                                ("/api/library/ask", (key,), "unsupported_media_type")):
+        kind = "text/plain" if code == "unsupported_media_type" else "application/json"
+        with Connection(either_server) as connection:
+            connection.send(post(path, "100-continue", *headers, kind=kind))
+            status, _, answer = connection.answer()  # at once: no 100 first
+            assert json.loads(answer)["error"]["code"] == code, (path, status)
+            connection.send(body)  # as a client that stopped waiting would: read and dropped
+    with Connection(either_server) as connection:
+        connection.send(b"GET /api/manifest HTTP/1.1\r\nHost: node\r\n"
+                        b"Expect: 100-continue\r\n\r\n")
+        assert connection.answer()[0].startswith("HTTP/1.1 200")
+        assert connection.nothing_more()
+    with Connection(either_server) as connection:
+        connection.send(post("/api/library/ask", "a-pony", key, "Connection: close\r\n") + body)
+        status, headers, answer = connection.answer()
+        assert status.startswith("HTTP/1.1 400") and headers["X-Node-Access"] != "open"
+        error = json.loads(answer)["error"]
+        assert error["code"] == "invalid_parameter" and "100-continue" in error["message"]
+    with Connection(either_server) as connection:
+        connection.send(b"GET /api/manifest HTTP/1.0\r\nExpect: a-pony\r\n\r\n")
+        assert connection.answer()[0].split()[1] == "200"
+
+
+def test_a_client_gone_while_waiting_to_continue_is_not_an_error(
+        server: ServerThread, ungranted: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Clients that reset the connection right after asking for `100 Continue` leave no
+    error or traceback in the log: a client going away is not the node failing. (As
+    `fednode serve` runs: a plain AppRunner's connections log as aiohttp's do.)"""
+    either_server = server
+    body = b'{"question": "How deep should knotweed be dug out?"}'
+    caplog.set_level(logging.DEBUG)
+    for _ in range(20):
+        with Connection(either_server) as connection:
+            connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))  # close with a reset
+            connection.send((f"POST /api/library/ask HTTP/1.1\r\nHost: node\r\n"
+                             f"Authorization: Bearer {ungranted}\r\nContent-Type: "
+                             f"application/json\r\nContent-Length: {len(body)}\r\n"
+                             f"Expect: 100-continue\r\n\r\n").encode())
+    with Connection(either_server) as connection:  # and the node still answers
+        connection.send(b"GET /api/manifest HTTP/1.1\r\nHost: node\r\n\r\n")
+        assert connection.answer()[0].startswith("HTTP/1.1 200")
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], \
+        [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]

@@ -46,6 +46,7 @@ async def test_routes_are_exactly_the_endpoint_table(sample_root: Path) -> None:
     [route] = [route for route in app.router.routes() if route.resource is not None]
     assert (route.method, route.resource.canonical) == ("*", "/{path}")
     assert isinstance(route.handler, functools.partial) and route.handler.func is dispatch
+    assert route.handler.args == (app[RUNNING],)
     runner = NodeRunner(app)
     await runner.setup()
     try:
@@ -201,6 +202,8 @@ async def test_a_chunked_body_over_the_limit_is_413(
 
 
 async def test_every_response_carries_the_contract_headers(sample_client: TestClient) -> None:
+    # (the tests' client serves the application as `fednode serve` does: conftest.py)
+    assert isinstance(sample_client.server.runner, NodeRunner)
     for method, path in (("GET", "/api/manifest"), ("GET", "/nowhere"), ("DELETE", "/api/team"),
                          ("OPTIONS", "/api/changes"), ("HEAD", "/api/species"),
                          ("GET", "/api/species?limit=0")):
