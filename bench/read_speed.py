@@ -1,7 +1,7 @@
 """Reads through the running sidecar, against what the machine can do, in one run.
 
     .venv/bin/python bench/read_speed.py [--node DIR | --records 100000] [--seconds 5]
-        [--rounds 3] [--connections 16] [--nginx] [--datasette]
+        [--launches 3] [--rounds 2] [--connections 16] [--nginx] [--datasette] [--reload]
 
 Starts `fednode serve` on a node (an exported one with --node, or the sample grown to
 --records), and beside it the references: an aiohttp server answering a constant body of
@@ -9,7 +9,10 @@ each request's own size (the framework's ceiling here), and optionally nginx ove
 `site_out/` (what a CDN edge does) and Datasette over the same records in SQLite, one row by
 primary key. wrk (-t2) runs every request in rounds, each request right beside its
 reference (before it, then after it in the next round); its ratio is the median of those
-pairs' ratios, so the machine's drift over a run cancels out. The table gives each one's
+pairs' ratios, so the machine's drift over a run cancels out. The sidecar and its references
+are started afresh for each of --launches, as pyperf runs several processes: on this shared
+2-core machine one process of the same code ran a fifth faster or slower than the next for
+its whole life, so a single launch measures its luck. The table gives each one's
 median requests/s, p99, the ratio to the constant body of its size with the lowest and
 highest pair's, and the CPU time the answering process spent a request. Also printed: the
 sidecar's start time and resident memory, once loaded and after the run.
@@ -190,7 +193,9 @@ def main() -> None:
     parser.add_argument("--node", type=Path, help="an exported node (default: build one)")
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--seconds", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2, help="pairs per launch")
+    parser.add_argument("--launches", type=int, default=3,
+                        help="times the sidecar and its references are started afresh")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--nginx", action="store_true")
     parser.add_argument("--datasette", action="store_true")
@@ -209,90 +214,106 @@ def main() -> None:
              "read,changes", "--groups", "partners,sensitive", "--rate", str(HUGE)],
             check=True, capture_output=True, text=True).stdout.strip()
         keyed = f"Authorization: Bearer {key}"
+        cases: dict[str, Case] = {}  # by label, over every launch
+        constants: dict[int, Case] = {}  # by body size
+        extra: list[Case] = []
+        readies: list[float] = []
+        loads: list[float] = []
         try:
-            port = free_port()
-            started = time.perf_counter()
-            server = start([FEDNODE, "serve", "--project", str(root), "--port", str(port),
-                            "--anonymous-rate", str(HUGE)], port)
-            ready = time.perf_counter() - started
-            processes.append(server)
-            time.sleep(SETTLE)  # the search model loads in the background after the start
-            loaded = resident_mib(server.pid)
-            base = f"http://127.0.0.1:{port}"
-            record = json.loads(fetch(f"{base}/api/species?limit=1"))["items"][0]["id"]
-            cases = [
-                Case("record by id, open", f"{base}/api/species/{record}"),
-                Case("record by id, keyed", f"{base}/api/species/{record}", keyed),
-                Case("list of 50 at offset 1000, open",
-                     f"{base}/api/species?limit=50&offset=1000"),
-                Case("list of 50 at offset 1000, keyed (groups)",
-                     f"{base}/api/species?limit=50&offset=1000", keyed),
-                Case("list of 50, updated_since, keyed",
-                     f"{base}/api/species?limit=50&offset=1000&updated_since={SINCE}", keyed),
-                Case("changes page of 100, keyed",
-                     f"{base}/api/changes?since={SINCE}&limit=100", keyed),
-            ]
-            for case in cases:
-                case.pid = server.pid
-            references: dict[int, str] = {}
-            pids: dict[str, int] = {}
-            for case in cases:  # a constant-body server per distinct body size
-                body = fetch(case.url, case.header)
-                size = len(body)
-                if size not in references:
-                    body_file = folder / f"body-{size}.json"
-                    body_file.write_bytes(body)
-                    reference_port = free_port()
-                    processes.append(start([sys.executable, "-c", REFERENCE,
-                                            str(reference_port), str(body_file)],
-                                           reference_port))
-                    references[size] = f"http://127.0.0.1:{reference_port}/api/manifest"
-                    pids[references[size]] = processes[-1].pid
-                case.reference = references[size]
-            extra: list[Case] = []
             if args.nginx:
                 nginx_port = free_port()
                 processes.append(nginx(root / "site_out", folder, nginx_port))
-                # the record's file itself: a CDN edge routes /api/species/{id} to it
-                extra.append(Case("nginx over site_out/, one record",
-                                  f"http://127.0.0.1:{nginx_port}/"
-                                  f"{record_file('species', record)}"))
             if args.datasette:
                 datasette_port = free_port()
-                process, url = datasette(root, folder, datasette_port)
+                process, datasette_url = datasette(root, folder, datasette_port)
                 processes.append(process)
-                extra.append(Case("Datasette, one row by primary key", f"{url}{record}.json"))
-            constants = [Case(f"aiohttp, constant body of {size / 1024:.1f} KB", url,
-                              pid=pids[url])
-                         for size, url in sorted(references.items())]
-            everything = [*constants, *cases, *extra]
-            for case in everything:
-                wrk(case.url, 1, args.connections, case.header)  # warm up
-            by_url = {case.url: case for case in constants}
-            record_size = by_url[cases[0].reference]
-            for round_ in range(args.rounds):
-                for case in [*cases, *extra]:  # each beside its reference, in turn first
-                    against = by_url.get(case.reference, record_size)  # nginx, Datasette:
-                    pair = (against, case) if round_ % 2 == 0 else (case, against)  # a record's
-                    for one in pair:
-                        rate, p99, cpu = wrk(one.url, args.seconds, args.connections,
-                                             one.header, one.pid)
-                        one.rates.append(rate)
-                        one.p99s.append(p99)
-                        one.cpus.append(cpu)
-                    case.ratios.append(case.rates[-1] / against.rates[-1])
-                    if case.pid:
-                        case.cpu_ratios.append(against.cpus[-1] / case.cpus[-1])
-            memory = resident_mib(server.pid)
-            reload = follow_reload(root, server.pid, base) if args.reload or not args.node \
-                else ""
+            for launch in range(args.launches):
+                # Fresh processes each launch: one process of the same code can run a fifth
+                # faster or slower than the next for its whole life (docs/operations.md).
+                launched: list[subprocess.Popen[bytes]] = []
+                port = free_port()
+                started = time.perf_counter()
+                server = start([FEDNODE, "serve", "--project", str(root), "--port", str(port),
+                                "--anonymous-rate", str(HUGE)], port)
+                readies.append(time.perf_counter() - started)
+                launched.append(server)
+                time.sleep(SETTLE)  # the search model loads in the background after the start
+                loads.append(resident_mib(server.pid))
+                base = f"http://127.0.0.1:{port}"
+                record = json.loads(fetch(f"{base}/api/species?limit=1"))["items"][0]["id"]
+                for label, url, header in (
+                        ("record by id, open", f"{base}/api/species/{record}", None),
+                        ("record by id, keyed", f"{base}/api/species/{record}", keyed),
+                        ("list of 50 at offset 1000, open",
+                         f"{base}/api/species?limit=50&offset=1000", None),
+                        ("list of 50 at offset 1000, keyed (groups)",
+                         f"{base}/api/species?limit=50&offset=1000", keyed),
+                        ("list of 50, updated_since, keyed",
+                         f"{base}/api/species?limit=50&offset=1000&updated_since={SINCE}",
+                         keyed),
+                        ("changes page of 100, keyed",
+                         f"{base}/api/changes?since={SINCE}&limit=100", keyed)):
+                    case = cases.setdefault(label, Case(label, url, header))
+                    case.url, case.pid = url, server.pid
+                references: dict[int, Case] = {}
+                for case in cases.values():  # a constant-body server per distinct body size
+                    size = len(body := fetch(case.url, case.header))
+                    if size not in references:
+                        body_file = folder / f"body-{size}.json"
+                        body_file.write_bytes(body)
+                        reference_port = free_port()
+                        launched.append(start([sys.executable, "-c", REFERENCE,
+                                               str(reference_port), str(body_file)],
+                                              reference_port))
+                        reference = constants.setdefault(size, Case(
+                            f"aiohttp, constant body of {size / 1024:.1f} KB", ""))
+                        reference.url = f"http://127.0.0.1:{reference_port}/api/manifest"
+                        reference.pid = launched[-1].pid
+                        references[size] = reference
+                    case.reference = references[size].url
+                record_size = references[len(fetch(cases["record by id, open"].url))]
+                if launch == 0:
+                    # the record's file itself: a CDN edge routes /api/species/{id} to it
+                    if args.nginx:
+                        extra.append(Case("nginx over site_out/, one record",
+                                          f"http://127.0.0.1:{nginx_port}/"
+                                          f"{record_file('species', record)}"))
+                    if args.datasette:
+                        extra.append(Case("Datasette, one row by primary key",
+                                          f"{datasette_url}{record}.json"))
+                everything = [*references.values(), *cases.values(), *extra]
+                for case in everything:
+                    wrk(case.url, 1, args.connections, case.header)  # warm up
+                by_url = {case.url: case for case in references.values()}
+                for round_ in range(args.rounds):
+                    for case in [*cases.values(), *extra]:  # each beside its reference
+                        against = by_url.get(case.reference, record_size)  # nginx, Datasette:
+                        pair = (against, case) if round_ % 2 == 0 else (case, against)  # a
+                        for one in pair:  # record's
+                            rate, p99, spent = wrk(one.url, args.seconds, args.connections,
+                                                   one.header, one.pid)
+                            one.rates.append(rate)
+                            one.p99s.append(p99)
+                            one.cpus.append(spent)
+                        case.ratios.append(case.rates[-1] / against.rates[-1])
+                        if case.pid:
+                            case.cpu_ratios.append(against.cpus[-1] / case.cpus[-1])
+                memory = resident_mib(server.pid)
+                if launch == args.launches - 1:
+                    reload = follow_reload(root, server.pid, base) \
+                        if args.reload or not args.node else ""
+                for process in launched:
+                    process.terminate()
+                    process.wait()
         finally:
             for process in processes:
                 process.terminate()
                 process.wait()
+    everything = [*sorted(constants.values(), key=lambda c: c.label), *cases.values(), *extra]
     median = statistics.median
-    print(f"{args.connections} connections, wrk -t2, {args.rounds} rounds of {args.seconds}s, "
-          f"each request beside its reference; medians (pairs' lowest-highest)")
+    print(f"{args.connections} connections, wrk -t2, {args.launches} launches of fresh servers x "
+          f"{args.rounds} rounds of {args.seconds}s, each request beside its reference; medians "
+          f"over every pair (pairs' lowest-highest)")
     print(f"{'request':<44} {'req/s':>9} {'p99 ms':>8} {'vs constant body':>22} "
           f"{'server CPU':>11} {'vs constant':>12}")
     for case in everything:
@@ -304,8 +325,9 @@ def main() -> None:
               f"{ratio:>22} {cpu}")
     print("server CPU: the answering process's user and system time per request (steadier "
           "than requests/s on a shared machine, where wrk takes the same cores)")
-    print(f"sidecar: answering {ready:.1f} s after start; resident {loaded:.0f} MiB once loaded "
-          f"({SETTLE:.0f} s after), {memory:.0f} MiB after the run")
+    print(f"sidecar: answering {min(readies):.1f}-{max(readies):.1f} s after start; resident "
+          f"{min(loads):.0f}-{max(loads):.0f} MiB once loaded ({SETTLE:.0f} s after), "
+          f"{memory:.0f} MiB after the last launch's run")
     if reload:
         print(reload)
 
