@@ -4,11 +4,11 @@ The application holds the sidecar's state and lifecycle (the bundle's store, key
 limiter). `NodeRunner` hands every request parsed on its connections straight to the error
 boundary, `dispatch` (a plain AppRunner reaches it through one catch-all route): the one
 place that turns exceptions into the contract's error bodies, and that stamps the headers
-every response carries. It finds the
-endpoint with the endpoint table's router (`routing`), admits the request (`admit`: CORS
-preflights answered at once; else who is calling, their per-minute rate, the endpoint's key
-and scope policy from the table) and then calls the endpoint's handler. Requests too
-malformed to be parsed are answered by `ContractRequestHandler`, in the same form."""
+every response carries. It finds the endpoint with the endpoint table's router (`routing`),
+admits the request (`admit`: CORS preflights answered at once; else who is calling, their
+per-minute rate, the endpoint's key and scope policy from the table) and then calls the
+endpoint's handler. Requests too malformed to be parsed are answered by
+`ContractRequestHandler`, in the same form."""
 
 from __future__ import annotations
 
@@ -207,6 +207,7 @@ async def _expect_nothing(request: web.Request) -> None:
 
 
 async def _only_the_boundary(app: web.Application) -> None:
+    """At start: nothing is added to the application that NodeRunner would skip."""
     routes = [route for route in app.router.routes() if route.resource is not None]
     if app.middlewares or len(app.on_response_prepare) or len(routes) != 1:
         raise RuntimeError("the sidecar's application takes no middleware, response hook or "
@@ -253,9 +254,9 @@ class _ContractServer(web_server.Server):
 
 class NodeRunner(web.AppRunner):
     """Runs the sidecar's application: every request goes to `dispatch`, with no aiohttp
-    router or middleware around it (they cost about 8 % of a keyed record read's server
-    time, docs/operations.md), and even unparseable requests are answered by the
-    contract."""
+    router or middleware around it (through them, a keyed record read took about a sixth
+    more server time: docs/operations.md, session 19), and even unparseable requests are
+    answered by the contract."""
 
     async def _make_server(self) -> web_server.Server:
         server = await super()._make_server()  # starts the application: loads the bundle
