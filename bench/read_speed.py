@@ -256,8 +256,9 @@ def main() -> None:
                     case = cases.setdefault(label, Case(label, url, header))
                     case.url, case.pid = url, server.pid
                 references: dict[int, Case] = {}
+                sizes: dict[str, int] = {}
                 for case in cases.values():  # a constant-body server per distinct body size
-                    size = len(body := fetch(case.url, case.header))
+                    size = sizes[case.label] = len(body := fetch(case.url, case.header))
                     if size not in references:
                         body_file = folder / f"body-{size}.json"
                         body_file.write_bytes(body)
@@ -271,7 +272,7 @@ def main() -> None:
                         reference.pid = launched[-1].pid
                         references[size] = reference
                     case.reference = references[size].url
-                record_size = references[len(fetch(cases["record by id, open"].url))]
+                record_size = references[sizes["record by id, open"]]
                 if launch == 0:
                     # the record's file itself: a CDN edge routes /api/species/{id} to it
                     if args.nginx:

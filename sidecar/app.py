@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiohttp import HttpVersion11, http_exceptions, web, web_protocol, web_server
+from aiohttp import http_exceptions, web, web_protocol, web_server
 
 from exporter.contract.endpoints import ENDPOINTS, Endpoint
 from exporter.contract.wire import BODY_LIMIT, error_body
@@ -36,7 +36,7 @@ from .errors import (
     for_status,
 )
 from .limits import Limiter, MemoryLimiter, RedisLimiter, rate_limited
-from .params import CONTINUE, EXPECT
+from .params import CONTINUE, expectation
 from .routing import Route, Router
 from .service import Caller
 from .state import CALLER, RATE, RUNNING, Running
@@ -84,8 +84,7 @@ async def dispatch(running: Running, request: web.Request) -> web.StreamResponse
         if response is None:
             if not isinstance(found, Route):
                 raise found  # 404 or 405, once the caller is admitted
-            if request.version >= HttpVersion11 and request.headers.get(EXPECT, "").lower() \
-                    not in ("", CONTINUE):  # 100-continue is met where a body is read
+            if expectation(request) not in ("", CONTINUE):  # met where a body is read
                 raise InvalidParameter("the only Expect this node meets is 100-continue; send "
                                        "the request without that header")
             response = await handlers.handle(request, found, running.store)

@@ -23,9 +23,8 @@ from exporter.contract.wire import (
 
 from .errors import InvalidParameter, PayloadTooLarge, UnsupportedMediaType
 
-# ASCII digits only: no `+`, spaces, `_`, or digits of other scripts, which int() takes.
-EXPECT = "Expect"
 CONTINUE = "100-continue"  # the one expectation met (HTTP/1.1): before a body is read
+# ASCII digits only: no `+`, spaces, `_`, or digits of other scripts, which int() takes.
 _DIGITS = re.compile(r"[0-9]{1,19}")
 _INTEGER = re.compile(r"-?[0-9]{1,40}")
 
@@ -88,6 +87,14 @@ def timestamp(param: Param, raw: str) -> str:
     return format_time(moment)
 
 
+def expectation(request: web.Request) -> str:
+    """The request's `Expect`, in lower case; "" where it has none, or is HTTP/1.0 (which
+    has no expectations to meet)."""
+    if request.version < HttpVersion11:
+        return ""
+    return request.headers.get("Expect", "").lower()
+
+
 async def read_body(request: web.Request) -> bytes:
     """A POST body's bytes: JSON by its Content-Type (415), at most BODY_LIMIT (413). A
     client that sent `Expect: 100-continue` is told to send it only now, when it will be
@@ -99,7 +106,7 @@ async def read_body(request: web.Request) -> bytes:
     if request.content_length is not None and request.content_length > BODY_LIMIT:
         raise PayloadTooLarge(f"the body is {request.content_length} bytes; the limit is "
                               f"{BODY_LIMIT}")
-    if request.version >= HttpVersion11 and request.headers.get(EXPECT, "").lower() == CONTINUE:
+    if expectation(request) == CONTINUE:
         await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         request.writer.output_size = 0  # the answer itself has not started
     try:

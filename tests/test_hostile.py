@@ -91,9 +91,14 @@ def raw(server: ServerThread, data: bytes) -> tuple[int, dict[str, str], bytes]:
             pass  # the server closed with the rest of a huge request unread
         sender.join(30)
     head, _, body = received.partition(b"\r\n\r\n")
+    status, headers = _head(head)
+    return int(status.split()[1]), headers, body[:int(headers["Content-Length"])]
+
+
+def _head(head: bytes) -> tuple[str, dict[str, str]]:
+    """An answer's status line and headers, parsed by hand."""
     lines = head.decode("latin-1").split("\r\n")
-    headers = dict(line.split(": ", 1) for line in lines[1:])
-    return int(lines[0].split()[1]), headers, body[:int(headers["Content-Length"])]
+    return lines[0], dict(line.split(": ", 1) for line in lines[1:])
 
 
 def _send(sock: socket.socket, data: bytes) -> None:
@@ -342,13 +347,12 @@ class Connection:
         while b"\r\n\r\n" not in self.buffer:
             self.buffer += self._recv()
         head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        headers = dict(line.split(": ", 1) for line in lines[1:])
+        status, headers = _head(head)
         size = int(headers.get("Content-Length", 0))
         while len(self.buffer) < size:
             self.buffer += self._recv()
         body, self.buffer = self.buffer[:size], self.buffer[size:]
-        return lines[0], headers, body
+        return status, headers, body
 
     def nothing_more(self, seconds: float = 0.3) -> bool:
         """Whether nothing else arrives within `seconds`."""
@@ -460,18 +464,17 @@ def test_a_client_gone_while_waiting_to_continue_is_not_an_error(
     """Clients that reset the connection right after asking for `100 Continue` leave no
     error or traceback in the log: a client going away is not the node failing. (As
     `fednode serve` runs: a plain AppRunner's connections log as aiohttp's do.)"""
-    either_server = server
     body = b'{"question": "How deep should knotweed be dug out?"}'
     caplog.set_level(logging.DEBUG)
     for _ in range(20):
-        with Connection(either_server) as connection:
+        with Connection(server) as connection:
             connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                                        struct.pack("ii", 1, 0))  # close with a reset
             connection.send((f"POST /api/library/ask HTTP/1.1\r\nHost: node\r\n"
                              f"Authorization: Bearer {ungranted}\r\nContent-Type: "
                              f"application/json\r\nContent-Length: {len(body)}\r\n"
                              f"Expect: 100-continue\r\n\r\n").encode())
-    with Connection(either_server) as connection:  # and the node still answers
+    with Connection(server) as connection:  # and the node still answers
         connection.send(b"GET /api/manifest HTTP/1.1\r\nHost: node\r\n\r\n")
         assert connection.answer()[0].startswith("HTTP/1.1 200")
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], \
