@@ -26,6 +26,7 @@ from .contract.bundle import (
     Meta,
 )
 from .contract.feed import Event
+from .contract.wire import COLLECTIONS
 from .render import Rendered
 from .renderings import Renderings, runs
 from .writer import OutputFile, constant
@@ -47,9 +48,15 @@ _ATTRIBUTES = {"collection": "collection", "id": "id", "access": "access", "titl
 
 def records_table(ordered: list[Rendered], positions: list[int], previous: Renderings
                   ) -> bytes:
-    """`ordered`'s renderings taken from `previous` are copied column to column: a reused
-    rendering was made from the same render key, so its row is the same in every column
-    but `position`."""
+    """The records in `ordered` (list order, `positions` beside them), stored by collection,
+    then access group, then list order (`contract.bundle`). Renderings taken from `previous`
+    are copied column to column: a reused rendering was made from the same render key, so
+    its row is the same in every column but `position`."""
+    rank = {name: index for index, name in enumerate(COLLECTIONS)}
+    stored = sorted(range(len(ordered)),  # stable: list order within a group
+                    key=lambda n: (rank[ordered[n].collection], ordered[n].access))
+    ordered = [ordered[n] for n in stored]
+    positions = [positions[n] for n in stored]
     rows: list[int] = []
     fresh: list[Rendered] = []
     served: list[bytes] = []

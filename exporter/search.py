@@ -224,19 +224,32 @@ class Embedder:
 
     _lock = threading.Lock()
     _model: WordVectors | None = None
+    _serving: WordVectors | None = None
 
     @classmethod
     def model(cls) -> WordVectors:
+        """The model as an export uses it: it remembers the pieces of the texts it embeds."""
         with cls._lock:
             if cls._model is None:
                 cls._model = WordVectors.load()
             return cls._model
 
     @classmethod
-    def embed(cls, texts: Sequence[str]) -> np.ndarray:
+    def serving(cls) -> WordVectors:
+        """The model as the sidecar uses it on callers' words (queries, questions, and the
+        sentences of the passages a question retrieves, restricted ones included): it keeps
+        nothing from one call to the next, so no caller's call is faster or slower for what
+        another asked or was shown."""
+        with cls._lock:
+            if cls._serving is None:
+                cls._serving = WordVectors.load(remember=False)
+            return cls._serving
+
+    @classmethod
+    def embed(cls, texts: Sequence[str], *, serving: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, DIMENSIONS), np.float32)
-        return cls.model().embed(list(texts))
+        return (cls.serving() if serving else cls.model()).embed(list(texts))
 
 
 SPACE = "\u2581"  # what the model's normalizer makes of a space, and puts before a text
@@ -286,10 +299,14 @@ class WordVectors:
     # piece a text, seldom seen twice, and would fill memory.
     PIECE_CHARS = 40
 
-    def __init__(self, table: np.ndarray, tokenizer: Any, *, pieces: bool = True) -> None:
-        """`pieces=False` tokenizes whole texts (bench/embed_speed.py's reference)."""
+    def __init__(self, table: np.ndarray, tokenizer: Any, *, pieces: bool = True,
+                 remember: bool = True) -> None:
+        """`pieces=False` tokenizes whole texts (bench/embed_speed.py's reference).
+        `remember=False` keeps nothing from one call to the next: no pieces, and the
+        tokenizer's own cache of words off (`Embedder.serving`)."""
         self.table = np.ascontiguousarray(table, dtype=np.float32)
         self.tokenizer = tokenizer
+        self.remember = remember
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()
         # the same ids without the character offsets, which nothing here reads (about a
@@ -302,8 +319,12 @@ class WordVectors:
         self._specials = tuple(token.content for token in
                                tokenizer.get_added_tokens_decoder().values())
         # piece -> its ids; replaced, never cleared, when full: a thread embedding meanwhile
-        # (the sidecar's) keeps the one it took
+        # keeps the one it took
         self._pieces: dict[str, list[int]] = {}
+        if not remember:
+            for each in (tokenizer, self._bare):  # (the two share a model; either way)
+                if each is not None:  # BPE remembers the words it merged, unless told not to
+                    each.model._resize_cache(0)
 
     @staticmethod
     def _piece_tokenizer(tokenizer: Any) -> Any:
@@ -325,9 +346,12 @@ class WordVectors:
         if self._bare is None:
             return [e.ids for e in self._encode(texts, is_pretokenized=False,
                                                 add_special_tokens=False)]
-        if len(self._pieces) > self.PIECES_KEPT:
-            self._pieces = {}
-        known = self._pieces
+        if not self.remember:
+            known: dict[str, list[int]] = {}  # this call's own
+        else:
+            if len(self._pieces) > self.PIECES_KEPT:
+                self._pieces = {}
+            known = self._pieces
         whole = [n for n, text in enumerate(texts)
                  if any(special in text for special in self._specials)]
         split = [_pieces(text) for text in texts]
@@ -356,7 +380,7 @@ class WordVectors:
         return ids
 
     @classmethod
-    def load(cls, *, pieces: bool = True) -> WordVectors:
+    def load(cls, *, pieces: bool = True, remember: bool = True) -> WordVectors:
         import importlib.util
 
         from safetensors import safe_open
@@ -369,7 +393,8 @@ class WordVectors:
         folder = Path(list(spec.submodule_search_locations)[0])
         with safe_open(str(folder / cls.WEIGHTS), framework="np", device="cpu") as weights:
             table = weights.get_tensor("embedding.weight")
-        return cls(table, Tokenizer.from_file(str(folder / cls.TOKENIZER)), pieces=pieces)
+        return cls(table, Tokenizer.from_file(str(folder / cls.TOKENIZER)), pieces=pieces,
+                   remember=remember)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Unit-length float32 vectors, a row a text, as wordllama's

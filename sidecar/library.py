@@ -124,7 +124,7 @@ def weigh(indexes: list[search.Passages], question: str) -> Weighed:
     def share(stems: set[str]) -> float:  # fsum: the same in any order a set is walked in
         return math.fsum(weights[t] for t in stems if t in weights) / whole
 
-    vector = search.Embedder.embed([question])[0]
+    vector = search.Embedder.embed([question], serving=True)[0]
     found: list[Candidate] = []
     for group in indexes:
         keyword = group.keyword(sorted(terms), DEPTH)
@@ -142,7 +142,7 @@ def weigh(indexes: list[search.Passages], question: str) -> Weighed:
     split = [(row, search.sentences(str(row[3]))) for row, _ in passages]
     in_order = [(sentence, row) for row, sentences in split for sentence in sentences]
     unique = list(dict.fromkeys(sentence for sentence, _ in in_order))
-    near = search.Embedder.embed(unique) @ vector if unique else np.zeros(0)
+    near = search.Embedder.embed(unique, serving=True) @ vector if unique else np.zeros(0)
     stems = {sentence: set(search.all_stems(sentence)) for sentence in unique}  # once each
     words = {sentence: share(stems[sentence]) for sentence in unique}
     meaning = {sentence: max(0.0, float(c)) for sentence, c in zip(unique, near, strict=True)}
@@ -187,7 +187,7 @@ def unknown_names(question: str, indexes: list[search.Passages]) -> list[str]:
     its other words come. An ordinary word it does not use ("fridge" where the library says
     "refrigerator") is left to the evidence step."""
     found = []
-    tokenizer = search.Embedder.model().tokenizer
+    tokenizer = search.Embedder.serving().tokenizer
     for match in _WORD.finditer(question):
         word, before = match.group(), question[:match.start()].rstrip()
         opens = not before or before.endswith(_SENTENCE_ENDS)  # a capital there is no name

@@ -6,7 +6,8 @@ The served bytes stay in the bundle's Arrow file, mapped into memory, not copied
 the file's pages, shared by every worker process on the machine and paged in as read. Each
 row's bytes are followed by a comma there (`bundle.ITEM_END`), so a run of consecutive rows
 is cut out as one slice, already separated as a JSON list's items; a list page is a few
-such runs (one, unless the caller may not see rows in between). Each row's digest, for its
+such runs (one for a caller holding one access group: the export keeps each group's rows
+together, so rows a caller may not see never split its runs). Each row's digest, for its
 ETag, is in the file too. The visibility rule is not here: `service` asks for the rows of
 the groups a caller holds."""
 
@@ -59,14 +60,19 @@ class Records:
         for pair, rows in found.items():
             array = np.asarray(rows, np.int64)
             self._rows[pair] = array[np.argsort(positions[array], kind="stable")]
-        # As the export writes it, the file is in list order: in each collection, rows and
-        # positions ascend together. Then rows listed for any caller ascend, and a page whose
-        # last row is as far from its first as it has rows is one run (see `joined`).
-        by_collection: dict[str, list[np.ndarray]] = {}
-        for (name, _), listed in self._rows.items():
-            by_collection.setdefault(name, []).append(listed)
-        self._ordered = all(bool(np.all(np.diff(positions[np.sort(np.concatenate(parts))]) > 0))
-                            for parts in by_collection.values())
+        # As the export writes it (`contract.bundle`), a group's rows of a collection are
+        # consecutive in the file, in list order. Then the runs a caller's page is cut from
+        # end only where it passes from one of the caller's groups to another: how many there
+        # are, and so what a page costs, depends on the records it may see alone, never on
+        # those between them that it may not. A file not written so (by an older export) is
+        # cut row by row, at a cost that depends on the number of rows alone (`joined`).
+        self.grouped = all(bool(np.all(np.diff(rows) == 1)) for rows in self._rows.values())
+        # row -> a number for its (collection, group): a run never passes from one group's
+        # rows to another's, even where the file has them side by side (whether it does
+        # depends on the groups between them, which a caller may not hold)
+        self._group = np.zeros(len(collections), np.int64)
+        for number, group_rows in enumerate(self._rows.values()):
+            self._group[group_rows] = number
         self._positions = positions
         # row -> its updated_at, in seconds since 1970 (the ledger's resolution)
         self._updated = _seconds(table.column("updated_at").to_pylist())
@@ -87,22 +93,35 @@ class Records:
 
     def joined(self, rows: np.ndarray, head: bytes, tail: bytes) -> bytes:
         """`head`, the rows' bytes separated by commas, then `tail`: each run of consecutive
-        rows one slice of the map, copied once."""
+        rows one slice of the map, copied once (`runs`)."""
         if not len(rows):
             return head + tail
-        data, offsets = self._data, self._offsets
-        first, last = int(rows[0]), int(rows[-1])
-        if self._ordered and last - first == len(rows) - 1:  # one run, as most pages are
-            return b"".join((head, data[int(offsets[first]):int(offsets[last + 1]) - _END],
-                             tail))
-        breaks = np.flatnonzero(np.diff(rows) != 1) + 1  # where a run starts, but the first
-        starts = offsets[rows[np.concatenate(([0], breaks))]].tolist()
-        ends = offsets[rows[np.concatenate((breaks - 1, [len(rows) - 1]))] + 1].tolist()
+        starts, ends = self.runs(rows)
+        data = self._data
+        if len(starts) == 1:  # one run, as a caller holding one group gets
+            return b"".join((head, data[starts[0]:ends[0] - _END], tail))
         pieces: list[bytes | memoryview] = [head]
         pieces += [data[start:end] for start, end in zip(starts, ends, strict=True)]
         pieces[-1] = pieces[-1][:-_END]
         pieces.append(tail)
         return b"".join(pieces)
+
+    def runs(self, rows: np.ndarray) -> tuple[list[int], list[int]]:
+        """Where in the map each run of `rows` starts and ends: a run is rows of one group
+        that follow each other in the file as in `rows`; in a file not grouped as the export
+        writes it, each row is a run of its own."""
+        offsets = self._offsets
+        if not self.grouped:
+            return offsets[rows].tolist(), offsets[rows + 1].tolist()
+        first, last = int(rows[0]), int(rows[-1])
+        steps = np.diff(rows) != 1
+        if not steps.any() and self._group[first] == self._group[last]:  # one group's rows
+            return [int(offsets[first])], [int(offsets[last + 1])]
+        group = self._group[rows]
+        breaks = np.flatnonzero(steps | (group[1:] != group[:-1])) + 1  # where a run starts
+        starts = offsets[rows[np.concatenate(([0], breaks))]].tolist()
+        ends = offsets[rows[np.concatenate((breaks - 1, [len(rows) - 1]))] + 1].tolist()
+        return starts, ends
 
     def digest(self, row: int) -> bytes:
         """The first 16 bytes of the SHA-256 of a record's bytes: what a validator (an

@@ -33,7 +33,7 @@ def run(snapshot: Snapshot, groups: Sequence[str], collections: Sequence[str], t
                 _add(counts, group.counts(query, collections))
     close: dict[str, list[str]] = {}  # group -> its semantic candidates
     if mode != "keyword":
-        vector = search.Embedder.embed([text])[0]
+        vector = search.Embedder.embed([text], serving=True)[0]
         for group in indexes:
             hits, found = group.semantic(vector, collections, depth)
             semantic += hits

@@ -144,7 +144,7 @@ class Store:
         self.snapshot = Snapshot(path)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="duckdb")
         # The embedding model loads in the background: the first search need not wait.
-        self._pool.submit(search.Embedder.model)
+        self._pool.submit(search.Embedder.serving)
         self._checked = time.monotonic()
         self._reload_lock = asyncio.Lock()
 

@@ -30,6 +30,7 @@ from builders import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from exporter import search
 from exporter.build import build
 from exporter.config import Project
 from exporter.errors import ContentError
@@ -189,6 +190,26 @@ def test_restricted_documents_are_absent_for_keys_without_their_group(
         assert plain == alone, words
         assert PROTOCOL not in json.dumps(plain)
     assert "never mention 'Spillsorb'" in plain[1]["message"]
+
+
+def test_callers_words_are_not_remembered_between_calls(site: Site) -> None:
+    """The sidecar embeds callers' words (questions, queries, and the sentences of the
+    passages a question retrieves, restricted ones included) with a model that keeps
+    nothing from one call to the next: no caller's call is faster for what another asked or
+    was shown. (The export's model remembers the pieces of the texts it embeds, and the
+    tokenizer the words it merged: there, that saves time and tells nobody anything.)"""
+    status, _ = site.ask({"question": "Should the walrus team carry a spill kit?"}, "sensitive")
+    assert status == 200
+    with urllib.request.urlopen(site.url + "/api/search?q=quorblatt+walrus&mode=semantic"
+                                ) as response:
+        assert response.status == 200
+    serving = search.Embedder.serving()
+    assert not serving.remember and not serving._pieces
+    exporting = search.Embedder.model()
+    assert exporting is not serving and not any(
+        word in piece for piece in exporting._pieces for word in ("walrus", "quorblatt"))
+    texts = ["Knotweed stems are injected in late summer.", "quorblatt walrus"]
+    assert (search.Embedder.embed(texts, serving=True) == search.Embedder.embed(texts)).all()
 
 
 def test_pdfs_are_published_or_served_only_to_those_who_may_read_them(site: Site) -> None:

@@ -9,12 +9,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from builders import Node, Records, ServerThread, app_for, http_get, issue_key, species, team
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporter.build import build
 from exporter.config import Project
+from exporter.contract.bundle import RECORDS
+from exporter.contract.wire import COLLECTIONS, PUBLIC
+from sidecar.records import Records as StoredRecords
 
 EPOCH = "1970-01-01T00:00:00Z"
 
@@ -156,3 +160,24 @@ def test_a_restricted_record_moved_into_a_public_collection_keeps_its_past(
     before = ledger.read_bytes()
     build(Project(node.root), now=now + timedelta(minutes=10))
     assert ledger.read_bytes() == before  # the ledger knows the record as live
+
+
+def test_an_anonymous_page_is_cut_alike_whatever_restricted_records_sit_between(
+        sample_root: Path) -> None:
+    """In the sample, restricted species sort between public ones (Arnica montana between
+    Alnus and Baccharis). The bundle keeps each access group's rows together, so every page
+    of an anonymous list is one slice of the map: what it costs cannot tell where a
+    restricted record sits (a page that straddled one was cut in three, measurably slower)."""
+    path = Project(sample_root).bundle / RECORDS
+    table = pa.ipc.open_file(pa.memory_map(str(path))).read_all().to_pylist()
+    access = [row["access"] for row in sorted(table, key=lambda row: row["position"])
+              if row["collection"] == "species"]
+    first, last = access.index(PUBLIC), len(access) - 1 - access[::-1].index(PUBLIC)
+    assert any(group != PUBLIC for group in access[first:last])  # restricted in between
+    records = StoredRecords(path)
+    assert records.grouped
+    for collection in COLLECTIONS:
+        rows = records.listed(collection, [PUBLIC])
+        for limit in (1, 2, 7, 50):
+            for offset in range(0, len(rows)):
+                assert len(records.runs(rows[offset:offset + limit])[0]) == 1

@@ -135,11 +135,14 @@ def test_the_record_reads_follow_the_sql_rule(tmp_path_factory: Any, rows: list[
         at = records.row(row["id"])
         assert at is not None and records.body(at) == row["item"][:-1]
         assert records.digest(at) == row["digest"]
-    in_order = sorted(rows, key=lambda row: (row["collection"], row["position"]))
-    ordered_path = path.with_name("ordered.arrow")  # as the export writes it: in list order
-    with pa.OSFile(str(ordered_path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
-        writer.write_table(pa.Table.from_pylist(in_order, schema=schema))
-    for kept in (records, Records(ordered_path)):
+    # as the export writes it: by collection, access group and list position
+    stored = sorted(rows, key=lambda row: (row["collection"], row["access"], row["position"]))
+    stored_path = path.with_name("stored.arrow")
+    with pa.OSFile(str(stored_path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        writer.write_table(pa.Table.from_pylist(stored, schema=schema))
+    exported = Records(stored_path)
+    assert exported.grouped
+    for kept in (records, exported):
         for name in collections:  # any page of the caller's rows, cut from runs of rows
             listed_rows = kept.listed(name, groups)
             for start in range(0, len(listed_rows) + 1, 3):
@@ -147,3 +150,12 @@ def test_the_record_reads_follow_the_sql_rule(tmp_path_factory: Any, rows: list[
                 assert kept.joined(page, b"[", b"]") == b"[" + b",".join(
                     kept.body(int(at)) for at in page) + b"]"
                 assert kept.digests(page) == b"".join(kept.digest(int(at)) for at in page)
+                if not len(page):
+                    continue
+                # What a page costs follows from its runs: they depend on the caller's own
+                # rows alone (a run ends where its group does), never on rows between them
+                # that it may not see; a file not grouped so is cut row by row.
+                access = [kept.access[int(at)] for at in page]
+                runs = 1 + sum(a != b for a, b in zip(access, access[1:], strict=False)) \
+                    if kept.grouped else len(page)
+                assert len(kept.runs(page)[0]) == runs

@@ -6,10 +6,12 @@ holds restricted records, so its folder is 0700 and its files 0600.
 - `manifest.json` `schema.json` `openapi.json` `index.html` `changes.ndjson`: the exact bytes
   of the static files `api/manifest.json`, `api/schema.json`, `api/openapi.json`,
   `index.html` and `api/sync/changes.ndjson`
-- `records.arrow` one row per live record (public and restricted), `RECORD_COLUMNS`, in
-  list order (by collection, then `position`): an uncompressed Arrow IPC file, so that both
-  the sidecar and the next export map it into memory and read it without copying; each
-  row's `item` is its served bytes and a comma, so a run of rows is a list page's items
+- `records.arrow` one row per live record (public and restricted), `RECORD_COLUMNS`, by
+  collection, then access group, then list order (`position`): an uncompressed Arrow IPC
+  file, so that both the sidecar and the next export map it into memory and read it without
+  copying; each row's `item` is its served bytes and a comma, so a run of rows is a list
+  page's items. A group's rows of a collection are one run: a page for a caller is cut from
+  runs that the records it may see decide, never the ones it may not
 - `events.parquet` the ledger, one row per `feed.Event`, `EVENT_COLUMNS`
 - `search/<group>/` the search index of one access group's records (`exporter.search`):
   tantivy's files, `vectors.npy` and `state.json`
