@@ -393,6 +393,10 @@ def _header_problems(header: list[str], rel: str, collection: Collection) -> lis
 
 
 _WHOLE = re.compile(r"-?[0-9]+", re.ASCII)
+# Whole numbers are 64-bit, as TOML's are (and the hub's BIGINT): a larger one is an error
+# of its file, not a number some reader silently loses.
+WHOLE_MIN, WHOLE_MAX = -2**63, 2**63 - 1
+OUT_OF_RANGE = f"out of range: a whole number here runs from {WHOLE_MIN} to {WHOLE_MAX}"
 _NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?", re.ASCII)
 
 
@@ -401,9 +405,11 @@ def _coerce(cell: str, spec: dict[str, Any] | None) -> tuple[Any, str]:
     `+5`, `1_0`, `٣` or `nan` are refused, not guessed at."""
     kind = (spec or {}).get("type")
     if kind == "integer":
-        if _WHOLE.fullmatch(cell):
-            return int(cell), ""
-        return None, f"expected a whole number, found {cell!r}"
+        if not _WHOLE.fullmatch(cell):
+            return None, f"expected a whole number, found {cell!r}"
+        if len(cell) > 20 or not WHOLE_MIN <= int(cell) <= WHOLE_MAX:  # (int() of any
+            return None, f"{_shortened(cell)} is {OUT_OF_RANGE}"       # length: no)
+        return int(cell), ""
     if kind == "number":
         if _NUMBER.fullmatch(cell):
             return float(cell), ""
@@ -418,6 +424,21 @@ def _coerce(cell: str, spec: dict[str, Any] | None) -> tuple[Any, str]:
     if kind == "array":
         return [part.strip() for part in cell.split(";") if part.strip()], ""
     return cell, ""
+
+
+def _too_large(value: Any) -> bool:
+    """Whether a value holds a whole number beyond 64 bits (in a list or table too)."""
+    if type(value) is int:
+        return not WHOLE_MIN <= value <= WHOLE_MAX
+    if isinstance(value, list):
+        return any(_too_large(item) for item in value)
+    if isinstance(value, dict):
+        return any(_too_large(item) for item in value.values())
+    return False
+
+
+def _shortened(text: str) -> str:
+    return repr(text if len(text) <= 24 else f"{text[:10]}...{text[-10:]}")
 
 
 def _plain(value: Any) -> Any:
@@ -443,7 +464,10 @@ def validate(record: SourceRecord, collection: Collection) -> list[Problem]:
     fields = {k: v for k, v in record.fields.items() if not collection.served_by_node(k)}
     for error in collection.errors(fields):
         problems.extend(_describe(error, record, collection))
-    return problems
+    for name, value in fields.items():
+        if _too_large(value):
+            problems.append(Problem(record.path, record.line_of(name), name, OUT_OF_RANGE))
+    return list(dict.fromkeys(problems))  # each once (a validator may say one thing twice)
 
 
 def _describe(error: Any, record: SourceRecord, collection: Collection) -> Iterator[Problem]:

@@ -69,7 +69,8 @@ class Ledger:
             return cls(path, events, valid)
         lines = raw[:valid].split(b"\n")[:-1]
         try:  # lines not as `Event.line` writes them, in one pass of the JSON parser
-            rows = json.loads(b"[" + b",".join(line for line in lines if line.strip()) + b"]")
+            rows = json.loads(b"[" + b",".join(line for line in lines if line.strip()) + b"]",
+                              parse_int=_whole)
             events = [Event(**row) for row in rows]
             if all(_sound(event, previous) for event, previous in
                    zip(events, [0, *(e.seq for e in events)], strict=False)):
@@ -166,11 +167,25 @@ _TIME = re.compile(TIME_PATTERN)
 _ID = re.compile(UUID_PATTERN)
 _ACCESS = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 _HASH = re.compile(r"sha256:[0-9a-f]{64}")
+SEQ_DIGITS = 18  # a seq is below 10**18: it fits in 64 bits, as readers of the feed keep it
+
+
+def _a_time(value: object) -> bool:
+    """A time as the ledger writes it, and one that exists (not 2026-02-30T25:00:00Z)."""
+    if not isinstance(value, str) or _TIME.fullmatch(value) is None:
+        return False
+    try:
+        parse_time(value)
+    except ValueError:
+        return False
+    return True
+
+
 # field -> (check, what the value must be)
 _FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
-    "seq": (lambda v: type(v) is int, "a whole number"),
-    "at": (lambda v: isinstance(v, str) and _TIME.fullmatch(v) is not None,
-           "a time like 2026-01-31T12:00:00Z"),
+    "seq": (lambda v: type(v) is int and 0 <= v < 10**SEQ_DIGITS,
+            f"a whole number of at most {SEQ_DIGITS} digits"),
+    "at": (_a_time, "a time like 2026-01-31T12:00:00Z"),
     "op": (lambda v: v in OPS, f"one of {', '.join(OPS)}"),
     "collection": (lambda v: v in COLLECTIONS, f"one of {', '.join(COLLECTIONS)}"),
     "id": (lambda v: isinstance(v, str) and _ID.fullmatch(v) is not None,
@@ -186,7 +201,8 @@ _RESTORE = "the ledger was edited or merged badly: restore it from version contr
 # A line exactly as `Event.line` writes it, its values of the forms `_FIELDS` requires (and
 # so free of JSON escapes): its groups are the values.
 _LINE = re.compile(
-    r'^\{"seq":(0|[1-9][0-9]*),"at":"(' + _TIME.pattern + r')","op":"(' + "|".join(OPS)
+    r'^\{"seq":(0|[1-9][0-9]{0,' + str(SEQ_DIGITS - 1) + r'}),"at":"(' + _TIME.pattern
+    + r')","op":"(' + "|".join(OPS)
     + r')","collection":"(' + "|".join(COLLECTIONS) + r')","id":"(' + _ID.pattern
     + r')","hash":"(' + _HASH.pattern + r')","access":"(' + _ACCESS.pattern + r')"\}$',
     re.MULTILINE)
@@ -199,6 +215,8 @@ def _written(data: bytes) -> list[Event] | None:
     found = _LINE.findall(text)  # a match is a whole line: one per line at most
     if len(found) != text.count("\n"):
         return None
+    if not all(_a_time(at) for at in {f[1] for f in found}):  # each second once
+        return None
     events = [Event(int(f[0]), f[1], f[2], f[3], f[4], f[5], f[6]) for f in found]
     previous = 0
     for event in events:
@@ -206,6 +224,14 @@ def _written(data: bytes) -> list[Event] | None:
             return None
         previous = event.seq
     return events
+
+
+def _whole(digits: str) -> int:
+    """A JSON integer of the ledger; one far too long for a seq is not turned into a number
+    at all (Python refuses to past 4,300 digits, with advice for programmers)."""
+    if len(digits) > 2 * SEQ_DIGITS:
+        raise ValueError(f"a number of {len(digits)} digits")
+    return int(digits)
 
 
 def _sound(event: Event, previous_seq: int) -> bool:
@@ -217,7 +243,7 @@ def _sound(event: Event, previous_seq: int) -> bool:
 def _parse(line: bytes, path: Path, number: int, previous_seq: int) -> Event:
     where = f"{path.name}:{number}"
     try:
-        data = json.loads(line)
+        data = json.loads(line, parse_int=_whole)
     except ValueError as exc:
         raise ExportError(f"{where}: not a ledger event ({exc}); {_RESTORE}") from None
     if not isinstance(data, dict):

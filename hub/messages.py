@@ -5,12 +5,11 @@ from, the field and what was wrong with it."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.contract.wire import COLLECTIONS, TIME_PATTERN, UUID_PATTERN, encode
+from exporter.contract.wire import COLLECTIONS, TIME_PATTERN, UUID_PATTERN, decode, encode
 
 from .errors import SyncError, one_line
 
@@ -22,14 +21,11 @@ OPS = ("upsert", "delete")
 SYNC_SCOPES = ("read", "changes")
 
 
-def _reject(constant: str) -> Any:
-    raise ValueError(f"{constant} is not JSON")
-
-
 def decode_json(body: bytes, where: str, what: str, hint: str = "") -> Any:
-    """Strict JSON: UTF-8, no NaN or Infinity."""
+    """Strict JSON (`wire.decode`): UTF-8, no member twice, no lone surrogate, no NaN or
+    Infinity."""
     try:
-        return json.loads(body.decode("utf-8"), parse_constant=_reject)
+        return decode(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise SyncError(f"{where}: {what} is not JSON ({one_line(str(exc), 80)})"
                         + (f"; {hint}" if hint else "")) from None

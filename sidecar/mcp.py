@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +27,7 @@ from typing import Any
 from aiohttp import web
 
 from exporter import __version__
-from exporter.contract.wire import encode
+from exporter.contract.wire import decode, encode
 
 from . import service, tools
 from .errors import APIError, InvalidParameter, NotFound
@@ -78,10 +77,10 @@ async def handle(request: web.Request, store: Store, caller: service.Caller,
                                f"in content/node.toml (mcp_origins)")
     raw = await read_body(request)
     try:
-        body = json.loads(raw)
+        body = decode(raw)
     except (ValueError, RecursionError) as exc:
         return _error(None, RpcError(PARSE_ERROR, f"Parse error: the body is not JSON "
-                                                  f"({str(exc)[:80]})"))
+                                                  f"({str(exc)[:120]})"))
     if isinstance(body, dict) and "jsonrpc" not in body:
         return await _seed(body, store, caller)
     message_id = body.get("id") if isinstance(body, dict) else None

@@ -17,6 +17,7 @@ from exporter.contract.wire import (
     ASK_LIMIT_MAX,
     BODY_LIMIT,
     QUESTION_MAX,
+    decode,
     format_time,
     parse_time,
 )
@@ -122,9 +123,9 @@ async def read_json_body(request: web.Request) -> dict[str, Any]:
     """The JSON object a POST endpoint takes."""
     raw = await read_body(request)
     try:
-        body = json.loads(raw)
+        body = decode(raw)
     except (ValueError, RecursionError) as exc:
-        raise InvalidParameter(f"the body is not valid JSON ({str(exc)[:100]}); send one JSON "
+        raise InvalidParameter(f"the body is not valid JSON ({str(exc)[:120]}); send one JSON "
                                f"object") from None
     if not isinstance(body, dict):
         raise InvalidParameter(f"the body must be a JSON object, not {type(body).__name__}; "

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from builders import REPO, Node, species, team
+from builders import REPO, Node, record_text, species, team
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
@@ -182,6 +182,44 @@ def test_csv_numbers_are_ascii_digits_only(node: Node, cell: str) -> None:
     found = problems(node.root)
     assert f"{TABLE}:2: seedsGerminated: expected a whole number, found {cell.strip()!r}" \
         in found
+
+
+@pytest.mark.parametrize("cell", ["9223372036854775808", "-9223372036854775809",
+                                  "1" + "0" * 30, "9" * 5000])
+def test_csv_whole_numbers_beyond_64_bits_are_errors_of_their_cell(node: Node,
+                                                                    cell: str) -> None:
+    """64 bits, as TOML's whole numbers (a hub stores them as BIGINT): larger is an error of
+    the cell, never a crash (Python turns at most 4,300 digits into a number)."""
+    row = [row_id(1), "Trial", *CELLS.values()]
+    row[FIELDS.index("seedsGerminated")] = cell
+    write_table(node.root, FIELDS, [row])
+    found = problems(node.root)
+    assert any(line.startswith(f"{TABLE}:2: seedsGerminated: '") and "out of range" in line
+               for line in found), found
+    row[FIELDS.index("seedsGerminated")] = "9223372036854775807"
+    write_table(node.root, FIELDS, [row])
+    load(Project(node.root))  # the largest is a number like any other
+
+
+def test_toml_whole_numbers_beyond_64_bits_are_errors_of_their_line(node: Node) -> None:
+    path = node.path("germination", "big")
+    path.parent.mkdir(parents=True)
+    fields = {"id": row_id(1), "title": "Trial", **CELLS, "seedsSown": 100, "seedsGerminated": 40}
+    text = record_text(fields).replace("seedsSown = 100", "seedsSown = " + "9" * 30)
+    path.write_text(text)
+    line = text.splitlines().index("seedsSown = " + "9" * 30) + 1
+    found = problems(node.root)
+    assert found == [f"content/germination/big.md:{line}: seedsSown: out of range: a whole "
+                     f"number here runs from -9223372036854775808 to 9223372036854775807"]
+
+
+def test_each_missing_field_is_said_once(node: Node) -> None:
+    path = node.path("germination", "bare")
+    path.parent.mkdir(parents=True)
+    path.write_text(record_text({"id": row_id(1), "title": "Bare trial"}))
+    found = problems(node.root)
+    missing = [line for line in found if line.endswith(": required")]
+    assert len(missing) == len(set(missing)) == 6, found
 
 
 def test_access_set_twice_in_front_matter_is_a_toml_error(node: Node) -> None:

@@ -76,6 +76,8 @@ def set_field(ledger: Path, number: int, name: str, value: Any) -> None:
     ("id", "8ED5B2E8-0000-4000-8000-000000000001\n"), ("at", 1772352000),
     ("at", "\u0662\u0660\u0662\u0666-03-01T08:00:00Z"),  # digits of another script
     ("access", {"group": "partners"}),
+    ("seq", 10**18), ("seq", 10**30), ("at", "9999-99-99T99:99:99Z"),
+    ("at", "2026-02-30T08:00:00Z"), ("at", "2026-03-01T24:00:00Z"),
 ])
 def test_ledger_field_of_the_wrong_type(tmp_path: Path, name: str, value: Any) -> None:
     root = exported_node(tmp_path / "node")
@@ -90,6 +92,17 @@ def test_ledger_field_of_the_wrong_type(tmp_path: Path, name: str, value: Any) -
     after = snapshot(root)
     after.pop("ledger.jsonl")
     assert after == before
+
+
+def test_a_ledger_number_too_long_to_read_is_said_so(tmp_path: Path) -> None:
+    """Python turns at most 4,300 digits into a number: a longer seq is an error of its
+    line, never a traceback."""
+    root = exported_node(tmp_path / "node")
+    lines = (root / "ledger.jsonl").read_text().splitlines(keepends=True)
+    lines[1] = lines[1].replace('"seq":2,', '"seq":2' + "0" * 5000 + ",")
+    (root / "ledger.jsonl").write_text("".join(lines))
+    assert_one_error(cli_export(root), "ledger.jsonl:2: not a ledger event (a number of 5001 "
+                                       "digits)", "restore it from version control")
 
 
 def test_ledger_that_is_a_folder(tmp_path: Path) -> None:

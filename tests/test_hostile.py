@@ -185,6 +185,51 @@ def test_fuzz_never_5xx_always_the_contract_never_restricted(
         assert needle not in text, where
 
 
+# Text that may hold halves of surrogate pairs: JSON can escape them (\\ud800), though they
+# are no characters and UTF-8 cannot hold them.
+halves = st.lists(st.one_of(odd_text, st.integers(0xD800, 0xDFFF).map(chr)), min_size=1,
+                  max_size=4).map("".join).filter(lambda text: not text.isprintable()
+                                                  or any("\ud800" <= c <= "\udfff"
+                                                         for c in text))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(text=halves, where=st.sampled_from(["question", "seed query", "rpc query", "rpc id",
+                                           "member name"]))
+def test_a_body_holding_half_a_surrogate_pair_is_refused_whole(
+        server: ServerThread, ungranted: str, text: str, where: str) -> None:
+    """Never a 500: a string the body escapes as half a surrogate pair, wherever it stands,
+    is 400 invalid_parameter (for JSON-RPC, a parse error), as is a member named twice."""
+    path, body = {
+        "question": ("/api/library/ask", {"question": f"knotweed {text}"}),
+        "seed query": ("/api/mcp", {"method": "tools/call", "params": {
+            "name": "search", "arguments": {"query": f"knotweed {text}"}}}),
+        "rpc query": ("/api/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "search", "arguments": {"query": f"knotweed {text}"}}}),
+        "rpc id": ("/api/mcp", {"jsonrpc": "2.0", "id": text, "method": "ping"}),
+        "member name": ("/api/library/ask", {"question": "knotweed", text: 1}),
+    }[where]
+    raw_body = json.dumps(body).encode()  # ASCII: every half escaped as \\udxxx
+    headers = {"X-API-Key": ungranted, "Content-Type": "application/json"}
+    status, answer_headers, answer = request(server, "POST", path, headers, raw_body)
+    # (a high half then a low one is escaped as a pair: one character, read as such)
+    has_half = any("\ud800" <= c <= "\udfff" for c in json.loads(json.dumps(text)))
+    if path == "/api/mcp":  # JSON-RPC's errors, in its own form
+        assert status < 500 and answer_headers.get("X-Node-Access"), answer
+        if has_half:
+            assert status == 400 and json.loads(answer)["error"]["code"] == -32700, answer
+        else:
+            assert status == 200, answer
+    else:
+        follows_contract(status, answer_headers, answer, f"POST {path} {raw_body!r}")
+        if has_half:
+            assert status == 400 and b"lone surrogate" in answer, answer
+    twice = raw_body.replace(b'{"question"', b'{"question": "x", "question"', 1)
+    if where == "question":
+        status, _, answer = request(server, "POST", path, headers, twice)
+        assert status == 400 and b"appears twice" in answer, answer
+
+
 @pytest.mark.parametrize("target, status", [
     ("/api/species?offset=18446744073709551616", 400),
     ("/api/species?offset=9223372036854775807", 200),

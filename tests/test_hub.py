@@ -522,6 +522,44 @@ def test_broken_first_load_leaves_no_file(where: str, value: Any, states: States
     assert not into.exists()
 
 
+@pytest.mark.parametrize("where, says", [
+    ("manifest name", "lone surrogate"), ("snapshot title", "lone surrogate"),
+    ("snapshot id twice", "'id' appears twice"), ("record title", "lone surrogate"),
+    ("record collection twice", "'collection' appears twice")])
+def test_json_that_readers_could_read_two_ways_is_refused(
+        where: str, says: str, states: States, crafted: Crafted, baseline: Path,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Half a surrogate pair (no character: Python keeps it, then fails to write it; DuckDB
+    refuses it) or a member named twice (Python keeps the last, DuckDB's ->> reads the
+    first): one line naming what the node sent, and nothing stored."""
+    first = where.startswith(("manifest", "snapshot"))
+    files = dict(states.a if first else states.b)
+    if where == "manifest name":
+        manifest = manifest_of(files)
+        manifest["node"]["name"] = "Node \ud800"
+        files = with_manifest(files, manifest)
+    elif where.startswith("snapshot"):
+        snapshot = URL(manifest_of(files)["sync"]["snapshots"][0]["url"]).path
+        files[snapshot] = files[snapshot].replace(b'"title":"', b'"title":"\\ud800', 1) \
+            if where == "snapshot title" else \
+            b'{"id":"' + str(uuid.UUID(int=99)).encode() + b'",' + files[snapshot][1:]
+        files = rehashed(files)
+    else:
+        path = _pending_upserts(states)[0]
+        files[path] = files[path].replace(b'"title":"', b'"title":"\\udc01', 1) \
+            if where == "record title" else b'{"collection":"team",' + files[path][1:]
+    crafted.reset(files)
+    if first:
+        into = tmp_path_factory.mktemp("first") / "hub.duckdb"
+        assert says in sync_error(crafted.url, into)
+        assert not into.exists()
+    else:
+        into = hub_copy(baseline, tmp_path_factory.mktemp("hub"))
+        before = rows(into)
+        assert says in sync_error(crafted.url, into)
+        assert rows(into) == before
+
+
 def keyed_answers(states: States, crafted: Crafted,
                   edit: Callable[[str, dict[str, Any]], None] = lambda where, body: None
                   ) -> None:

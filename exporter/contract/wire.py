@@ -39,6 +39,37 @@ def encode(obj: Any) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+def decode(data: bytes | str) -> Any:
+    """JSON as the node takes it from others (request bodies; a hub, a node's answers):
+    I-JSON (RFC 7493), so that every reader sees the same value: UTF-8, no member named
+    twice in one object (Python keeps the last, DuckDB the first), no string holding a
+    surrogate escape that is not half of a pair (it is no character, and cannot be written
+    back as UTF-8), no NaN or Infinity. Raises ValueError saying what was wrong."""
+    value = json.loads(data, object_pairs_hook=_members, parse_constant=_not_a_number)
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"\\u{ord(exc.object[exc.start]):04x} is a lone surrogate, no "
+                         f"character: send valid Unicode") from None
+    return value
+
+
+def _members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise ValueError(f"the member {name[:40]!r} appears twice in one object; "
+                                 f"send it once")
+            seen.add(name)
+    return found
+
+
+def _not_a_number(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON; send a number or null")
+
+
 def format_time(moment: datetime) -> str:
     """RFC 3339 in UTC with `Z`, second precision (the ledger's resolution)."""
     moment = moment.astimezone(UTC)  # %Y drops leading zeros before the year 1000
