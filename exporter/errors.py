@@ -17,9 +17,18 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
+        """One line, whatever the file's name or content holds: a character that would
+        break or disguise it (a line break, an escape sequence, a right-to-left mark) is
+        written as its escape."""
         where = f"{self.path}:{self.line}" if self.line else self.path
         field = f" {self.field}:" if self.field else ""
-        return f"{where}:{field} {self.message}"
+        return _shown(f"{where}:{field} {self.message}")
+
+
+def _shown(text: str) -> str:
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 class ExportError(FednodeError):

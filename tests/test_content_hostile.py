@@ -222,6 +222,20 @@ def test_each_missing_field_is_said_once(node: Node) -> None:
     assert len(missing) == len(set(missing)) == 6, found
 
 
+def test_a_problem_is_one_printable_line_whatever_the_names_hold(node: Node) -> None:
+    """A file name or a field name holding a line break, an escape sequence or a
+    right-to-left mark is written escaped: a problem stays one line, and says what it is."""
+    node.write("species", "ok", species("Fallopia japonica"))
+    folder = node.root / "content" / "species"
+    (folder / "bad\x1b[31m\nname.md").write_text("+++\nid = 5\n+++\n")
+    (folder / "key.md").write_text(record_text(species("Arnica montana")).replace(
+        "+++\n", '+++\n"x\u202ey" = 1\n', 1))
+    found = problems(node.root)
+    assert found and all(line.isprintable() for line in found), found
+    assert any(line.startswith("content/species/bad\\x1b[31m\\nname.md:") for line in found)
+    assert any("x\\u202ey: unknown field" in line for line in found), found
+
+
 def test_access_set_twice_in_front_matter_is_a_toml_error(node: Node) -> None:
     path = node.path("species", "twice")
     path.parent.mkdir(parents=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -76,19 +77,29 @@ def format_time(moment: datetime) -> str:
     return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}Z"
 
 
+# RFC 3339's date-time (section 5.6), ASCII only: a time zone (Z or +hh:mm) is required
+# below, to say so in words; ISO 8601's other forms (+0100, +01, a comma, a space, spaces
+# around it) are not this.
+_RFC3339 = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}"
+                      r"(?:\.[0-9]+)?)([Zz]|[+-][0-9]{2}:[0-9]{2})?", re.ASCII)
+
+
 def parse_time(text: str) -> datetime:
     """Parse an RFC 3339 timestamp with a time zone; raise ValueError with a reason."""
-    text = text.strip()
-    if len(text) < 19 or text[10] not in "Tt":
+    found = _RFC3339.fullmatch(text)
+    if found is None:
         raise ValueError("expected an RFC 3339 timestamp such as 2026-01-31T12:00:00Z")
-    try:
-        moment = datetime.fromisoformat(text.replace("z", "Z"))
+    if found.group(2) is None:
+        raise ValueError("the timestamp needs a time zone: end it with Z for UTC")
+    when, zone = found.groups()
+    whole, _, fraction = when.upper().partition(".")
+    try:  # (fromisoformat takes at most six digits of a second)
+        moment = datetime.fromisoformat(whole + ("." + fraction[:6].ljust(6, "0")
+                                                 if fraction else "") + zone.upper())
     except ValueError:
         raise ValueError(
             "expected an RFC 3339 timestamp such as 2026-01-31T12:00:00Z"
         ) from None
-    if moment.tzinfo is None:
-        raise ValueError("the timestamp needs a time zone: end it with Z for UTC")
     try:
         return moment.astimezone(UTC)
     except OverflowError:
