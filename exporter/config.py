@@ -150,21 +150,28 @@ class ServeConfig:
     redis: str | None = None  # where rate-limit windows are kept; None: in the process
 
 
+NOT_STARTED = "the sidecar did not start"
+
+
 def load_serve_config(project: Project) -> ServeConfig:
     """The `[serve]` table of content/node.toml (all of it optional); ContentError names
     every problem. Keep passwords out of it (it is committed): FEDNODE_REDIS_URL is read
-    first, by the CLI."""
+    first, by the CLI. A host without the file (a sidecar host given the build alone, as
+    docs/operations.md describes) has no settings: the defaults."""
     path = project.content / NODE_FILE
     rel = f"content/{NODE_FILE}"
     try:
         data = tomllib.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        return ServeConfig()
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ContentError([Problem(rel, 0, "", f"cannot read the [serve] settings: "
-                                                f"{exc}")]) from None
+                                                f"{exc}")], NOT_STARTED) from None
     table = data.get("serve", {})
     if not isinstance(table, dict):
         raise ContentError([Problem(rel, _line_of(path, "serve"), "serve",
-                                    "must be a table: a line [serve], then its settings")])
+                                    "must be a table: a line [serve], then its settings")],
+                           NOT_STARTED)
     problems = []
     workers = table.get("workers", 1)
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
@@ -180,5 +187,5 @@ def load_serve_config(project: Project) -> ServeConfig:
         problems.append(Problem(rel, _line_of(path, name), f"serve.{name}",
                                 "unknown setting: [serve] takes workers and redis"))
     if problems:
-        raise ContentError(problems)
+        raise ContentError(problems, NOT_STARTED)
     return ServeConfig(workers=workers, redis=redis)

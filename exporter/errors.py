@@ -38,10 +38,10 @@ class ExportError(FednodeError):
 class ContentError(ExportError):
     """The content has problems; every one of them is listed."""
 
-    def __init__(self, problems: list[Problem]) -> None:
+    def __init__(self, problems: list[Problem], outcome: str = "nothing was written") -> None:
         self.problems = sorted(problems)
         files = len({p.path for p in self.problems})
         super().__init__(
             f"{len(self.problems)} problem{'s' if len(self.problems) != 1 else ''} "
-            f"in {files} file{'s' if files != 1 else ''}; nothing was written"
+            f"in {files} file{'s' if files != 1 else ''}; {outcome}"
         )

@@ -64,6 +64,9 @@ class Index:
             db = duckdb.connect(str(path))
         except duckdb.Error as exc:
             raise SyncError(_unopenable(path, exc)) from None
+        for made in (path, path.with_name(path.name + ".wal")):  # one of an older fednode
+            if made.exists() and made.stat().st_mode & 0o077:   # may be readable by others
+                made.chmod(0o600)
         index = cls(path, db)
         try:
             db.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,10 +33,13 @@ log = logging.getLogger("fednode.hub")
 async def sync(base_url: str, into: Path, key: str | None = None, *,
                limits: Limits | None = None,
                sleep: Callable[[float], Any] = asyncio.sleep) -> SyncReport:
-    """Bring the index at `into` up to date with the node at `base_url`."""
+    """Bring the index at `into` up to date with the node at `base_url`. The hub file, and
+    every file DuckDB makes beside it, is its owner's alone (0600): with a key that holds
+    groups it holds restricted records."""
     address = parse_address(base_url)
     existed = into.exists()
     completed = False
+    umask = os.umask(0o077)
     index = Index.open(into) if existed else None
     try:
         async with connect(address, key, limits or Limits(), sleep) as node:
@@ -63,3 +67,4 @@ async def sync(base_url: str, into: Path, key: str | None = None, *,
             index.close()
             if not existed and not completed:  # a first run that failed leaves no file
                 discard(into)
+        os.umask(umask)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -64,6 +65,26 @@ def test_export_then_serve_answers_with_the_static_bytes(tmp_path: Path) -> None
         server.terminate()
         _, errors = server.communicate(timeout=30)
     assert b"GET /api/team 200 open" in errors
+
+
+def test_a_sidecar_host_needs_the_build_alone(tmp_path: Path) -> None:
+    """A sidecar host is given the build (docs/operations.md), not content/: without
+    content/node.toml there are no [serve] settings, and the defaults hold."""
+    root = copy_sample(tmp_path / "publisher")
+    subprocess.run([*FEDNODE, "export", "--project", str(root)], env=ENV, capture_output=True,
+                   timeout=120, check=True)
+    host = tmp_path / "host"
+    shutil.copytree(root / ".fednode", host / ".fednode", symlinks=True)
+    port = free_port()
+    server = subprocess.Popen([*FEDNODE, "serve", "--project", str(host), "--port", str(port)],
+                              env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        status, _, body = wait_for(f"http://127.0.0.1:{port}/api/manifest", server, 30)
+        assert status == 200
+        assert body == (root / "site_out" / "api" / "manifest.json").read_bytes()
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
 
 
 def test_access_lines_are_written_within_a_second_while_serving(tmp_path: Path) -> None:

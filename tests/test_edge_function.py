@@ -4,7 +4,9 @@ sidecar: `netlify dev` cannot load Edge Functions offline."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from builders import REPO, ServerThread, app_for, copy_sample, issue_key, npm_to
 
 from exporter.build import build
 from exporter.config import Project
+from exporter.contract.endpoints import ENDPOINTS
 
 PARTNER_SURVEY = "e312fd28-7dc8-45bb-bd5a-c64d8125e7de"  # a resource for partners only
 KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"  # a public species
@@ -35,3 +38,26 @@ def test_the_edge_function_forwards_keyed_requests(tmp_path: Path) -> None:
                  "DENO_DIR": str(tmp_path / "deno-cache"), "NO_COLOR": "1"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "5 passed" in result.stdout
+
+
+def test_the_edge_function_runs_on_every_path_of_the_endpoint_table() -> None:
+    """A key sent to any of the node's paths, open ones included (pages, downloads, the
+    sitemap), reaches the sidecar, which checks it: a bad key is 401 on every endpoint, and a
+    key limited to some collections gets 403 for another's download. Netlify runs the
+    function only on the paths of its `config` (URLPattern: `*` anything, `:name` a
+    segment); it ran on /api/*, /library/* and / alone, so a keyed download was the CDN's
+    file, whatever the key."""
+    source = (REPO / "netlify" / "edge-functions" / "keyed.ts").read_text()
+    found = re.search(r"export const config = \{ path: (.*?) \};", source)
+    assert found, "keyed.ts exports its config on one line"
+    paths = json.loads(found.group(1))
+    paths = paths if isinstance(paths, list) else [paths]
+
+    def matches(pattern: str, path: str) -> bool:
+        regex = "".join(".*" if part == "*" else "[^/]+" if part.startswith(":")
+                        else re.escape(part) for part in re.split(r"(\*|:\w+)", pattern))
+        return re.fullmatch(regex, path) is not None
+
+    for endpoint in ENDPOINTS:
+        example = re.sub(r"\{\w+\}", "x1", endpoint.path)
+        assert any(matches(pattern, example) for pattern in paths), endpoint.path

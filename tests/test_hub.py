@@ -881,6 +881,33 @@ def test_a_hub_file_follows_one_node(tmp_path: Path) -> None:
         assert rows(into) == before
 
 
+def test_a_hub_file_is_its_owners_alone(tmp_path: Path) -> None:
+    """Synced with a key that holds a group, a hub file holds restricted records: it, and
+    what DuckDB writes beside it, are readable by their owner alone whatever the umask; a
+    wider file (an older fednode's) is narrowed at the next sync."""
+    node = Node(tmp_path / "node")
+    node.write("species", "one", species("Species one"))
+    node.write("species", "two", species("Species two", access="partners"))
+    build(Project(node.root), now=datetime(2026, 3, 1, 8, 0, tzinfo=UTC))
+    token, _ = issue_key(node.root, "partner", scopes=["read", "changes"], groups=["partners"])
+    into = tmp_path / "hub.duckdb"
+    umask = os.umask(0o022)
+    try:
+        with ServerThread(app_for(node.root)) as server:
+            run_sync(server.url, into, token)
+            made = sorted(tmp_path.glob("hub.duckdb*"))
+            assert made and all(path.stat().st_mode & 0o777 == 0o600 for path in made), made
+            with duckdb.connect(str(into), read_only=True) as db:
+                assert db.execute("SELECT count(*) FROM records WHERE json->>'access' = "
+                                  "'partners'").fetchone() == (1,)
+            into.chmod(0o644)
+            run_sync(server.url, into, token)
+            assert into.stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(umask)
+    assert os.umask(umask) == umask  # the process's own is back
+
+
 def test_a_key_without_the_sync_scopes_is_refused_before_anything_is_written(
         tmp_path: Path) -> None:
     node = Node(tmp_path / "node")

@@ -136,6 +136,7 @@ def test_serve_settings_in_node_toml_are_checked(node: tuple[Path, str]) -> None
     assert re.search(r"content/node.toml:\d+: serve.workers: must be a whole number",
                      done.stderr)
     assert "serve.threads: unknown setting" in done.stderr
+    assert "the sidecar did not start" in done.stderr and "nothing was written" not in done.stderr
 
 
 @pytest.mark.slow

@@ -4,11 +4,15 @@
 // record, /api/{collection}/{id}: it is rewritten here to the record's file, which sits in
 // a shard folder named by the first byte of the SHA-256 of its id (exporter/contract/
 // layout.py), since no redirect placeholder can name part of a path segment. This keeps
-// every folder of site_out/ under Netlify's 54,000 files, and costs no invocation more:
-// the function runs on every /api/* request anyway, for the header check below.
+// every folder of site_out/ under Netlify's 54,000 files.
 //
-// The trade-off: every keyed read of an open path costs an Edge Function invocation and a
-// trip to the sidecar. Anonymous reads never run more than the header check below.
+// It runs on every path: a key sent to any of the node's open paths (pages, downloads, the
+// sitemap) must be checked as the sidecar checks it (a bad key is 401 there too; a key
+// limited to some collections gets 403 for another's download), and only the sidecar can.
+// The trade-off: every request costs an Edge Function invocation (an anonymous one runs no
+// more than the header check below, then the CDN's file), and every keyed read of an open
+// path a trip to the sidecar. tests/test_netlify.py checks that the paths below cover every
+// path of the endpoint table.
 //
 // Set FEDNODE_SIDECAR_URL (the manifest's node.sidecar_url) in the site's environment.
 
@@ -64,4 +68,4 @@ function sidecarUrl(): string {
 export default (request: Request, context: { next: Next }): Promise<Response | URL> =>
   forward(request, sidecarUrl(), () => context.next());
 
-export const config = { path: ["/api/*", "/library/*", "/"] };
+export const config = { path: "/*" };
