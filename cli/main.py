@@ -406,10 +406,14 @@ def sync(base_url: str, key: str | None, into: Path, log_file: Path | None) -> N
     its views and the limits."""
     import asyncio
 
+    from hub.node import exposed_key, parse_address
     from hub.sync import sync as run_sync
     from hub.terminal import reporting
 
     with reporting(sys.stderr, log_file):
+        warning = exposed_key(parse_address(base_url), key)
+        if warning:
+            click.echo(warning, err=True)
         report = asyncio.run(run_sync(base_url, into, key))
     click.echo(report.summary())
 

@@ -10,6 +10,7 @@ hang), in retries, and in how long and how often a 429 is waited out."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -63,6 +64,20 @@ def parse_address(text: str) -> URL:
     if url.query_string or url.fragment:
         raise SyncError(f"give the node address without ?query or #fragment ({example})")
     return url.with_path(url.path.rstrip("/"))
+
+
+def exposed_key(url: URL, key: str | None) -> str | None:
+    """A warning when a key would travel unencrypted beyond this machine (http:// to a host
+    that is not loopback); None otherwise."""
+    host = (url.host or "").lower().strip("[]")
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost" or host.endswith(".localhost")
+    if key is None or url.scheme != "http" or loopback:
+        return None
+    return (f"Warning: the key goes to {url.host} over plain http://, readable and reusable "
+            f"by anyone on the way; give the node's https:// address")
 
 
 def _origin(url: URL) -> tuple[str, str, int | None]:

@@ -35,6 +35,7 @@ from cli.main import main
 from exporter.build import build
 from exporter.config import Project, load_node_config
 from hub.index import Index
+from hub.node import exposed_key, parse_address
 from hub.sync import Limits, SyncError, sync
 from hub.waits import retry_after
 
@@ -298,6 +299,20 @@ def test_cli_old_layout_is_refused_with_how_to(states: States, crafted: Crafted,
             INSERT INTO state VALUES ('mode', 'open'), ('position', '3');""")
     assert_one_error_line(cli(crafted.url, "--into", str(old)),
                           "older fednode", "delete it and sync again")
+
+
+@pytest.mark.parametrize("address, key, warned", [
+    ("http://node.example.org", "k", True), ("http://192.0.2.7:8000", "k", True),
+    ("https://node.example.org", "k", False), ("http://node.example.org", None, False),
+    ("http://127.0.0.1:8000", "k", False), ("http://127.8.9.1", "k", False),
+    ("http://[::1]:8000", "k", False), ("http://localhost:8000", "k", False),
+    ("http://hub.localhost", "k", False)])
+def test_a_key_sent_in_plain_text_beyond_this_machine_is_warned_of(
+        address: str, key: str | None, warned: bool) -> None:
+    warning = exposed_key(parse_address(address), key)
+    assert (warning is not None) == warned
+    if warning:
+        assert warning.startswith("Warning: the key goes to ") and "https://" in warning
 
 
 def test_cli_help_names_the_scopes() -> None:
