@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +28,14 @@ from exporter.contract.wire import COLLECTIONS
 # few distinct sets of groups (anonymous, and each kind of partner key).
 MERGED_KEPT = 256
 _END = len(ITEM_END)
+
+
+class Listing(NamedTuple):
+    """A caller's rows of one collection, in list order, and beside each the number of its
+    run (`Records.joined` cuts a run of rows as one slice of the map)."""
+
+    rows: np.ndarray
+    runs: np.ndarray
 
 
 class Records:
@@ -76,9 +85,9 @@ class Records:
         self._positions = positions
         # row -> its updated_at, in seconds since 1970 (the ledger's resolution)
         self._updated = _seconds(table.column("updated_at").to_pylist())
-        # (collection, groups) -> those rows in list order, and their updated_at beside them
+        # (collection, groups) -> those rows in list order, their updated_at and their runs
         self._merged: OrderedDict[tuple[str, tuple[str, ...]],
-                                  tuple[np.ndarray, np.ndarray]] = OrderedDict()
+                                  tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
 
     def row(self, record_id: str) -> int | None:
         return self._row.get(record_id)
@@ -91,37 +100,35 @@ class Records:
         offsets, data = self._offsets, self._data
         return [bytes(data[offsets[row]:offsets[row + 1] - _END]) for row in rows]
 
-    def joined(self, rows: np.ndarray, head: bytes, tail: bytes) -> bytes:
-        """`head`, the rows' bytes separated by commas, then `tail`: each run of consecutive
-        rows one slice of the map, copied once (`runs`)."""
+    def joined(self, listing: Listing, start: int, stop: int, head: bytes, tail: bytes
+               ) -> bytes:
+        """`head`, the bytes of the listing's rows from `start` to `stop` separated by commas,
+        then `tail`: each of their runs one slice of the map, copied once."""
+        rows, runs = listing.rows[start:stop], listing.runs[start:stop]
         if not len(rows):
             return head + tail
-        starts, ends = self.runs(rows)
-        data = self._data
-        if len(starts) == 1:  # one run, as a caller holding one group gets
-            return b"".join((head, data[starts[0]:ends[0] - _END], tail))
+        data, offsets = self._data, self._offsets
+        if runs[0] == runs[-1]:  # one run, as a caller holding one group gets
+            return b"".join((head, data[int(offsets[rows[0]]):int(offsets[rows[-1] + 1])
+                                        - _END], tail))
+        breaks = np.flatnonzero(runs[1:] != runs[:-1]) + 1  # where a run starts, but the first
+        starts = offsets[rows[np.concatenate(([0], breaks))]].tolist()
+        ends = offsets[rows[np.concatenate((breaks - 1, [len(rows) - 1]))] + 1].tolist()
         pieces: list[bytes | memoryview] = [head]
-        pieces += [data[start:end] for start, end in zip(starts, ends, strict=True)]
+        pieces += [data[first:last] for first, last in zip(starts, ends, strict=True)]
         pieces[-1] = pieces[-1][:-_END]
         pieces.append(tail)
         return b"".join(pieces)
 
-    def runs(self, rows: np.ndarray) -> tuple[list[int], list[int]]:
-        """Where in the map each run of `rows` starts and ends: a run is rows of one group
-        that follow each other in the file as in `rows`; in a file not grouped as the export
-        writes it, each row is a run of its own."""
-        offsets = self._offsets
-        if not self.grouped:
-            return offsets[rows].tolist(), offsets[rows + 1].tolist()
-        first, last = int(rows[0]), int(rows[-1])
-        steps = np.diff(rows) != 1
-        if not steps.any() and self._group[first] == self._group[last]:  # one group's rows
-            return [int(offsets[first])], [int(offsets[last + 1])]
+    def _runs(self, rows: np.ndarray) -> np.ndarray:
+        """Beside each of `rows`, the number of its run: rows of one group that follow each
+        other in the file, in `rows` too. In a file not grouped as the export writes it, each
+        row is a run of its own."""
+        if not self.grouped or not len(rows):
+            return np.arange(len(rows))
         group = self._group[rows]
-        breaks = np.flatnonzero(steps | (group[1:] != group[:-1])) + 1  # where a run starts
-        starts = offsets[rows[np.concatenate(([0], breaks))]].tolist()
-        ends = offsets[rows[np.concatenate((breaks - 1, [len(rows) - 1]))] + 1].tolist()
-        return starts, ends
+        starts = (np.diff(rows) != 1) | (group[1:] != group[:-1])
+        return np.concatenate(([0], np.cumsum(starts)))
 
     def digest(self, row: int) -> bytes:
         """The first 16 bytes of the SHA-256 of a record's bytes: what a validator (an
@@ -132,18 +139,21 @@ class Records:
         """The rows' digests, one after the other."""
         return self._digests[rows].tobytes()  # type: ignore[no-any-return]
 
-    def listed(self, collection: str, groups: Sequence[str]) -> np.ndarray:
+    def listed(self, collection: str, groups: Sequence[str]) -> Listing:
         """The rows of `collection` in the given access groups, in list order."""
-        return self._listed(collection, groups)[0]
+        rows, _, runs = self._listed(collection, groups)
+        return Listing(rows, runs)
 
-    def listed_since(self, collection: str, groups: Sequence[str], since: str) -> np.ndarray:
+    def listed_since(self, collection: str, groups: Sequence[str], since: str) -> Listing:
         """Those of `listed` updated at or after `since` (an RFC 3339 UTC time), in order."""
-        rows, times = self._listed(collection, groups)
-        return rows[times >= _seconds([since])[0]]
+        rows, times, _ = self._listed(collection, groups)
+        rows = rows[times >= _seconds([since])[0]]
+        return Listing(rows, self._runs(rows))
 
-    def _listed(self, collection: str, groups: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    def _listed(self, collection: str, groups: Sequence[str]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if collection not in COLLECTIONS:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
         key = (collection, tuple(sorted(set(groups))))
         found = self._merged.get(key)
         if found is not None:
@@ -158,7 +168,7 @@ class Records:
             merged = merged[np.argsort(self._positions[merged], kind="stable")]
         else:
             merged = np.zeros(0, np.int64)
-        found = self._merged[key] = (merged, self._updated[merged])
+        found = self._merged[key] = (merged, self._updated[merged], self._runs(merged))
         if len(self._merged) > MERGED_KEPT:
             self._merged.popitem(last=False)
         return found

@@ -131,14 +131,16 @@ async def list_records(store: Store, caller: Caller, collection: str, *, limit: 
     caller.require_collection(collection)
     snapshot = await store.current()
     records = snapshot.records
-    rows = records.listed(collection, caller.groups) if updated_since is None \
+    listing = records.listed(collection, caller.groups) if updated_since is None \
         else records.listed_since(collection, caller.groups, updated_since)
-    page = rows[offset:offset + limit]
-    head, tail = list_envelope(snapshot.base_url, collection, len(page) > 0, total=len(rows),
-                               limit=limit, offset=offset, updated_since=updated_since)
+    page = listing.rows[offset:offset + limit]
+    head, tail = list_envelope(snapshot.base_url, collection, len(page) > 0,
+                               total=len(listing.rows), limit=limit, offset=offset,
+                               updated_since=updated_since)
     made_of = hashlib.sha256(b"%d:%b%b" % (len(page), head, tail))
     made_of.update(records.digests(page))
-    return Served(records.joined(page, head, tail), _tag(made_of.digest()))
+    return Served(records.joined(listing, offset, offset + limit, head, tail),
+                  _tag(made_of.digest()))
 
 
 async def read_record(store: Store, caller: Caller, collection: str, record_id: str
@@ -166,7 +168,7 @@ async def snapshot_file(store: Store, caller: Caller, collection: str, offset: i
     """A chunk of a collection's public snapshot (public records only, whoever asks)."""
     caller.require_collection(collection)
     records = (await store.current()).records
-    rows = records.listed(collection, [PUBLIC])[offset:offset + SNAPSHOT_CHUNK]
+    rows = records.listed(collection, [PUBLIC]).rows[offset:offset + SNAPSHOT_CHUNK]
     # chunks start at multiples of SNAPSHOT_CHUNK only
     if offset % SNAPSHOT_CHUNK or not len(rows):
         raise NotFound("no such snapshot file; /api/manifest lists them under sync.snapshots")

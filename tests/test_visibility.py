@@ -122,7 +122,7 @@ def test_the_record_reads_follow_the_sql_rule(tmp_path_factory: Any, rows: list[
         if visible(groups, collections, row["access"], row["collection"])]
     listed = [(name, table.column("id")[int(row)].as_py())
               for name in sorted(collections)
-              for row in records.listed(name, groups)]
+              for row in records.listed(name, groups).rows]
     assert by_id == [tuple(row) for row in in_sql] == listed
     since = "2026-03-02T08:00:01Z"
     in_sql_since = db.execute(f"SELECT collection, id FROM records WHERE "
@@ -130,7 +130,7 @@ def test_the_record_reads_follow_the_sql_rule(tmp_path_factory: Any, rows: list[
                               f"ORDER BY collection, position").fetchall()
     assert [tuple(row) for row in in_sql_since] == [
         (name, table.column("id")[int(row)].as_py()) for name in sorted(collections)
-        for row in records.listed_since(name, groups, since)]
+        for row in records.listed_since(name, groups, since).rows]
     for row in rows:
         at = records.row(row["id"])
         assert at is not None and records.body(at) == row["item"][:-1]
@@ -144,18 +144,20 @@ def test_the_record_reads_follow_the_sql_rule(tmp_path_factory: Any, rows: list[
     assert exported.grouped
     for kept in (records, exported):
         for name in collections:  # any page of the caller's rows, cut from runs of rows
-            listed_rows = kept.listed(name, groups)
-            for start in range(0, len(listed_rows) + 1, 3):
-                page = listed_rows[start:start + 4]
-                assert kept.joined(page, b"[", b"]") == b"[" + b",".join(
-                    kept.body(int(at)) for at in page) + b"]"
-                assert kept.digests(page) == b"".join(kept.digest(int(at)) for at in page)
-                if not len(page):
-                    continue
-                # What a page costs follows from its runs: they depend on the caller's own
-                # rows alone (a run ends where its group does), never on rows between them
-                # that it may not see; a file not grouped so is cut row by row.
-                access = [kept.access[int(at)] for at in page]
-                runs = 1 + sum(a != b for a, b in zip(access, access[1:], strict=False)) \
-                    if kept.grouped else len(page)
-                assert len(kept.runs(page)[0]) == runs
+            for listing in (kept.listed(name, groups), kept.listed_since(name, groups, since)):
+                for start in range(0, len(listing.rows) + 1, 3):
+                    page = listing.rows[start:start + 4]
+                    assert kept.joined(listing, start, start + 4, b"[", b"]") == b"[" + \
+                        b",".join(kept.body(int(at)) for at in page) + b"]"
+                    assert kept.digests(page) == b"".join(kept.digest(int(at)) for at in page)
+                    if not len(page):
+                        continue
+                    # What a page costs follows from its runs: they depend on the caller's
+                    # own rows alone (a run ends where its group does, or where the caller's
+                    # filter skipped a row), never on rows between them that it may not see;
+                    # a file not grouped so is cut row by row.
+                    access = [kept.access[int(at)] for at in page]
+                    runs = 1 + sum(a != b or int(y) != int(x) + 1 for a, b, x, y in zip(
+                        access, access[1:], page, page[1:], strict=False)) \
+                        if kept.grouped else len(page)
+                    assert len(set(listing.runs[start:start + 4].tolist())) == runs
