@@ -32,10 +32,11 @@ _END = len(ITEM_END)
 
 class Listing(NamedTuple):
     """A caller's rows of one collection, in list order, and beside each the number of its
-    run (`Records.joined` cuts a run of rows as one slice of the map)."""
+    run (`Records.joined` cuts a run of rows as one slice of the map); None where only a
+    page's runs are worth finding (rows filtered for one request)."""
 
     rows: np.ndarray
-    runs: np.ndarray
+    runs: np.ndarray | None
 
 
 class Records:
@@ -71,9 +72,10 @@ class Records:
             self._rows[pair] = array[np.argsort(positions[array], kind="stable")]
         # As the export writes it (`contract.bundle`), a group's rows of a collection are
         # consecutive in the file, in list order. Then the runs a caller's page is cut from
-        # end only where it passes from one of the caller's groups to another: how many there
-        # are, and so what a page costs, depends on the records it may see alone, never on
-        # those between them that it may not. A file not written so (by an older export) is
+        # end only where it passes from one of the caller's groups to another (or where its
+        # updated_since leaves out a row of its own): how many there are, and so what a page
+        # costs, depends on the records it may see alone, never on those between them that
+        # it may not. A file not written so (by an older export) is
         # cut row by row, at a cost that depends on the number of rows alone (`joined`).
         self.grouped = all(bool(np.all(np.diff(rows) == 1)) for rows in self._rows.values())
         # row -> a number for its (collection, group): a run never passes from one group's
@@ -104,9 +106,10 @@ class Records:
                ) -> bytes:
         """`head`, the bytes of the listing's rows from `start` to `stop` separated by commas,
         then `tail`: each of their runs one slice of the map, copied once."""
-        rows, runs = listing.rows[start:stop], listing.runs[start:stop]
+        rows = listing.rows[start:stop]
         if not len(rows):
             return head + tail
+        runs = self.runs_of(rows) if listing.runs is None else listing.runs[start:stop]
         data, offsets = self._data, self._offsets
         if runs[0] == runs[-1]:  # one run, as a caller holding one group gets
             return b"".join((head, data[int(offsets[rows[0]]):int(offsets[rows[-1] + 1])
@@ -120,7 +123,7 @@ class Records:
         pieces.append(tail)
         return b"".join(pieces)
 
-    def _runs(self, rows: np.ndarray) -> np.ndarray:
+    def runs_of(self, rows: np.ndarray) -> np.ndarray:
         """Beside each of `rows`, the number of its run: rows of one group that follow each
         other in the file, in `rows` too. In a file not grouped as the export writes it, each
         row is a run of its own."""
@@ -147,8 +150,7 @@ class Records:
     def listed_since(self, collection: str, groups: Sequence[str], since: str) -> Listing:
         """Those of `listed` updated at or after `since` (an RFC 3339 UTC time), in order."""
         rows, times, _ = self._listed(collection, groups)
-        rows = rows[times >= _seconds([since])[0]]
-        return Listing(rows, self._runs(rows))
+        return Listing(rows[times >= _seconds([since])[0]], None)
 
     def _listed(self, collection: str, groups: Sequence[str]
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -168,7 +170,7 @@ class Records:
             merged = merged[np.argsort(self._positions[merged], kind="stable")]
         else:
             merged = np.zeros(0, np.int64)
-        found = self._merged[key] = (merged, self._updated[merged], self._runs(merged))
+        found = self._merged[key] = (merged, self._updated[merged], self.runs_of(merged))
         if len(self._merged) > MERGED_KEPT:
             self._merged.popitem(last=False)
         return found
