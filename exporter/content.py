@@ -407,8 +407,9 @@ def _coerce(cell: str, spec: dict[str, Any] | None) -> tuple[Any, str]:
     if kind == "integer":
         if not _WHOLE.fullmatch(cell):
             return None, f"expected a whole number, found {cell!r}"
-        if len(cell) > 20 or not WHOLE_MIN <= int(cell) <= WHOLE_MAX:  # (int() of any
-            return None, f"{_shortened(cell)} is {OUT_OF_RANGE}"       # length: no)
+        # the length first: Python turns at most 4,300 digits into a number
+        if len(cell) > 20 or not WHOLE_MIN <= int(cell) <= WHOLE_MAX:
+            return None, f"{_shortened(cell)} is {OUT_OF_RANGE}"
         return int(cell), ""
     if kind == "number":
         if _NUMBER.fullmatch(cell):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+from yarl import URL
 
 from exporter.contract.wire import format_time
 
@@ -38,8 +39,16 @@ async def sync(base_url: str, into: Path, key: str | None = None, *,
     groups it holds restricted records."""
     address = parse_address(base_url)
     existed = into.exists()
-    completed = False
     umask = os.umask(0o077)
+    try:
+        return await _sync(address, into, key, existed, limits, sleep)
+    finally:
+        os.umask(umask)
+
+
+async def _sync(address: URL, into: Path, key: str | None, existed: bool,
+                limits: Limits | None, sleep: Callable[[float], Any]) -> SyncReport:
+    completed = False
     index = Index.open(into) if existed else None
     try:
         async with connect(address, key, limits or Limits(), sleep) as node:
@@ -67,4 +76,3 @@ async def sync(base_url: str, into: Path, key: str | None = None, *,
             index.close()
             if not existed and not completed:  # a first run that failed leaves no file
                 discard(into)
-        os.umask(umask)
