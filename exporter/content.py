@@ -210,11 +210,13 @@ def read(source: SourceFile, collection: Collection, *, validated: bool = True
     text = text.replace("\r\n", "\n")
     parse = _parse_csv if source.rel.endswith(".csv") else _parse_markdown
     records, problems = parse(text, source, collection)
+    said = {(p.line, p.field) for p in problems}  # a cell refused already: not "required"
     for record in records:
         found = validate(record, collection) if validated else []
         if not found:
             record.seal()
-        problems.extend(found)
+        problems.extend(p for p in found if p.message != "required"
+                        or (p.line, p.field) not in said)
     return records, problems
 
 

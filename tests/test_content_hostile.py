@@ -196,6 +196,7 @@ def test_csv_whole_numbers_beyond_64_bits_are_errors_of_their_cell(node: Node,
     found = problems(node.root)
     assert any(line.startswith(f"{TABLE}:2: seedsGerminated: '") and "out of range" in line
                for line in found), found
+    assert f"{TABLE}:2: seedsGerminated: required" not in found  # said once, rightly
     row[FIELDS.index("seedsGerminated")] = "9223372036854775807"
     write_table(node.root, FIELDS, [row])
     load(Project(node.root))  # the largest is a number like any other
