@@ -335,7 +335,9 @@ def table_rows(reader: _csv.Reader, rel: str, width: int, problems: list[Problem
 
 def _parse_csv(text: str, source: SourceFile, collection: Collection
                ) -> tuple[list[SourceRecord], list[Problem]]:
-    reader = csv.reader(io.StringIO(text, newline=""))
+    # strict: a quote left open is an error, not the rest of the file read as one cell
+    # (which would drop every record after it from the node)
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     records: list[SourceRecord] = []
     problems: list[Problem] = []
     try:

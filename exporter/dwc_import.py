@@ -84,6 +84,10 @@ def plan_import(project: Project, checklist: Checklist, *, dataset: str | None =
         raise ContentError([Problem(first.file, first.line, "datasetID",
                                     "missing: give the checklist a datasetID column or "
                                     "pass --dataset (a DOI or URL naming it)")])
+    for name in sorted(d for d in datasets if d and not d.isprintable()):
+        raise ContentError([Problem(checklist.source, 0, "datasetID",
+                                    f"{name[:60]!r} holds a control character: a dataset is "
+                                    f"named by a DOI or URL")])
     plan = ImportPlan(", ".join(sorted(d for d in datasets if d)))
     existing = _existing(project)
     by_id = {r.id: r for r in existing}
@@ -142,9 +146,15 @@ def plan_import(project: Project, checklist: Checklist, *, dataset: str | None =
         taken.add(path)
         plan.added.append(Planned(taxon.taxon_id, ident, project.root / path, fields, body))
     present = {t.taxon_id for t in checklist.taxa}
-    plan.left = [r for r in existing if r.fields.get("datasetID") in datasets
-                 and r.fields.get("taxonID") and r.fields["taxonID"] not in present
-                 and r.id == record_id(r.fields["datasetID"], r.fields["taxonID"])]
+    gone = [r for r in existing if r.fields.get("datasetID") in datasets
+            and r.fields.get("taxonID") and r.fields["taxonID"] not in present
+            and r.id == record_id(r.fields["datasetID"], r.fields["taxonID"])]
+    # A record that is a row of a table is the publisher's to remove: deleting its file
+    # would delete the table's other rows with it.
+    plan.left = [r for r in gone if r.path.endswith(".md")]
+    plan.notes += [f"{r.path}:{r.line}: the record of {r.fields['taxonID']} left the "
+                   f"checklist but is a table row: remove the row by hand"
+                   for r in gone if not r.path.endswith(".md")]
     if problems:
         raise ContentError(problems)
     return plan

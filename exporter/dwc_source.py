@@ -5,11 +5,15 @@ taxonID. Every problem is collected, as `file:line: term: message`; nothing is w
 
 from __future__ import annotations
 
+import codecs
 import csv
+import tarfile
+import tempfile
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from xml.etree import ElementTree
 
 from dwca.exceptions import InvalidArchive
 from dwca.read import DwCAReader
@@ -58,6 +62,14 @@ class _Table:
     header_line: int = 1
 
 
+# A checklist comes from a third party: what it may make this machine do is bounded. An
+# archive is unpacked here, not by the reader (which follows any member's path and links),
+# into a folder removed afterwards; what it unpacks to, and what a checklist's tables hold,
+# is limited (the Belgian checklist of 2,617 taxa is 5 MB).
+UNPACKED_MAX = 512 * 1024 * 1024  # bytes an archive may unpack to, or its tables hold
+MEMBERS_MAX = 10_000  # files in an archive
+
+
 def read_checklist(source: Path) -> Checklist:
     """The taxa of the checklist at `source`, with their extension rows; raise ContentError
     listing every problem."""
@@ -66,17 +78,152 @@ def read_checklist(source: Path) -> Checklist:
         raise ContentError([Problem(shown, 0, "", "not found")])
     if source.is_dir() and not (source / "meta.xml").exists():
         return _check(shown, _csv_tables(source))
+    with tempfile.TemporaryDirectory(prefix="fednode-dwca-") as scratch:
+        try:
+            folder = source if source.is_dir() else _unpacked(source, Path(scratch), shown)
+            _contained(folder, shown)
+            with DwCAReader(str(folder), skip_metadata=True) as archive:
+                return _check(shown, _archive_tables(archive, source))
+        except (InvalidArchive, zipfile.BadZipFile, tarfile.TarError, OSError, ValueError,
+                KeyError) as exc:
+            raise ContentError([Problem(shown, 0, "", f"not a readable Darwin Core Archive: "
+                                                      f"{exc}")]) from None
+        except ContentError:
+            raise
+        except Exception as exc:  # the reader's own parse errors (meta.xml, a ragged row)
+            raise ContentError([Problem(shown, 0, "", f"not a readable Darwin Core Archive: "
+                                                      f"{type(exc).__name__}: {exc}")]) from None
+
+
+def _refused(shown: str, message: str) -> ContentError:
+    return ContentError([Problem(shown, 0, "", message)])
+
+
+def _unpacked(source: Path, into: Path, shown: str) -> Path:
+    """The archive's files, unpacked under `into`: refused whole if a member would land
+    outside it (an absolute path, `..`), is anything but a file or a folder (a link, a
+    device), or if there are more than MEMBERS_MAX of them or they would unpack to more
+    than UNPACKED_MAX bytes (counted as they are written: a zip's sizes may lie). As the
+    reader did: an archive holding one folder is that folder."""
+    if zipfile.is_zipfile(source):
+        with zipfile.ZipFile(source) as bundle:
+            members = bundle.infolist()
+            _countable(len(members), shown)
+            written = 0
+            for member in members:
+                target = _placed(member.filename, into, shown)
+                kind = (member.external_attr >> 16) & 0o170000
+                if kind not in (0, 0o100000, 0o040000) and not member.is_dir():
+                    raise _refused(shown, f"{member.filename!r} is a link or a device, not a "
+                                          f"file: an archive holds files and folders only")
+                if member.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with bundle.open(member) as packed, open(target, "wb") as out:
+                    while chunk := packed.read(1 << 20):
+                        written += len(chunk)
+                        if written > UNPACKED_MAX:
+                            raise _refused(shown, f"unpacks to more than {UNPACKED_MAX >> 20} "
+                                                  f"MiB: too large for a checklist")
+                        out.write(chunk)
+    elif tarfile.is_tarfile(source):
+        with tarfile.open(source, "r:*") as tar:
+            entries: list[tarfile.TarInfo] = []
+            for entry in tar:  # read as it goes: a count over the limit stops it
+                entries.append(entry)
+                _countable(len(entries), shown)
+                _placed(entry.name, into, shown)
+                if not (entry.isfile() or entry.isdir()):
+                    raise _refused(shown, f"{entry.name!r} is a link or a device, not a "
+                                          f"file: an archive holds files and folders only")
+            if sum(entry.size for entry in entries) > UNPACKED_MAX:
+                raise _refused(shown, f"unpacks to more than {UNPACKED_MAX >> 20} MiB: too "
+                                      f"large for a checklist")
+            tar.extractall(into, members=entries, filter="data")
+    else:
+        raise _refused(shown, "not a readable Darwin Core Archive: neither a zip nor a tar "
+                              "file, nor a folder")
+    content = list(into.iterdir())
+    return content[0] if len(content) == 1 and content[0].is_dir() else into
+
+
+def _countable(count: int, shown: str) -> None:
+    if count > MEMBERS_MAX:
+        raise _refused(shown, f"holds more than {MEMBERS_MAX:,} files: too many for a "
+                              f"checklist")
+
+
+def _placed(name: str, into: Path, shown: str) -> Path:
+    parts = PurePosixPath(name.replace("\\", "/")).parts
+    if not parts or name.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
+        raise _refused(shown, f"{name[:80]!r} would land outside the archive's folder: an "
+                              f"archive's members are relative paths")
+    return into.joinpath(*parts)
+
+
+def _contained(folder: Path, shown: str) -> None:
+    """Every table meta.xml names is a file of the checklist's folder (not a path outside
+    it, nor a link out of it, nor a device), and all of them hold at most UNPACKED_MAX
+    bytes: meta.xml is the checklist's, not the machine's, and must not make the import
+    read anything else."""
     try:
-        with DwCAReader(str(source)) as archive:
-            return _check(shown, _archive_tables(archive, source))
-    except (InvalidArchive, zipfile.BadZipFile, OSError, ValueError, KeyError) as exc:
-        raise ContentError([Problem(shown, 0, "", f"not a readable Darwin Core Archive: "
-                                                  f"{exc}")]) from None
-    except ContentError:
-        raise
-    except Exception as exc:  # the reader's own parse errors (meta.xml, a ragged row)
-        raise ContentError([Problem(shown, 0, "", f"not a readable Darwin Core Archive: "
-                                                  f"{type(exc).__name__}: {exc}")]) from None
+        tree = ElementTree.parse(folder / "meta.xml")
+    except (ElementTree.ParseError, OSError) as exc:
+        raise _refused(shown, f"meta.xml cannot be read: {exc}") from None
+    root = folder.resolve()
+    total = 0
+    for table in tree.iter():
+        if not table.tag.endswith(("}core", "}extension")) and table.tag not in ("core",
+                                                                                "extension"):
+            continue
+        encoding = table.get("encoding", "UTF-8").strip().lower().replace("_", "-")
+        if encoding not in ENCODINGS:
+            raise _refused(shown, f"meta.xml declares the encoding {encoding[:40]!r}: fednode "
+                                  f"reads UTF-8 (or Latin-1) tables; save them as UTF-8")
+        for element in table.iter():
+            if not element.tag.endswith("location") or element.text is None:
+                continue
+            location = element.text.strip()
+            path = (folder / location).resolve()
+            if not path.is_relative_to(root) or not path.is_file():
+                raise _refused(shown, f"meta.xml names {location[:80]!r}, which is not a file "
+                                      f"of the checklist: a table is a file beside meta.xml")
+            total += path.stat().st_size
+            if total > UNPACKED_MAX:
+                raise _refused(shown, f"its tables hold more than {UNPACKED_MAX >> 20} MiB: "
+                                      f"too large for a checklist")
+            if ENCODINGS[encoding] == "utf-8":
+                _strict_utf8(path, f"{shown}!{location}" if folder != Path(shown) else
+                             str(path))
+
+
+# The encodings a table may declare (by their names as meta.xml spells them, lower case):
+# UTF-8, or Latin-1, which every byte is. Anything else (raw_unicode_escape can make halves
+# of surrogate pairs) is refused.
+ENCODINGS = {"utf-8": "utf-8", "utf8": "utf-8", "iso-8859-1": "latin-1", "latin-1": "latin-1",
+             "latin1": "latin-1"}
+
+
+def _strict_utf8(path: Path, shown: str) -> None:
+    """A UTF-8 table must be UTF-8 throughout: the reader would put U+FFFD where it is not,
+    and import the name mangled."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line = 1
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as exc:
+                line += chunk[:exc.start].count(b"\n")
+                raise ContentError([Problem(shown, line, "", f"not UTF-8 ({exc.reason}); save "
+                                                             f"the table as UTF-8")]) from None
+            line += chunk.count(b"\n")
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError as exc:
+            raise ContentError([Problem(shown, line, "", f"not UTF-8 ({exc.reason}); save "
+                                                         f"the table as UTF-8")]) from None
 
 
 def _csv_tables(folder: Path) -> tuple[list[_Table], list[Problem]]:
@@ -110,7 +257,9 @@ def _csv_table(path: Path, extension: Extension | None,
         return None
     delimiter = "\t" if path.suffix.lower() == ".tsv" or "\t" in text.split("\n", 1)[0] \
         else ","
-    reader = csv.reader(text.splitlines(keepends=True), delimiter=delimiter)
+    # strict: a quote left open is an error, not the rows after it read as one cell (with
+    # --prune, the taxa in them would be deleted as gone from the checklist)
+    reader = csv.reader(text.splitlines(keepends=True), delimiter=delimiter, strict=True)
     try:
         header = [short(name.strip()) for name in next(reader)]
     except StopIteration:
@@ -176,11 +325,14 @@ def _check(source: str, found: tuple[list[_Table], list[Problem]]) -> Checklist:
     for table in sorted(tables, key=lambda t: t.extension is not None):  # the core first
         known = {**CORE_TERMS, **IGNORED} if table.extension is None else {
             **table.extension.terms, TAXON_ID: ""}
-        for name in table.header:
+        for number, name in enumerate(table.header):
             if name not in known:
                 problems.append(Problem(table.file, table.header_line, name,
                                         f"unknown term: fednode reads "
                                         f"{', '.join(known)} here"))
+            elif name in table.header[:number]:
+                problems.append(Problem(table.file, table.header_line, name,
+                                        "named twice: one column a term"))
         ignored = {name for name in table.header if name not in known or name in IGNORED}
         for row in table.rows:
             for name in ignored:
@@ -189,6 +341,10 @@ def _check(source: str, found: tuple[list[_Table], list[Problem]]) -> Checklist:
             if not taxon_id:
                 problems.append(Problem(row.file, row.line, TAXON_ID, "missing: every row "
                                                                       "needs one"))
+                continue
+            if not taxon_id.isprintable():  # a line break would make two ids one
+                problems.append(Problem(row.file, row.line, TAXON_ID,
+                                        f"{taxon_id[:60]!r} holds a control character"))
                 continue
             if table.extension is None:
                 if taxon_id in taxa:

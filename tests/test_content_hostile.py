@@ -237,6 +237,17 @@ def test_a_problem_is_one_printable_line_whatever_the_names_hold(node: Node) -> 
     assert any("x\\u202ey: unknown field" in line for line in found), found
 
 
+def test_a_quote_left_open_in_a_table_is_an_error_not_lost_rows(node: Node) -> None:
+    """An unclosed quote made the rest of the table one cell: the records after it were
+    gone from the node (their deletion published), without a word."""
+    rows = [[row_id(n), f"Trial {n}", *CELLS.values()] for n in range(1, 4)]
+    write_table(node.root, FIELDS, rows)
+    path = node.root / TABLE
+    path.write_text(path.read_text().replace("Trial 1", '"Trial 1', 1))
+    found = problems(node.root)
+    assert any("not valid CSV" in line for line in found), found
+
+
 def test_access_set_twice_in_front_matter_is_a_toml_error(node: Node) -> None:
     path = node.path("species", "twice")
     path.parent.mkdir(parents=True)

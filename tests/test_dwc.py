@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import shutil
+import tempfile
 import threading
 import zipfile
 from collections import Counter
@@ -25,7 +26,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from cli.main import main
-from exporter import aside, downloads
+from exporter import aside, downloads, dwc_source
 from exporter.build import BuildReport, load
 from exporter.config import Project
 from exporter.dwc_import import apply_import, plan_import, record_id
@@ -569,3 +570,154 @@ def test_belgium_archive_imports_back_to_the_same_files(belgium: Path, tmp_path:
     assert "2617 added" in result.output, result.output
     assert snapshot(other.root / "content" / "species") == \
         snapshot(belgium / "content" / "species")
+
+
+# ---- a hostile checklist: nothing outside its folder is read or written --------------------
+
+META = ('<archive xmlns="http://rs.tdwg.org/dwc/text/"><core encoding="{encoding}" '
+        'fieldsTerminatedBy="\\t" linesTerminatedBy="\\n" fieldsEnclosedBy="" '
+        'ignoreHeaderLines="0" rowType="http://rs.tdwg.org/dwc/terms/Taxon"><files>'
+        '<location>{location}</location></files><id index="0"/>'
+        '<field index="0" term="http://rs.tdwg.org/dwc/terms/taxonID"/>'
+        '<field index="1" term="http://rs.tdwg.org/dwc/terms/scientificName"/>'
+        '<field index="2" term="http://rs.tdwg.org/dwc/terms/datasetID"/></core></archive>')
+ROWS = "t1\tImpatiens glandulifera Royle\turn:test\n"
+
+
+def archive(path: Path, members: dict[str, bytes | str], links: dict[str, str] | None = None
+            ) -> Path:
+    """A .zip, or a .tgz (which can hold links), of these members."""
+    if path.suffix == ".zip":
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as bundle:
+            for name, data in members.items():
+                bundle.writestr(name, data)
+        return path
+    import tarfile
+    with tarfile.open(path, "w:gz") as bundle:
+        for name, data in members.items():
+            raw = data.encode() if isinstance(data, str) else data
+            info = tarfile.TarInfo(name)
+            info.size = len(raw)
+            bundle.addfile(info, io.BytesIO(raw))
+        for name, target in (links or {}).items():
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            bundle.addfile(info)
+    return path
+
+
+@pytest.mark.parametrize("case, says", [
+    ("zip ../", "would land outside"), ("tgz ../", "would land outside"),
+    ("tgz absolute", "would land outside"), ("tgz link", "is a link or a device"),
+    ("meta.xml /etc/passwd", "which is not a file of the checklist"),
+    ("meta.xml ../", "which is not a file of the checklist"),
+    ("meta.xml /dev/zero", "which is not a file of the checklist"),
+    ("raw_unicode_escape", "declares the encoding 'raw-unicode-escape'"),
+    ("not UTF-8", "taxon.txt:1: not UTF-8"),
+])
+def test_a_hostile_archive_is_refused_and_nothing_is_read_or_written_outside(
+        node: Node, tmp_path: Path, case: str, says: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checklist is a third party's: its archive may not write outside the folder it is
+    unpacked into (a tar member `../x` or a link did, through the reader's extractall), nor
+    make the import read a file of this machine into a record (meta.xml naming /etc/passwd
+    did), nor leave its unpacked files behind."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    kind, _, detail = case.partition(" ")
+    meta = META.format(encoding="UTF-8", location="taxon.txt")
+    members: dict[str, bytes | str] = {"meta.xml": meta, "taxon.txt": ROWS}
+    links = None
+    if detail == "../" and kind != "meta.xml":
+        members[f"../{outside.name}/planted.txt"] = "planted"
+    if detail == "absolute":
+        members[str(outside / "planted.txt")] = "planted"
+    if detail == "link":
+        links = {"taxon.txt": "/etc/passwd"}
+        del members["taxon.txt"]
+    if kind == "meta.xml":
+        members["meta.xml"] = META.format(encoding="UTF-8", location=detail if detail != "../"
+                                          else "../../../../../etc/passwd")
+    if case == "raw_unicode_escape":
+        members["meta.xml"] = META.format(encoding="raw_unicode_escape", location="taxon.txt")
+        members["taxon.txt"] = "t1\tImpatiens \\ud800 Royle\turn:test\n"
+    if case == "not UTF-8":
+        members["taxon.txt"] = ROWS.encode().replace(b"Royle", b"Roy\xe9le")
+    source = archive(tmp_path / ("checklist.tgz" if kind == "tgz" else "checklist.zip"),
+                     members, links)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    before = snapshot(node.root)
+    result = run("import", "dwc", str(source), "--project", str(node.root))
+    assert result.exit_code == 1, result.output
+    assert says in result.output and "Traceback" not in result.output, result.output
+    assert "root:" not in result.output  # nothing of /etc/passwd
+    assert snapshot(node.root) == before
+    assert not list(outside.iterdir()) and not list(scratch.iterdir())
+
+
+def test_an_archive_that_unpacks_to_too_much_is_refused(node: Node, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """A zip's sizes may lie: what it unpacks to is counted as it is written (a 1 MB zip
+    inflating to a gigabyte took 3 GB of memory and ended in a traceback)."""
+    monkeypatch.setattr(dwc_source, "UNPACKED_MAX", 100_000)
+    source = archive(tmp_path / "bomb.zip", {"meta.xml": META.format(
+        encoding="UTF-8", location="taxon.txt"), "taxon.txt": ROWS + "a" * 1_000_000})
+    result = run("import", "dwc", str(source), "--project", str(node.root))
+    assert result.exit_code == 1 and "unpacks to more than" in result.output, result.output
+
+
+def test_a_quote_left_open_is_an_error_not_a_prune(node: Node, tmp_path: Path) -> None:
+    """An unclosed quote made the rest of taxon.csv one cell: the taxa in it were gone
+    from the checklist, and --prune deleted them."""
+    source = small_checklist(tmp_path / "list")
+    assert run("import", "dwc", str(source), "--project", str(node.root)).exit_code == 0
+    before = snapshot(node.root)
+    text = (source / "taxon.csv").read_text()
+    (source / "taxon.csv").write_text(text.replace("Balsaminaceae", '"Balsaminaceae', 1))
+    result = run("import", "dwc", str(source), "--prune", "--project", str(node.root))
+    assert result.exit_code == 1 and "not valid CSV" in result.output, result.output
+    assert snapshot(node.root) == before
+
+
+def test_prune_never_deletes_a_table(node: Node, tmp_path: Path) -> None:
+    """A taxon that left the checklist but lives as a row of a species table is the
+    publisher's to remove: deleting the file took the table's other rows with it."""
+    source = small_checklist(tmp_path / "list")
+    table = node.root / "content" / "species" / "table.csv"
+    table.parent.mkdir(parents=True)
+    ident = record_id("urn:test:checklist", "t2")
+    table.write_text("id,scientificName,family,category,establishmentMeans,taxonID,datasetID\n"
+                     f"{ident},Fallopia japonica,Polygonaceae,invasive,introduced,t2,"
+                     f"urn:test:checklist\n"
+                     f"{species('Rosa rugosa')['id']},Rosa rugosa,Rosaceae,invasive,"
+                     f"introduced,,\n")
+    write_rows(source / "taxon.csv", [t for t in TAXA if t["taxonID"] != "t2"], list(TAXA[0]))
+    write_rows(source / "distribution.csv", [d for d in DISTRIBUTION if d["taxonID"] != "t2"],
+               list(DISTRIBUTION[0]))
+    result = run("import", "dwc", str(source), "--prune", "--project", str(node.root))
+    assert result.exit_code == 0, result.output
+    assert table.exists() and "Rosa rugosa" in table.read_text()
+    assert "is a table row: remove the row by hand" in result.output
+
+
+@pytest.mark.parametrize("taxon_id, header, says", [
+    ("t1\nurn:x", None, "holds a control character"),
+    ("t1", ["taxonID", "scientificName", "scientificName", "datasetID"], "named twice"),
+])
+def test_ids_that_could_collide_and_terms_named_twice_are_refused(
+        node: Node, tmp_path: Path, taxon_id: str, header: list[str] | None,
+        says: str) -> None:
+    source = tmp_path / "list"
+    source.mkdir()
+    columns = header or ["taxonID", "scientificName", "datasetID"]
+    with open(source / "taxon.csv", "w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerow([taxon_id, "Impatiens glandulifera Royle",
+                         *(["Impatiens glandulifera"] if header else []), "urn:test"])
+    result = run("import", "dwc", str(source), "--project", str(node.root))
+    assert result.exit_code == 1 and says in result.output, result.output
+    assert not (node.root / "content" / "species").exists()
