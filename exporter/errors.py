@@ -25,7 +25,12 @@ class Problem:
         return _shown(f"{where}:{field} {self.message}")
 
 
+LINE_MAX = 1000  # characters of a problem as printed: a value quoted whole may be megabytes
+
+
 def _shown(text: str) -> str:
+    if len(text) > LINE_MAX:
+        text = f"{text[:LINE_MAX - 40]}... ({len(text):,} characters in all)"
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)

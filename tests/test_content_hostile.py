@@ -231,8 +231,10 @@ def test_a_problem_is_one_printable_line_whatever_the_names_hold(node: Node) -> 
     (folder / "bad\x1b[31m\nname.md").write_text("+++\nid = 5\n+++\n")
     (folder / "key.md").write_text(record_text(species("Arnica montana")).replace(
         "+++\n", '+++\n"x\u202ey" = 1\n', 1))
+    (folder / "long.md").write_text(record_text(species("Rosa rugosa", family="x" * 10**6)))
     found = problems(node.root)
     assert found and all(line.isprintable() for line in found), found
+    assert all(len(line) < 1100 for line in found)  # a megabyte value is not printed whole
     assert any(line.startswith("content/species/bad\\x1b[31m\\nname.md:") for line in found)
     assert any("x\\u202ey: unknown field" in line for line in found), found
 
