@@ -23,6 +23,8 @@ from builders import ServerThread, app_for, issue_key
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from exporter.contract.wire import decode
+
 CODES = {400: "invalid_parameter", 401: {"api_key_required", "invalid_api_key"},
          403: "insufficient_scope", 404: "not_found", 405: "method_not_allowed",
          413: "payload_too_large", 415: "unsupported_media_type", 429: "rate_limited"}
@@ -228,6 +230,22 @@ def test_a_body_holding_half_a_surrogate_pair_is_refused_whole(
     if where == "question":
         status, _, answer = request(server, "POST", path, headers, twice)
         assert status == 400 and b"appears twice" in answer, answer
+
+
+@pytest.mark.parametrize("data, refused", [
+    (b'{"a":"\\ud800"}', True), ('{"a":"\\udfff"}', True),
+    (b'{"a":"\xed\xa0\x80"}', True),  # encoded as UTF-8 bytes, no escape
+    ('{"a":"\ud800"}', True),  # already in the text
+    ('{"a":"x"}'.encode("utf-16"), False), (b'{"a":"ok\xc3\xa9"}', False),
+    ('{"a":"\\ud83d\\ude00"}', False), ('{"a":"\\\\ud800"}', False)])
+def test_half_a_surrogate_pair_is_refused_however_it_is_written(data: bytes | str,
+                                                                 refused: bool) -> None:
+    """wire.decode, which every request body and every message a hub reads goes through."""
+    if refused:
+        with pytest.raises(ValueError, match="lone surrogate"):
+            decode(data)
+    else:
+        decode(data)
 
 
 @pytest.mark.parametrize("target, status", [

@@ -47,12 +47,28 @@ def decode(data: bytes | str) -> Any:
     surrogate escape that is not half of a pair (it is no character, and cannot be written
     back as UTF-8), no NaN or Infinity. Raises ValueError saying what was wrong."""
     value = json.loads(data, object_pairs_hook=_members, parse_constant=_not_a_number)
+    # Half a pair reaches the value through a \\u escape, or as the text holds it (json reads
+    # bytes with surrogatepass): a text without an escape is checked as text, a fraction of
+    # the cost of writing the value back (a hub reads every record through here).
     try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        if isinstance(data, str) and "\\u" not in data:
+            data.encode("utf-8")
+        elif isinstance(data, bytes) and b"\\u" not in data and \
+                json.detect_encoding(data) == "utf-8":
+            data.decode("utf-8")
+        else:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ValueError(f"\\u{ord(exc.object[exc.start]):04x} is a lone surrogate, no "
-                         f"character: send valid Unicode") from None
+        raise _lone(exc.object[exc.start]) from None
+    except UnicodeDecodeError as exc:  # surrogatepass lets nothing else through
+        raise _lone(exc.object[exc.start:exc.start + 3].decode("utf-8", "surrogatepass")
+                    ) from None
     return value
+
+
+def _lone(half: str) -> ValueError:
+    return ValueError(f"\\u{ord(half):04x} is a lone surrogate, no character: send valid "
+                      f"Unicode")
 
 
 def _members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
