@@ -81,7 +81,7 @@ def read_checklist(source: Path) -> Checklist:
     with tempfile.TemporaryDirectory(prefix="fednode-dwca-") as scratch:
         try:
             folder = source if source.is_dir() else _unpacked(source, Path(scratch), shown)
-            _contained(folder, shown)
+            _contained(folder, source)
             with DwCAReader(str(folder), skip_metadata=True) as archive:
                 return _check(shown, _archive_tables(archive, source))
         except (InvalidArchive, zipfile.BadZipFile, tarfile.TarError, OSError, ValueError,
@@ -114,8 +114,7 @@ def _unpacked(source: Path, into: Path, shown: str) -> Path:
                 target = _placed(member.filename, into, shown)
                 kind = (member.external_attr >> 16) & 0o170000
                 if kind not in (0, 0o100000, 0o040000) and not member.is_dir():
-                    raise _refused(shown, f"{member.filename!r} is a link or a device, not a "
-                                          f"file: an archive holds files and folders only")
+                    raise _not_a_file(member.filename, shown)
                 if member.is_dir():
                     target.mkdir(parents=True, exist_ok=True)
                     continue
@@ -124,8 +123,7 @@ def _unpacked(source: Path, into: Path, shown: str) -> Path:
                     while chunk := packed.read(1 << 20):
                         written += len(chunk)
                         if written > UNPACKED_MAX:
-                            raise _refused(shown, f"unpacks to more than {UNPACKED_MAX >> 20} "
-                                                  f"MiB: too large for a checklist")
+                            raise _too_large(shown)
                         out.write(chunk)
     elif tarfile.is_tarfile(source):
         with tarfile.open(source, "r:*") as tar:
@@ -135,17 +133,25 @@ def _unpacked(source: Path, into: Path, shown: str) -> Path:
                 _countable(len(entries), shown)
                 _placed(entry.name, into, shown)
                 if not (entry.isfile() or entry.isdir()):
-                    raise _refused(shown, f"{entry.name!r} is a link or a device, not a "
-                                          f"file: an archive holds files and folders only")
+                    raise _not_a_file(entry.name, shown)
             if sum(entry.size for entry in entries) > UNPACKED_MAX:
-                raise _refused(shown, f"unpacks to more than {UNPACKED_MAX >> 20} MiB: too "
-                                      f"large for a checklist")
+                raise _too_large(shown)
             tar.extractall(into, members=entries, filter="data")
     else:
         raise _refused(shown, "not a readable Darwin Core Archive: neither a zip nor a tar "
                               "file, nor a folder")
     content = list(into.iterdir())
     return content[0] if len(content) == 1 and content[0].is_dir() else into
+
+
+def _not_a_file(name: str, shown: str) -> ContentError:
+    return _refused(shown, f"{name[:80]!r} is a link or a device, not a file: an archive "
+                           f"holds files and folders only")
+
+
+def _too_large(shown: str) -> ContentError:
+    return _refused(shown, f"unpacks to more than {UNPACKED_MAX >> 20} MiB: too large for a "
+                           f"checklist")
 
 
 def _countable(count: int, shown: str) -> None:
@@ -162,11 +168,17 @@ def _placed(name: str, into: Path, shown: str) -> Path:
     return into.joinpath(*parts)
 
 
-def _contained(folder: Path, shown: str) -> None:
+def _table_name(source: Path, location: str) -> str:
+    """How problems name a table of an archive: `folder/taxon.txt`, `archive.zip!taxon.txt`."""
+    return f"{source}/{location}" if source.is_dir() else f"{source}!{location}"
+
+
+def _contained(folder: Path, source: Path) -> None:
     """Every table meta.xml names is a file of the checklist's folder (not a path outside
     it, nor a link out of it, nor a device), and all of them hold at most UNPACKED_MAX
     bytes: meta.xml is the checklist's, not the machine's, and must not make the import
     read anything else."""
+    shown = str(source)
     try:
         tree = ElementTree.parse(folder / "meta.xml")
     except (ElementTree.ParseError, OSError) as exc:
@@ -174,15 +186,14 @@ def _contained(folder: Path, shown: str) -> None:
     root = folder.resolve()
     total = 0
     for table in tree.iter():
-        if not table.tag.endswith(("}core", "}extension")) and table.tag not in ("core",
-                                                                                "extension"):
+        if table.tag.rpartition("}")[2] not in ("core", "extension"):
             continue
         encoding = table.get("encoding", "UTF-8").strip().lower().replace("_", "-")
         if encoding not in ENCODINGS:
             raise _refused(shown, f"meta.xml declares the encoding {encoding[:40]!r}: fednode "
                                   f"reads UTF-8 (or Latin-1) tables; save them as UTF-8")
         for element in table.iter():
-            if not element.tag.endswith("location") or element.text is None:
+            if element.tag.rpartition("}")[2] != "location" or element.text is None:
                 continue
             location = element.text.strip()
             path = (folder / location).resolve()
@@ -194,8 +205,7 @@ def _contained(folder: Path, shown: str) -> None:
                 raise _refused(shown, f"its tables hold more than {UNPACKED_MAX >> 20} MiB: "
                                       f"too large for a checklist")
             if ENCODINGS[encoding] == "utf-8":
-                _strict_utf8(path, f"{shown}!{location}" if folder != Path(shown) else
-                             str(path))
+                _strict_utf8(path, _table_name(source, location))
 
 
 # The encodings a table may declare (by their names as meta.xml spells them, lower case):
@@ -209,21 +219,17 @@ def _strict_utf8(path: Path, shown: str) -> None:
     """A UTF-8 table must be UTF-8 throughout: the reader would put U+FFFD where it is not,
     and import the name mangled."""
     decoder = codecs.getincrementaldecoder("utf-8")()
-    line = 1
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            try:
+    line, chunk = 1, b""
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
                 decoder.decode(chunk)
-            except UnicodeDecodeError as exc:
-                line += chunk[:exc.start].count(b"\n")
-                raise ContentError([Problem(shown, line, "", f"not UTF-8 ({exc.reason}); save "
-                                                             f"the table as UTF-8")]) from None
-            line += chunk.count(b"\n")
-        try:
-            decoder.decode(b"", final=True)
-        except UnicodeDecodeError as exc:
-            raise ContentError([Problem(shown, line, "", f"not UTF-8 ({exc.reason}); save "
-                                                         f"the table as UTF-8")]) from None
+                line += chunk.count(b"\n")
+            decoder.decode(b"", final=True)  # (chunk is b"": no line more)
+    except UnicodeDecodeError as exc:
+        line += chunk[:exc.start].count(b"\n")
+        raise ContentError([Problem(shown, line, "", f"not UTF-8 ({exc.reason}); save the "
+                                                     f"table as UTF-8")]) from None
 
 
 def _csv_tables(folder: Path) -> tuple[list[_Table], list[Problem]]:
@@ -288,8 +294,7 @@ def _archive_tables(archive: DwCAReader, source: Path) -> tuple[list[_Table], li
     files = [archive.core_file, *archive.extension_files]
     for data in files:
         descriptor = data.file_descriptor
-        shown = f"{source}/{descriptor.file_location}" if source.is_dir() else \
-            f"{source}!{descriptor.file_location}"
+        shown = _table_name(source, descriptor.file_location)
         if descriptor.represents_corefile:
             if descriptor.type != TAXON_ROW:
                 problems.append(Problem(shown, 0, "", f"the core is {descriptor.type}: a "
