@@ -75,8 +75,8 @@ class Records:
         # end only where it passes from one of the caller's groups to another (or where its
         # updated_since leaves out a row of its own): how many there are, and so what a page
         # costs, depends on the records it may see alone, never on those between them that
-        # it may not. A file not written so (by an older export) is
-        # cut row by row, at a cost that depends on the number of rows alone (`joined`).
+        # it may not. A file not written so (by an older export) is cut row by row, at a
+        # cost that depends on the number of rows alone (`joined`).
         self.grouped = all(bool(np.all(np.diff(rows) == 1)) for rows in self._rows.values())
         # row -> a number for its (collection, group): a run never passes from one group's
         # rows to another's, even where the file has them side by side (whether it does

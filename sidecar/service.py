@@ -149,11 +149,12 @@ async def read_record(store: Store, caller: Caller, collection: str, record_id: 
     records = (await store.current()).records
     row = records.row(record_id.lower())
     # Identical for an id that never existed and one the caller may not see: the answer, and
-    # the steps to it (an unknown id is checked as the first record is, and refused).
+    # the steps to it (an unknown id is checked as the first record is, and refused; `&`,
+    # not `and`: both checks run).
     at = 0 if row is None else row
-    same = records.collection[at] == collection if records.collection else False
-    seen = caller.may_see(records, at) if records.collection else False
-    if row is None or not (same and seen):
+    seen = bool(records.collection) and (records.collection[at] == collection) & \
+        caller.may_see(records, at)
+    if row is None or not seen:
         raise NotFound(f"no record with that id in {collection}; list the collection at "
                        f"/api/{collection} to find ids")
     return Served(records.body(row), _tag(records.digest(row)))
