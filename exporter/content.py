@@ -8,6 +8,7 @@ from __future__ import annotations
 import _csv
 import csv
 import difflib
+import functools
 import hashlib
 import io
 import json
@@ -469,10 +470,23 @@ def validate(record: SourceRecord, collection: Collection) -> list[Problem]:
     fields = {k: v for k, v in record.fields.items() if not collection.served_by_node(k)}
     for error in collection.errors(fields):
         problems.extend(_describe(error, record, collection))
-    for name, value in fields.items():
-        if _too_large(value):
+    for name in _numeric(collection):
+        if name in fields and _too_large(fields[name]):
             problems.append(Problem(record.path, record.line_of(name), name, OUT_OF_RANGE))
     return list(dict.fromkeys(problems))  # each once (a validator may say one thing twice)
+
+
+@functools.cache
+def _numeric(collection: Collection) -> tuple[str, ...]:
+    """The fields whose schema may let a whole number through: a number or untyped (an
+    enum). Anywhere else the schema's type refuses one, so only these are walked for
+    numbers beyond 64 bits (walking every field cost about 5 us a record)."""
+    found = []
+    for name in collection.content_fields:
+        spec = json.dumps(collection.property(name) or {})
+        if '"integer"' in spec or '"number"' in spec or '"type"' not in spec:
+            found.append(name)
+    return tuple(found)
 
 
 def _describe(error: Any, record: SourceRecord, collection: Collection) -> Iterator[Problem]:
