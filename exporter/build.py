@@ -287,10 +287,12 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     # were all asked for): it is saved aside meanwhile, and the export ends once it is.
     saving = Aside(content.cache.save, content.paths)
     aside.callback(saving.cancel)
+    # What needs nothing of the index is made while it ends aside.
+    records = bundle_writer.records_table(rendered, _positions(rendered), previous)
     progress("indexing", 0, len(rendered))
-    search = index.result()
-    search += library.build(release.tree("bundle"), release.live_tree("bundle"),
-                            content.documents)
+    search = library.build(release.tree("bundle"), release.live_tree("bundle"),
+                           content.documents)
+    search = index.result() + search
     progress("indexing", len(rendered), len(rendered))
     checkpoint("indexed")
     progress("writing bundle", 0, len(rendered))
@@ -298,7 +300,7 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
         node_id=node.id, base_url=node.base_url, sidecar_url=node.sidecar_url,
         manifest=manifest_bytes, schema=schema_bytes, openapi=openapi_bytes, index=index_bytes,
         changes=changes.body,
-        records=bundle_writer.records_table(rendered, _positions(rendered), previous),
+        records=records,
         events=events_arrow, search=search,
         origins=node.allowed_origins)]
     release.write("bundle", private)

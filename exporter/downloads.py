@@ -11,9 +11,7 @@ not on their positions, so a record added or removed changes only the part it fa
 from __future__ import annotations
 
 import codecs
-import csv
 import functools
-import io
 import json
 import zlib
 from collections.abc import Callable, Sequence
@@ -25,6 +23,7 @@ from . import aside, dwc_archive
 from .cache import Cache, Part
 from .config import NodeConfig
 from .contract.bundle import DOWNLOADS
+from .csv_lines import csv_lines
 from .render import Rendered, fingerprint, json_of
 from .schemas import Collection
 from .writer import OutputFile
@@ -194,9 +193,7 @@ def _fields(collection: Collection) -> list[str]:
 
 
 def _lines(rows: Any) -> str:
-    out = io.StringIO()
-    csv.writer(out, lineterminator="\r\n").writerows(rows)
-    return out.getvalue()
+    return csv_lines(rows, "\r\n")
 
 
 def cell(value: Any) -> str:

@@ -8,7 +8,6 @@ authorship when the record has no verbatim name), as Darwin Core recommends."""
 
 from __future__ import annotations
 
-import csv
 import io
 import zipfile
 from collections.abc import Iterable
@@ -17,6 +16,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from .config import NodeConfig
 from .contract.bundle import DOWNLOADS, DWCA_FILE
+from .csv_lines import csv_lines
 from .dwc_terms import CORE_TERMS, DC, EXTENSIONS, FLAGS, TAXON_ROW, Extension
 
 ARCHIVE_PATH = f"{DOWNLOADS}/{DWCA_FILE}"
@@ -129,9 +129,7 @@ def _text(value: Any) -> str:
 
 
 def _lines(rows: list[list[str]]) -> str:
-    out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows(rows)
-    return out.getvalue()
+    return csv_lines(rows, "\n")
 
 
 def _fields(terms: dict[str, str]) -> str:

@@ -308,34 +308,47 @@ def _symlink(target: str, path: Path) -> None:
 
 class _Writes:
     """Files written by a few threads while the caller renders the next ones: creating a
-    file is the kernel's work (ext4 spends most of it finding a free inode), which runs
-    beside Python's rendering on another core. At most `PENDING` files wait, so memory stays
-    small; the first error is raised, once every write has ended."""
+    file is the kernel's work, which runs beside Python's rendering on another core. Files
+    go to the threads in batches of `BATCH` (one hand-over a file cost the rendering thread
+    more than the write itself: a future, a queue and a semaphore each time). At most
+    `PENDING` batches wait, so memory stays small; the first error is raised, once every
+    write has ended."""
 
-    THREADS = 3
-    PENDING = 256
+    THREADS = 2
+    BATCH = 64
+    PENDING = 8
 
     def __enter__(self) -> _Writes:
         self._pool = ThreadPoolExecutor(self.THREADS, thread_name_prefix="fednode-write")
         self._slots = threading.BoundedSemaphore(self.PENDING)
         self._errors: list[OSError] = []
+        self._batch: list[tuple[str, bytes, int]] = []
         return self
 
     def put(self, path: str, data: bytes, mode: int) -> None:
+        self._batch.append((path, data, mode))
+        if len(self._batch) >= self.BATCH:
+            self._send()
+
+    def _send(self) -> None:
         if self._errors:
             raise self._errors[0]
+        batch, self._batch = self._batch, []
         self._slots.acquire()
-        self._pool.submit(self._run, path, data, mode)
+        self._pool.submit(self._run, batch)
 
-    def _run(self, path: str, data: bytes, mode: int) -> None:
+    def _run(self, batch: list[tuple[str, bytes, int]]) -> None:
         try:
-            _write(path, data, mode)
+            for path, data, mode in batch:
+                _write(path, data, mode)
         except OSError as exc:
             self._errors.append(exc)
         finally:
             self._slots.release()
 
     def __exit__(self, *failed: object) -> None:
+        if self._batch and failed[0] is None and not self._errors:
+            self._pool.submit(self._run, self._batch)
         self._pool.shutdown(wait=True)
         if self._errors and failed[0] is None:
             raise self._errors[0]
