@@ -1,13 +1,14 @@
 """CSV text as the standard `csv.writer` writes it (the excel dialect, minimal quoting),
 made by joining strings: the downloads write a row for every public record, and the C
 writer, which looks at each character of a cell on its own, took about 25 µs a row of
-1.5 kB, most of the time a first export spent making them. tests/test_downloads.py checks
+1.5 kB, most of the time a first export spent making them. tests/test_dwc.py checks
 the bytes against `csv.writer` for any cells."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+
 
 def csv_lines(rows: Iterable[Iterable[Any]], end: str) -> str:
     """The rows as `csv.writer(out, lineterminator=end).writerows(rows)` writes them."""
