@@ -161,7 +161,7 @@ def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rende
           sources: dict[str, SourceRecord], remembered: Cache) -> list[OutputFile]:
     """Every page but the home page, for the public records given (by collection, in list
     order). `sources` has each public record's content."""
-    related = _relations(public, remembered)
+    related = _relations(public, sources, remembered)
     hrefs = {r.id: record_href(name, r.id) for name, items in public.items() for r in items}
     out: list[OutputFile] = []
     for name, items in public.items():
@@ -200,13 +200,14 @@ def _collection_pages(site: Site, collection: Collection, items: list[Rendered],
         yield OutputFile(file_of(href), print_, render)
 
 
-def _relations(public: dict[str, list[Rendered]], remembered: Cache
-               ) -> dict[str, list[tuple[str, Rendered]]]:
+def _relations(public: dict[str, list[Rendered]], sources: dict[str, SourceRecord],
+               remembered: Cache) -> dict[str, list[tuple[str, Rendered]]]:
     """For each public record, the public records it links to, with a section title each:
     a species to the treatments, resources and germination results naming it, and those
-    back to the species. The names are read from the served JSON (of the records rendered
-    since the last export; the others' names are in the cache, under their render key),
-    not from the content files."""
+    back to the species. The names of a record rendered by this export are its fields'
+    (which its served JSON holds as they are); the others' are in the cache, under their
+    render key, or else read from their served JSON: a content file is not read again for
+    them."""
     species = {r.title: r for r in public.get("species", [])}
     related: dict[str, list[tuple[str, Rendered]]] = {}
     known = remembered.names
@@ -214,6 +215,11 @@ def _relations(public: dict[str, list[Rendered]], remembered: Cache
     for name, (field, section) in _NAMES_SPECIES.items():
         items = public.get(name, [])
         unknown = [r for r in items if r.key not in known]
+        for r in unknown:
+            if r.fresh is not None:
+                named = sources[r.id].fields.get(field)
+                known[r.key] = [named] if isinstance(named, str) else list(named or [])
+        unknown = [r for r in unknown if r.key not in known]
         for r, served in zip(unknown, json_of(unknown), strict=True):
             named = json.loads(served).get(field)
             known[r.key] = [named] if isinstance(named, str) else list(named or [])
