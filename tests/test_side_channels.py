@@ -10,7 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from builders import Node, Records, ServerThread, app_for, http_get, issue_key, species, team
+from builders import (
+    Node,
+    Records,
+    ServerThread,
+    app_for,
+    copy_sample,
+    http_get,
+    issue_key,
+    species,
+    team,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -179,3 +189,25 @@ def test_an_anonymous_page_is_cut_alike_whatever_restricted_records_sit_between(
     for collection in COLLECTIONS:
         listing = records.listed(collection, [PUBLIC])
         assert len(set(listing.runs.tolist())) <= 1
+
+
+def test_a_list_page_is_not_made_faster_for_another_kind_of_caller(tmp_path: Path) -> None:
+    """The sidecar remembers the envelope of the list pages it answers (`service._envelope`),
+    apart for each kind of caller: a page a partner's key asked for is made afresh for an
+    anonymous caller, whose answer's time cannot tell that it was asked. Here the key holds
+    a group no record is in, so both get the very same bytes."""
+    from sidecar import service
+
+    root = copy_sample(tmp_path / "node")
+    build(Project(root), now=datetime(2026, 3, 1, tzinfo=UTC))
+    key, _ = issue_key(root, "grouped", groups=["nobody"])
+    service._envelope.cache_clear()
+    with ServerThread(app_for(root, reload_interval=0, anonymous_rate=0)) as server:
+        url = server.url + "/api/species?limit=2&offset=1"
+        keyed = http_get(url, {"X-API-Key": key})
+        remembered = service._envelope.cache_info()
+        anonymous = http_get(url)
+        assert anonymous[0] == keyed[0] == 200 and anonymous[2] == keyed[2]
+        assert service._envelope.cache_info().hits == remembered.hits  # not the key's
+        assert http_get(url)[2] == anonymous[2]
+        assert service._envelope.cache_info().hits == remembered.hits + 1  # its own kind's

@@ -7,7 +7,6 @@ every side agrees on (collections, scopes, page sizes) are here too.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from datetime import UTC, datetime
@@ -156,12 +155,9 @@ def list_page(base_url: str, collection: str, items: list[bytes], *, total: int,
     return b"".join([head, b",".join(items), tail])
 
 
-@functools.lru_cache(maxsize=4096)
 def list_envelope(base_url: str, collection: str, any_items: bool, *, total: int, limit: int,
                   offset: int, updated_since: str | None = None) -> tuple[bytes, bytes]:
-    """The bytes of a list page before its items and after them. Remembered (a pure
-    function of its arguments): the sidecar asks for the same pages again and again, and
-    making them (JSON, the next page's URL) was about a fifth of a list read's own work."""
+    """The bytes of a list page before its items and after them."""
     following = offset + limit
     next_url = (list_url(base_url, collection, limit=limit, offset=following,
                          updated_since=updated_since)
