@@ -26,8 +26,8 @@ from .writer import OutputFile, private_folder
 CACHE = LIBRARY_PAGES  # in .fednode/cache: the pages of each PDF, by path, size and mtime
 PASSAGE_CHARS = 600  # a passage: whole sentences of one page, up to about this long
 # How passages are made from pages: a new number makes the next export index them again.
-# 2: running headers and footers left out.
-PASSAGE_FORMAT = 2
+# 2: running headers and footers left out. 3: a passage's sentences one a line.
+PASSAGE_FORMAT = 3
 EDGE_LINES = 2  # lines at the top and at the bottom of a page where furniture is looked for
 
 
@@ -151,14 +151,17 @@ def without_furniture(pages: list[tuple[str, str]]) -> list[str]:
 
 
 def passages(page: Page) -> list[str]:
-    """Whole sentences of one page, grouped up to about PASSAGE_CHARS."""
+    """Whole sentences of one page, grouped up to about PASSAGE_CHARS, one a line: a
+    heading stays a line of its own, so `search.sentences` finds it apart from the
+    sentence after it when the passage is weighed and quoted (joined by spaces, the two
+    were one sentence, and quoted so)."""
     out: list[str] = []
     current = ""
     for sentence in search.sentences(page.text):
         if current and len(current) + len(sentence) > PASSAGE_CHARS:
             out.append(current)
             current = ""
-        current = f"{current} {sentence}" if current else sentence
+        current = f"{current}\n{sentence}" if current else sentence
     if current:
         out.append(current)
     return out
@@ -212,8 +215,8 @@ def _group(folder: Path, live: Path | None, documents: list[Document], mark: str
     search.write(search.create(folder, search.PASSAGE_SCHEMA),
                  [search.passage_document(n, str(row[3])) for n, row in enumerate(rows)])
     titles = {d.id: d.title for d in documents}
-    search.save_vectors(folder / search.VECTORS, search.Embedder.embed(
-        [f"{titles[str(row[0])]}: {row[3]}" for row in rows]))
+    search.save_vectors(folder / search.VECTORS, search.Embedder.embed(  # its words, spaced
+        [f"{titles[str(row[0])]}: {' '.join(str(row[3]).splitlines())}" for row in rows]))
     (folder / search.PASSAGE_ROWS).write_text(json.dumps(
         {"mark": mark, "titles": titles, "rows": rows}, ensure_ascii=False), "utf-8")
     search.seal(folder)

@@ -449,6 +449,35 @@ def sentences(text: str) -> list[str]:
             if s.strip()]
 
 
+def statements(passage: str) -> list[tuple[str, str]]:
+    """A library passage's sentences (`library.passages`: one a line), each as weighed and
+    as quoted. Weighed, a heading is read with the sentence under it, whose subject it names
+    (its words count for that sentence, as in the running text); quoted, the sentence stands
+    without it: a heading is not part of what the page says. (A heading: a line that does
+    not end as a sentence does.)"""
+    lines = passage.splitlines()
+    text = " ".join(lines)
+    starts, at = {}, 0  # where each line starts in `text` -> its number
+    for number, line in enumerate(lines):
+        starts[at] = number
+        at += len(line) + 1
+    out, cursor = [], 0
+    for sentence in sentences(text):
+        begin = text.find(sentence, cursor)
+        if begin < 0:  # (a sentence is a piece of the text; should it not be, it is quoted whole)
+            out.append((sentence, sentence))
+            continue
+        end = begin + len(sentence)
+        cursor = end
+        while begin in starts:
+            line = lines[starts[begin]]
+            if begin + len(line) >= end or line.rstrip("\"”’)").endswith((".", "!", "?")):
+                break
+            begin += len(line) + 1  # a heading line, with a sentence after it
+        out.append((sentence, text[begin:end]))
+    return out
+
+
 def words(text: str) -> list[str]:
     """The query's words as the names analyzer sees them (lower case, ASCII-folded)."""
     return ANALYZERS[NAMES].analyze(text)[:QUERY_WORDS]  # type: ignore[no-any-return]

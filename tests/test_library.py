@@ -381,6 +381,47 @@ def test_every_word_of_a_passage_counts_as_evidence(tmp_path: Path) -> None:
     assert evidence.sentence_words < 0.9
 
 
+def test_a_heading_is_not_quoted_with_the_sentence_under_it(tmp_path: Path) -> None:
+    """A heading above a sentence lends it its words when the sentence is weighed, but the
+    quote is the sentence alone (the two were once quoted as one sentence)."""
+    from sidecar.library import choose, weigh
+    from sidecar.store import Snapshot
+    node = library_node(tmp_path / "node", restricted=False)
+    page = ("Grazing the river terraces\n\nSheep keep the grass short on the terraces from May "
+            "to September, and cattle open the tall herbs.")
+    make_pdf(node.root / "content" / "library" / "guide.pdf", [*GUIDE_PAGES, page])
+    build(Project(node.root))
+    groups = Snapshot(node.root / ".fednode" / "bundle").passage_groups(["public"])
+    quotes = choose(weigh(groups, "Which animals graze the river terraces?").quotes, 3)
+    assert quotes[0].sentence == ("Sheep keep the grass short on the terraces from May to "
+                                  "September, and cattle open the tall herbs.")
+    assert quotes[0].passage[1] == 5
+    assert not any("Grazing" in quote.sentence for quote in quotes)
+
+
+_LINES = st.lists(st.one_of(
+    st.sampled_from(["Grazing the terraces", "4.", "Contents", "Sheep", "Sheep graze.",
+                     "Cattle open the tall herbs.", "Why graze?", "“Quoted.”", "Sheep graze"]),
+    st.text(st.characters(codec="ascii", categories=("L", "N", "P")), min_size=1,
+            max_size=12)), max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_LINES)
+def test_statements_weigh_the_running_text_and_quote_without_headings(lines: list[str]) -> None:
+    """A passage's statements are weighed as its running text's sentences, exactly; each is
+    quoted as its end, without the heading lines it starts with (and only those)."""
+    lines = [" ".join(line.split()) for line in lines if line.split()]
+    found = search.statements("\n".join(lines))
+    assert [weighed for weighed, _ in found] == search.sentences(" ".join(lines))
+    for weighed, quoted in found:
+        assert quoted and weighed.endswith(quoted)
+        cut = weighed[:len(weighed) - len(quoted)]
+        if cut:
+            assert cut.endswith(" ")
+            assert not cut.rstrip().rstrip("\"”’)").endswith((".", "!", "?"))
+
+
 # Any character a line of text can hold: no line breaks, no control characters.
 LINE_CHARACTERS = st.characters(codec="utf-8", exclude_categories=("Cc", "Zl", "Zp"))
 
