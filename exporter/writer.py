@@ -314,7 +314,7 @@ class _Writes:
     `PENDING` batches wait, so memory stays small; the first error is raised, once every
     write has ended."""
 
-    THREADS = 2
+    THREADS = 3
     BATCH = 64
     PENDING = 8
 
