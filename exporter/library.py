@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 from dataclasses import dataclass
@@ -26,8 +27,11 @@ from .writer import OutputFile, private_folder
 CACHE = LIBRARY_PAGES  # in .fednode/cache: the pages of each PDF, by path, size and mtime
 PASSAGE_CHARS = 600  # a passage: whole sentences of one page, up to about this long
 # How passages are made from pages: a new number makes the next export index them again.
-# 2: running headers and footers left out. 3: a passage's sentences one a line.
-PASSAGE_FORMAT = 3
+# 2: running headers and footers left out. 4: each row with its headings' spans.
+PASSAGE_FORMAT = 4
+# A line whose characters are at least this many times the page's body text's size is a
+# heading (the body's size: the one most of the page's characters have).
+HEADING_SIZE = 1.15
 EDGE_LINES = 2  # lines at the top and at the bottom of a page where furniture is looked for
 
 
@@ -36,6 +40,7 @@ class Page:
     number: int  # 1-based, physical
     label: str  # as printed (the PDF's /PageLabels), or the number
     text: str
+    headings: frozenset[str] = frozenset()  # its lines set larger than its body text
 
 
 @dataclass(frozen=True)
@@ -77,15 +82,16 @@ def documents(root: Path, records: list[SourceRecord], cache: Path
                 data = pdf.read_bytes()
                 entry = {"size": info.st_size, "mtime_ns": info.st_mtime_ns,
                          "sha256": hashlib.sha256(data).hexdigest(), "pages": _read(data)}
+            headings = [frozenset(map(str, page[2])) for page in entry["pages"]]
         except (OSError, ValueError) as exc:
             problems.append(Problem(rel, 0, "", f"cannot read this PDF: {exc}; replace it with "
                                                 f"a PDF whose text can be extracted"))
             continue
         kept[rel] = entry
-        labels = [str(label) for label, _ in entry["pages"]]
-        texts = without_furniture([(label, str(text)) for label, text in entry["pages"]])
-        pages = [Page(n, label, text)
-                 for n, (label, text) in enumerate(zip(labels, texts, strict=True), 1)]
+        labels = [str(page[0]) for page in entry["pages"]]
+        texts = without_furniture([(str(page[0]), str(page[1])) for page in entry["pages"]])
+        pages = [Page(n, label, text, heads) for n, (label, text, heads)
+                 in enumerate(zip(labels, texts, headings, strict=True), 1)]
         found.append(Document(record.id, record.access, str(fields.get("title", "")), pdf, rel,
                               entry["sha256"], pages))
     if not problems:
@@ -93,26 +99,66 @@ def documents(root: Path, records: list[SourceRecord], cache: Path
     return found, problems
 
 
-def _read(data: bytes) -> list[list[str]]:
-    """[label, text] of each page. Any failure of the reader is a ValueError."""
+def _read(data: bytes) -> list[list[Any]]:
+    """[label, text, headings] of each page (`_headings`). Any failure of the reader is a
+    ValueError."""
     import io
 
     from pypdf import PdfReader
     try:
         reader = PdfReader(io.BytesIO(data))
         labels = list(reader.page_labels)
-        return [[labels[n] if n < len(labels) else str(n + 1), page.extract_text() or ""]
-                for n, page in enumerate(reader.pages)]
+        out: list[list[Any]] = []
+        for n, page in enumerate(reader.pages):
+            runs: list[tuple[str, float]] = []
+
+            def drawn(text: str, cm: list[float], tm: list[float], font: Any, size: float,
+                      runs: list[tuple[str, float]] = runs) -> None:
+                runs.append((text, _size(size, cm, tm)))
+            text = page.extract_text(visitor_text=drawn) or ""
+            out.append([labels[n] if n < len(labels) else str(n + 1), text, _headings(runs)])
+        return out
     except Exception as exc:  # noqa: BLE001 - a damaged or hostile file can make the
         # reader fail in any way (hypothesis found NotImplementedError, struct and zlib
         # errors, recursion): each is "this PDF cannot be read", never a crash
         raise ValueError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
 
+def _size(size: float, cm: list[float], tm: list[float]) -> float:
+    """The height text is drawn at: its font size, scaled by the text and page matrices."""
+    return abs(size) * math.hypot(tm[2], tm[3]) * math.hypot(cm[2], cm[3])
+
+
+def _headings(runs: list[tuple[str, float]]) -> list[str]:
+    """The lines of a page (the runs of text the reader drew, each with its size, a line
+    ending where a run's text has a line break) whose every run is set at least
+    HEADING_SIZE times larger than most of the page's characters."""
+    chars: dict[float, int] = {}
+    for text, size in runs:
+        chars[round(size, 1)] = chars.get(round(size, 1), 0) + len(text.strip())
+    if not chars:
+        return []
+    body = max(chars, key=lambda size: (chars[size], -size))
+    found: list[str] = []
+    line, large = "", True
+    for text, size in runs:
+        for n, part in enumerate(text.split("\n")):
+            if n:  # a line break: the line so far is whole
+                if line.strip() and large:
+                    found.append(line.strip())
+                line, large = "", True
+            line += part
+            if part.strip() and round(size, 1) < body * HEADING_SIZE:
+                large = False
+    if line.strip() and large:
+        found.append(line.strip())
+    return found
+
+
 def _load_cache(folder: Path) -> dict[str, Any]:
     try:
         data = json.loads((folder / CACHE).read_bytes())
-        return data if isinstance(data, dict) and data.get("version") == 1 else {}
+        return data if isinstance(data, dict) and data.get("version") == 2 else {}
     except (OSError, ValueError):
         return {}
 
@@ -121,7 +167,7 @@ def _save_cache(folder: Path, entries: dict[str, Any]) -> None:
     private_folder(folder)
     path = folder / CACHE
     temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps({"version": 1, **entries}), "utf-8")
+    temporary.write_text(json.dumps({"version": 2, **entries}), "utf-8")
     os.chmod(temporary, 0o600)
     os.replace(temporary, path)
 
@@ -150,20 +196,21 @@ def without_furniture(pages: list[tuple[str, str]]) -> list[str]:
     return out
 
 
-def passages(page: Page) -> list[str]:
-    """Whole sentences of one page, grouped up to about PASSAGE_CHARS, one a line: a
-    heading stays a line of its own, so `search.sentences` finds it apart from the
-    sentence after it when the passage is weighed and quoted (joined by spaces, the two
-    were one sentence, and quoted so)."""
-    out: list[str] = []
-    current = ""
-    for sentence in search.sentences(page.text):
+def passages(page: Page) -> list[tuple[str, list[list[int]]]]:
+    """Whole sentences of one page, grouped up to about PASSAGE_CHARS, each passage with the
+    spans (start, end) of its sentences that are the page's headings: they are weighed with
+    the sentence after them but never quoted with it (`search.statements`)."""
+    out: list[tuple[str, list[list[int]]]] = []
+    current, spans = "", list[list[int]]()
+    for sentence, heading in search.marked_sentences(page.text, page.headings):
         if current and len(current) + len(sentence) > PASSAGE_CHARS:
-            out.append(current)
-            current = ""
-        current = f"{current}\n{sentence}" if current else sentence
+            out.append((current, spans))
+            current, spans = "", []
+        current = f"{current} {sentence}" if current else sentence
+        if heading:
+            spans.append([len(current) - len(sentence), len(current)])
     if current:
-        out.append(current)
+        out.append((current, spans))
     return out
 
 
@@ -210,13 +257,13 @@ def _group(folder: Path, live: Path | None, documents: list[Document], mark: str
     rows: list[list[object]] = []
     for document in documents:
         for page in document.pages:
-            for text in passages(page):
-                rows.append([document.id, page.number, page.label, text])
+            for text, headings in passages(page):
+                rows.append([document.id, page.number, page.label, text, headings])
     search.write(search.create(folder, search.PASSAGE_SCHEMA),
                  [search.passage_document(n, str(row[3])) for n, row in enumerate(rows)])
     titles = {d.id: d.title for d in documents}
-    search.save_vectors(folder / search.VECTORS, search.Embedder.embed(  # its words, spaced
-        [f"{titles[str(row[0])]}: {' '.join(str(row[3]).splitlines())}" for row in rows]))
+    search.save_vectors(folder / search.VECTORS, search.Embedder.embed(
+        [f"{titles[str(row[0])]}: {row[3]}" for row in rows]))
     (folder / search.PASSAGE_ROWS).write_text(json.dumps(
         {"mark": mark, "titles": titles, "rows": rows}, ensure_ascii=False), "utf-8")
     search.seal(folder)

@@ -34,7 +34,8 @@ from .errors import ExportError
 # Bump when what is indexed, or how, changes: every group is then indexed afresh.
 SEARCH_VERSION = "4"
 STATE = "state.json"  # per group: the version and the rows, in the order of VECTORS
-PASSAGE_ROWS = "passages.json"  # per library group: [document id, page, label, text] a row
+PASSAGE_ROWS = "passages.json"  # per library group: [document id, page, label, text,
+# headings] a row (headings: the spans of its heading sentences in text, `library.passages`)
 VECTORS = "vectors.npy"  # per group: float32 (rows, DIMENSIONS), unit length
 DIMENSIONS = 256
 MODEL = {"config": "l2_supercat", "dim": DIMENSIONS}
@@ -435,46 +436,56 @@ def sentences(text: str) -> list[str]:
     """Text as sentences, with the line breaks of a PDF's layout undone. A short line (a
     heading, a paragraph's last line) ends what came before it, so a heading is a sentence
     of its own."""
-    blocks: list[str] = []
+    return [sentence for sentence, _ in marked_sentences(text)]
+
+
+def marked_sentences(text: str, headings: frozenset[str] = frozenset()
+                     ) -> list[tuple[str, bool]]:
+    """`sentences`, each with whether it is (a piece of) one of `headings`: lines of the
+    text set as headings (`library._read` finds them by their size on the page)."""
+    blocks: list[list[str]] = []
     current: list[str] = []
     for line in (line.strip() for line in text.splitlines()):
         if not line:
             continue
         current.append(line)
         if len(line) < HEADING_CHARS and not line.endswith(_CONTINUES):
-            blocks.append(" ".join(current))
+            blocks.append(current)
             current = []
-    blocks.append(" ".join(current))
-    return [s.strip() for block in blocks for s in _SENTENCE_END.split(" ".join(block.split()))
-            if s.strip()]
+    blocks.append(current)
+    out = []
+    for lines in blocks:
+        joined = " ".join(" ".join(lines).split())
+        heading = " ".join(lines[-1].split()) if lines and lines[-1] in headings else ""
+        # where the heading stands in the block: its end (the line that ended the block)
+        from_ = len(joined) - len(heading) if heading and joined.endswith(heading) else None
+        at = 0
+        for piece in _SENTENCE_END.split(joined):
+            begin = joined.index(piece, at)
+            at = begin + len(piece)
+            if piece.strip():
+                out.append((piece.strip(), from_ is not None and begin >= from_))
+    return out
 
 
-def statements(passage: str) -> list[tuple[str, str]]:
-    """A library passage's sentences (`library.passages`: one a line), each as weighed and
-    as quoted. Weighed, a heading is read with the sentence under it, whose subject it names
-    (its words count for that sentence, as in the running text); quoted, the sentence stands
-    without it: a heading is not part of what the page says. (A heading: a line that does
-    not end as a sentence does.)"""
-    lines = passage.splitlines()
-    text = " ".join(lines)
-    starts, at = {}, 0  # where each line starts in `text` -> its number
-    for number, line in enumerate(lines):
-        starts[at] = number
-        at += len(line) + 1
+def statements(passage: str, headings: Sequence[Sequence[int]] = ()) -> list[tuple[str, str]]:
+    """A library passage's sentences, each as weighed and as quoted. `headings` are the
+    spans (start, end) of the passage's heading sentences (`library.passages`). Weighed, a
+    heading is read with the sentence under it, whose subject it names (its words count for
+    that sentence, as in the running text); quoted, the sentence stands without it: a
+    heading is not part of what the page says."""
+    spans = {int(begin): int(end) for begin, end in headings}
     out, cursor = [], 0
-    for sentence in sentences(text):
-        begin = text.find(sentence, cursor)
+    for sentence in sentences(passage):
+        begin = passage.find(sentence, cursor)
         if begin < 0:  # (a sentence is a piece of the text; should it not be, it is quoted whole)
             out.append((sentence, sentence))
             continue
         end = begin + len(sentence)
         cursor = end
-        while begin in starts:
-            line = lines[starts[begin]]
-            if begin + len(line) >= end or line.rstrip("\"”’)").endswith((".", "!", "?")):
-                break
-            begin += len(line) + 1  # a heading line, with a sentence after it
-        out.append((sentence, text[begin:end]))
+        while spans.get(begin, end) < end:  # a heading, with the sentence after it
+            begin = spans[begin] + 1
+        out.append((sentence, passage[begin:end]))
     return out
 
 

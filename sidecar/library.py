@@ -139,7 +139,8 @@ def weigh(indexes: list[search.Passages], question: str) -> Weighed:
                 for c in found[:PASSAGES]]
     if not passages:
         return NOTHING
-    found_in = [(row, search.statements(str(row[3]))) for row, _ in passages]
+    found_in = [(row, search.statements(str(row[3]), row[4] if len(row) > 4 else ()))
+                for row, _ in passages]
     split = [(row, [weighed for weighed, _ in statements]) for row, statements in found_in]
     quoted = dict(statement for _, statements in found_in for statement in statements)
     in_order = [(sentence, row) for row, sentences in split for sentence in sentences]

@@ -247,9 +247,12 @@ def search_ids(bundle: Path, text: str, groups: tuple[str, ...] = ("public",)) -
     return sorted(item["id"] for item in found["items"])
 
 
-def make_pdf(path: Path, pages: list[str], labels: list[str] | None = None) -> None:
+def make_pdf(path: Path, pages: list[str], labels: list[str] | None = None, *,
+             width: int = 95) -> None:
     """A PDF with one page per text (reportlab, a Unicode TrueType font), its printed labels
-    set as /PageLabels (pypdf) when given, e.g. ["i", "ii", "1", "2"]."""
+    set as /PageLabels (pypdf) when given, e.g. ["i", "ii", "1", "2"]. Paragraphs (split at
+    blank lines) are wrapped at `width` characters; one that starts with "# " is a heading,
+    set larger (14 points against the body's 10)."""
     import io
     import textwrap as wrap
 
@@ -267,9 +270,11 @@ def make_pdf(path: Path, pages: list[str], labels: list[str] | None = None) -> N
         pdf.setFont("Vera", 10)
         y = 800
         for paragraph in text.split("\n\n"):
-            for line in wrap.wrap(paragraph, 95):
+            heading = paragraph.startswith("# ")
+            pdf.setFont("Vera", 14 if heading else 10)
+            for line in wrap.wrap(paragraph.removeprefix("# "), width):
                 pdf.drawString(50, y, line)
-                y -= 14
+                y -= 18 if heading else 14
             y -= 8
         pdf.showPage()
     pdf.save()
