@@ -13,7 +13,7 @@ import asyncio
 import functools
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 from urllib.parse import quote
@@ -160,15 +160,29 @@ async def read_record(store: Store, caller: Caller, collection: str, record_id: 
     return Served(records.body(row), _tag(records.digest(row)))
 
 
-@functools.lru_cache(maxsize=4096)
+ENVELOPES_KEPT = 1024  # list-page envelopes remembered for each kind of caller
+_envelopes: dict[tuple[str, ...], Callable[..., tuple[bytes, bytes]]] = {}
+
+
 def _envelope(groups: tuple[str, ...], base_url: str, collection: str, any_items: bool,
               total: int, limit: int, offset: int, updated_since: str | None
               ) -> tuple[bytes, bytes]:
     """`list_envelope`, remembered: callers ask for the same pages again and again, and
-    making them (JSON, the next page's URL) was about a fifth of a list read's own work. Kept
-    apart for each kind of caller (the groups it reads): a page one kind asked for is not
-    made faster for another, so no caller can time what callers of another kind (a partner's
-    key, say) asked for."""
+    making them (JSON, the next page's URL) was about a fifth of a list read's own work. Each
+    kind of caller (the groups it reads) has a cache of its own: what one kind asks for is
+    neither made faster nor pushed out for another, so no caller can time what callers of
+    another kind (a partner's key, say) asked for, or how much. (Kinds are made by the keys
+    the node issues, not by callers; past 256 of them, all are forgotten and begun again.)"""
+    made = _envelopes.get(groups)
+    if made is None:
+        if len(_envelopes) >= 256:
+            _envelopes.clear()
+        made = _envelopes[groups] = functools.lru_cache(maxsize=ENVELOPES_KEPT)(_made_envelope)
+    return made(base_url, collection, any_items, total, limit, offset, updated_since)
+
+
+def _made_envelope(base_url: str, collection: str, any_items: bool, total: int, limit: int,
+                   offset: int, updated_since: str | None) -> tuple[bytes, bytes]:
     return list_envelope(base_url, collection, any_items, total=total, limit=limit,
                          offset=offset, updated_since=updated_since)
 

@@ -193,21 +193,26 @@ def test_an_anonymous_page_is_cut_alike_whatever_restricted_records_sit_between(
 
 def test_a_list_page_is_not_made_faster_for_another_kind_of_caller(tmp_path: Path) -> None:
     """The sidecar remembers the envelope of the list pages it answers (`service._envelope`),
-    apart for each kind of caller: a page a partner's key asked for is made afresh for an
-    anonymous caller, whose answer's time cannot tell that it was asked. Here the key holds
-    a group no record is in, so both get the very same bytes."""
+    in a cache for each kind of caller: a page a partner's key asked for is made afresh for
+    an anonymous caller, whose answer's time cannot tell that it was asked, nor how many
+    pages the key asked for. Here the key holds a group no record is in, so both get the very
+    same bytes."""
     from sidecar import service
 
     root = copy_sample(tmp_path / "node")
     build(Project(root), now=datetime(2026, 3, 1, tzinfo=UTC))
     key, _ = issue_key(root, "grouped", groups=["nobody"])
-    service._envelope.cache_clear()
+    service._envelopes.clear()
     with ServerThread(app_for(root, reload_interval=0, anonymous_rate=0)) as server:
         url = server.url + "/api/species?limit=2&offset=1"
         keyed = http_get(url, {"X-API-Key": key})
-        remembered = service._envelope.cache_info()
         anonymous = http_get(url)
         assert anonymous[0] == keyed[0] == 200 and anonymous[2] == keyed[2]
-        assert service._envelope.cache_info().hits == remembered.hits  # not the key's
+        kinds = {groups: made.cache_info() for groups, made in service._envelopes.items()}
+        assert kinds.keys() == {(PUBLIC,), (PUBLIC, "nobody")}
+        assert all(info.hits == 0 and info.currsize == 1 for info in kinds.values())
         assert http_get(url)[2] == anonymous[2]
-        assert service._envelope.cache_info().hits == remembered.hits + 1  # its own kind's
+        assert service._envelopes[(PUBLIC,)].cache_info().hits == 1  # its own kind's
+        for offset in range(3, 3 + service.ENVELOPES_KEPT):  # the key's pages, many
+            http_get(f"{server.url}/api/species?limit=1&offset={offset}", {"X-API-Key": key})
+        assert service._envelopes[(PUBLIC,)].cache_info().currsize == 1  # not pushed out
