@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import os
 import pickle
+import select
 import signal
 import sys
 import threading
@@ -37,6 +38,15 @@ def forks() -> bool:
     return sys.platform == "linux" and threading.active_count() == 1
 
 
+_IN_CHILD = False
+
+
+def in_child() -> bool:
+    """Whether this process is a child `Aside` forked (work that limits its own process's
+    resources may do so only there)."""
+    return _IN_CHILD
+
+
 def child_started(parent: int) -> None:
     """In a forked child of the export, first thing: die with the parent, and let go of the
     export lock (a child holding it would refuse the next export until it ended)."""
@@ -48,11 +58,16 @@ def child_started(parent: int) -> None:
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
     writer.release_inherited_locks()
+    global _IN_CHILD
+    _IN_CHILD = True
 
 
 class Aside(Generic[T]):
-    def __init__(self, function: Callable[..., T], *arguments: Any) -> None:
+    def __init__(self, function: Callable[..., T], *arguments: Any, redo: bool = True) -> None:
+        """`redo=False`: where the child dies, `result` raises ChildProcessError rather than
+        do the work here (work that may have killed it: reading a hostile file)."""
         self._call = (function, arguments)
+        self._redo = redo
         self._child: tuple[int, int] | None = None  # pid, the pipe's read end
         self._thread: ThreadPoolExecutor | None = None
         self._future: Future[T] | None = None
@@ -62,14 +77,20 @@ class Aside(Generic[T]):
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="fednode-aside")
             self._future = self._thread.submit(function, *arguments)
 
-    def result(self) -> T:
+    def result(self, timeout: float | None = None) -> T:
+        """What the work returned (or raise what it raised). With `timeout`, a TimeoutError
+        if it has not ended by then: a child is killed; a thread cannot be, and is left to
+        end on its own."""
         if self._future is not None:
             try:
-                return self._future.result()
+                return self._future.result(timeout)
             finally:
                 self.cancel()
         if self._child is not None:
             pid, pipe = self._child
+            if timeout is not None and not select.select([pipe], [], [], timeout)[0]:
+                self.cancel()
+                raise TimeoutError(f"not done within {timeout:g} s")
             self._child = None
             with open(pipe, "rb") as reader:
                 data = reader.read()
@@ -79,6 +100,8 @@ class Aside(Generic[T]):
                 if done:
                     return value  # type: ignore[no-any-return]
                 raise value
+        if not self._redo:
+            raise ChildProcessError("the process doing it ended without an answer")
         function, arguments = self._call  # the child died: do it here
         return function(*arguments)
 

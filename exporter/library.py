@@ -7,16 +7,20 @@ PDF is in the bundle, for the sidecar to serve to the keys that may read it."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import math
 import os
+import re
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import search
+from .aside import Aside, in_child
 from .cache import LIBRARY_PAGES
 from .content import LIBRARY, SourceRecord
 from .contract.bundle import PASSAGES
@@ -33,6 +37,19 @@ PASSAGE_FORMAT = 4
 # heading (the body's size: the one most of the page's characters have).
 HEADING_SIZE = 1.15
 EDGE_LINES = 2  # lines at the top and at the bottom of a page where furniture is looked for
+# What a PDF may hold, at most: a hostile or broken file is refused with its path, rather
+# than exhaust the export's memory or time (docs/library.md, "Limits").
+PDF_BYTES = 256 * 2**20
+PAGE_CHARS = 200_000  # characters of text on one page (a dense page holds about 5,000)
+PDF_CHARS = 20_000_000  # characters of text in one PDF (a 1,000-page book: about 3 million)
+LABEL_CHARS = 64  # a printed page label
+READ_SECONDS = 120.0  # to read one PDF, in a process of its own (where the export forks)
+READ_MEMORY = 2 * 2**30  # bytes of memory that process may take beyond the export's own
+# Characters dropped from a PDF's text: controls (but line breaks and tabs), direction
+# overrides and invisible ones, which a quote would carry to a client or which split words.
+_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u00ad\u200b-\u200f\u202a-\u202e"
+                        "\u2060-\u2069\ufeff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # half a character: never valid text
 
 
 @dataclass(frozen=True)
@@ -79,9 +96,9 @@ def documents(root: Path, records: list[SourceRecord], cache: Path
             entry = remembered.get(rel)
             if not (isinstance(entry, dict) and entry.get("size") == info.st_size
                     and entry.get("mtime_ns") == info.st_mtime_ns):
-                data = pdf.read_bytes()
+                data = _bytes_of(pdf)
                 entry = {"size": info.st_size, "mtime_ns": info.st_mtime_ns,
-                         "sha256": hashlib.sha256(data).hexdigest(), "pages": _read(data)}
+                         "sha256": hashlib.sha256(data).hexdigest(), "pages": _guarded(data)}
             headings = [frozenset(map(str, page[2])) for page in entry["pages"]]
         except (OSError, ValueError) as exc:
             problems.append(Problem(rel, 0, "", f"cannot read this PDF: {exc}; replace it with "
@@ -99,8 +116,54 @@ def documents(root: Path, records: list[SourceRecord], cache: Path
     return found, problems
 
 
+def _bytes_of(pdf: Path) -> bytes:
+    """A PDF's bytes: a regular file of at most PDF_BYTES (not a device, a pipe or a link to
+    one, which could be read for ever)."""
+    descriptor = os.open(pdf, os.O_RDONLY | os.O_NONBLOCK)  # (a pipe's open would wait)
+    with open(descriptor, "rb", buffering=0) as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise ValueError("not a regular file")
+        data = handle.read(PDF_BYTES + 1)
+    if len(data) > PDF_BYTES:
+        raise ValueError(f"larger than {PDF_BYTES // 2**20} MiB")
+    return data
+
+
+def _guarded(data: bytes) -> list[list[Any]]:
+    """`_read`, in a process of its own where the export forks (the command): killed after
+    READ_SECONDS, with READ_MEMORY of memory at most, so that no PDF can hang the export or
+    take the machine's memory. (In a process that serves too, such as the tests, on a
+    thread: no limits.)"""
+    work = Aside(_read_limited, data, redo=False)
+    try:
+        return work.result(timeout=READ_SECONDS)
+    except TimeoutError:
+        raise ValueError(f"reading it took more than {READ_SECONDS:g} s") from None
+    except (ChildProcessError, MemoryError):
+        raise ValueError(f"reading it took more than {READ_MEMORY // 2**30} GiB of memory"
+                         ) from None
+
+
+def _read_limited(data: bytes) -> list[list[Any]]:
+    if in_child():
+        import resource
+        with open("/proc/self/statm") as statm:  # the process's size now, in pages
+            now = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = now + READ_MEMORY if hard == resource.RLIM_INFINITY else \
+            min(now + READ_MEMORY, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+        gc.enable()  # the reader's objects hold cycles (the export runs without collecting)
+    return _read(data)
+
+
+def _clean(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", _INVISIBLE.sub("", text))
+
+
 def _read(data: bytes) -> list[list[Any]]:
-    """[label, text, headings] of each page (`_headings`). Any failure of the reader is a
+    """[label, text, headings] of each page (`_headings`), the text without invisible
+    characters (`_clean`). Any failure of the reader, or a PDF beyond the limits above, is a
     ValueError."""
     import io
 
@@ -109,19 +172,38 @@ def _read(data: bytes) -> list[list[Any]]:
         reader = PdfReader(io.BytesIO(data))
         labels = list(reader.page_labels)
         out: list[list[Any]] = []
+        total = 0
         for n, page in enumerate(reader.pages):
             runs: list[tuple[str, float]] = []
 
             def drawn(text: str, cm: list[float], tm: list[float], font: Any, size: float,
                       runs: list[tuple[str, float]] = runs) -> None:
                 runs.append((text, _size(size, cm, tm)))
-            text = page.extract_text(visitor_text=drawn) or ""
-            out.append([labels[n] if n < len(labels) else str(n + 1), text, _headings(runs)])
+            text = _clean(page.extract_text(visitor_text=drawn) or "")
+            label = _clean(labels[n] if n < len(labels) else str(n + 1))
+            total += len(text)
+            if len(text) > PAGE_CHARS or total > PDF_CHARS or len(label) > LABEL_CHARS:
+                raise _TooMuch(
+                    f"page {n + 1} " + (f"holds {len(text):,} characters of text; a page may "
+                                        f"hold {PAGE_CHARS:,}" if len(text) > PAGE_CHARS else
+                                        f"brings its text to {total:,} characters; a PDF may "
+                                        f"hold {PDF_CHARS:,}" if total > PDF_CHARS else
+                                        f"has a label of {len(label):,} characters; a label "
+                                        f"may have {LABEL_CHARS}"))
+            out.append([label, text, [_clean(line) for line in _headings(runs)]])
         return out
+    except _TooMuch as exc:
+        raise ValueError(str(exc)) from None
+    except MemoryError:
+        raise  # (`_guarded` says how much was allowed)
     except Exception as exc:  # noqa: BLE001 - a damaged or hostile file can make the
         # reader fail in any way (hypothesis found NotImplementedError, struct and zlib
         # errors, recursion): each is "this PDF cannot be read", never a crash
         raise ValueError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+class _TooMuch(Exception):
+    """A PDF beyond the limits above."""
 
 
 def _size(size: float, cm: list[float], tm: list[float]) -> float:
@@ -202,7 +284,7 @@ def passages(page: Page) -> list[tuple[str, list[list[int]]]]:
     the sentence after them but never quoted with it (`search.statements`)."""
     out: list[tuple[str, list[list[int]]]] = []
     current, spans = "", list[list[int]]()
-    for sentence, heading in search.marked_sentences(page.text, page.headings):
+    for sentence, heading in _bounded(search.marked_sentences(page.text, page.headings)):
         if current and len(current) + len(sentence) > PASSAGE_CHARS:
             out.append((current, spans))
             current, spans = "", []
@@ -211,6 +293,23 @@ def passages(page: Page) -> list[tuple[str, list[list[int]]]]:
             spans.append([len(current) - len(sentence), len(current)])
     if current:
         out.append((current, spans))
+    return out
+
+
+def _bounded(sentences: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """The sentences, each longer than PASSAGE_CHARS cut at spaces into pieces of at most
+    that (a word longer than that, where it must): a page without sentence ends (a table, a
+    hostile file) would otherwise be one passage of any length, slow to weigh at every
+    question that retrieves it."""
+    out = []
+    for sentence, heading in sentences:
+        while len(sentence) > PASSAGE_CHARS:
+            cut = sentence.rfind(" ", 0, PASSAGE_CHARS + 1)
+            cut = cut if cut > 0 else PASSAGE_CHARS
+            out.append((sentence[:cut].rstrip(), heading))
+            sentence = sentence[cut:].lstrip()
+        if sentence:
+            out.append((sentence, heading))
     return out
 
 

@@ -327,3 +327,45 @@ def debian_tool(package: str, binary: str) -> Path:
     if not found:
         pytest.skip(f"{package} installed no {binary}")
     return Path(found)
+
+
+def raw_pdf(path: Path, contents: list[bytes], *, labels: bytes = b"",
+            to_unicode: bytes = b"") -> None:
+    """A PDF written object by object, for what a drawing library will not make: one page a
+    content stream (drawing Helvetica as /F1), a /PageLabels tree given whole (`labels`, the
+    dictionary's bytes), and a ToUnicode map for the font (`to_unicode`, the CMap's bytes)."""
+    import zlib
+
+    def stream(data: bytes) -> bytes:
+        packed = zlib.compress(data)
+        return b"<< /Length %d /Filter /FlateDecode >>\nstream\n%b\nendstream" % (
+            len(packed), packed)
+
+    font = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica"
+    objects = {1: b"<< /Type /Catalog /Pages 2 0 R%b >>" % (
+                   b" /PageLabels " + labels if labels else b""),
+               2: b"<< /Type /Pages /Kids [%b] /Count %d >>" % (
+                   b" ".join(b"%d 0 R" % (10 + 2 * n) for n in range(len(contents))),
+                   len(contents)),
+               3: font + (b" /ToUnicode 4 0 R >>" if to_unicode else b" >>")}
+    if to_unicode:
+        objects[4] = stream(to_unicode)
+    for n, content in enumerate(contents):
+        objects[10 + 2 * n] = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+                               b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>"
+                               % (11 + 2 * n))
+        objects[11 + 2 * n] = stream(content)
+    out = bytearray(b"%PDF-1.7\n")
+    offsets = {}
+    for number in sorted(objects):
+        offsets[number] = len(out)
+        out += b"%d 0 obj\n%b\nendobj\n" % (number, objects[number])
+    size = max(objects) + 1
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % size
+    for number in range(1, size):
+        out += (b"%010d 00000 n \n" % offsets[number]) if number in offsets \
+            else b"0000000000 65535 f \n"
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (size, xref)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(bytes(out))

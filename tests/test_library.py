@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from builders import (
     http_get,
     issue_key,
     make_pdf,
+    raw_pdf,
     record_text,
     species,
 )
@@ -431,6 +433,106 @@ def test_statements_are_weighed_whole_and_quoted_without_headings(
         while starts.get(begin, cursor) < cursor:  # what may be cut: whole headings
             begin = starts[begin] + 1
         assert text[begin:cursor] == quoted
+
+
+def _text(*lines: bytes) -> bytes:
+    """A content stream showing each line, 14 points apart."""
+    return b"".join(b"BT /F1 10 Tf 50 %d Td (%b) Tj ET\n" % (780 - 14 * n, line)
+                    for n, line in enumerate(lines))
+
+
+# Codes a hostile font maps to half a character, a NUL, a direction override, a zero-width
+# space: the text keeps none of them (half a character becomes U+FFFD).
+_ODD_MAP = b"""/CIDInit /ProcSet findresource begin 12 dict begin begincmap
+/CMapName /X def /CMapType 2 def
+1 begincodespacerange <00> <FF> endcodespacerange
+4 beginbfchar <01> <D800> <02> <0000> <03> <202E> <04> <200B> endbfchar
+endcmap CMapName currentdict /CMap defineresource pop end end"""
+
+
+@pytest.mark.parametrize(("make", "says"), [
+    (lambda pdf: raw_pdf(pdf, [_text(b"Knotweed grows. " * 13_000)]),
+     "page 1 holds 208,000 characters of text; a page may hold 200,000"),
+    (lambda pdf: raw_pdf(pdf, [_text(b"Knotweed grows.")],
+                         labels=b"<< /Nums [0 << /P (" + b"x" * 100 + b") >>] >>"),
+     "page 1 has a label of 100 characters; a label may have 64"),
+    (lambda pdf: os.mkfifo(pdf), "not a regular file"),
+    (lambda pdf: pdf.symlink_to("/dev/zero"), "not a regular file"),
+])
+def test_a_pdf_beyond_the_limits_is_refused_with_its_path(
+        tmp_path: Path, make: Any, says: str) -> None:
+    """Text, labels and files that would take the export's memory or time for ever are
+    refused, each a problem naming the PDF, and the last good build stays."""
+    node = library_node(tmp_path / "node", restricted=False)
+    build(Project(node.root))
+    before = os.readlink(node.root / ".fednode" / "current")
+    pdf = node.root / "content" / "library" / "guide.pdf"
+    pdf.unlink()
+    make(pdf)
+    with pytest.raises(ContentError) as raised:
+        build(Project(node.root))
+    assert str(raised.value.problems[0]).startswith(
+        f"content/library/guide.pdf: cannot read this PDF: {says}")
+    assert os.readlink(node.root / ".fednode" / "current") == before
+
+
+def test_a_pdfs_text_keeps_no_invisible_or_broken_characters(tmp_path: Path) -> None:
+    """Half a character (a lone surrogate: it crashed the export), NUL, a direction override
+    and a zero-width space, which a font may map its codes to, do not reach the passages or
+    a quote: U+FFFD stands for the half character, the others are dropped."""
+    from exporter.contract.bundle import PASSAGES
+    node = library_node(tmp_path / "node", restricted=False)
+    pdf = node.root / "content" / "library" / "guide.pdf"
+    pdf.unlink()
+    raw_pdf(pdf, [_text(b"Knotweed \001spreads \002along \003rivers \004and roads.")],
+            to_unicode=_ODD_MAP)
+    build(Project(node.root))
+    rows = json.loads((node.root / ".fednode" / "bundle" / PASSAGES / "public" /
+                       search.PASSAGE_ROWS).read_text("utf-8"))["rows"]
+    assert [row[3] for row in rows] == ["Knotweed \ufffdspreads along rivers and roads."]
+
+
+def test_a_page_without_sentence_ends_is_cut_into_passages(tmp_path: Path) -> None:
+    """A page of words with no full stop is cut at spaces into passages of at most about
+    PASSAGE_CHARS: one passage of the whole page made every question that retrieved it slow
+    to weigh (seconds, at megabytes)."""
+    from exporter.contract.bundle import PASSAGES
+    from exporter.library import PASSAGE_CHARS
+    node = library_node(tmp_path / "node", restricted=False)
+    pdf = node.root / "content" / "library" / "guide.pdf"
+    pdf.unlink()
+    raw_pdf(pdf, [_text(b" ".join(b"knotweed%d" % n for n in range(9_000)))])
+    build(Project(node.root))
+    rows = json.loads((node.root / ".fednode" / "bundle" / PASSAGES / "public" /
+                       search.PASSAGE_ROWS).read_text("utf-8"))["rows"]
+    assert len(rows) > 100 and max(len(row[3]) for row in rows) <= PASSAGE_CHARS
+    assert " ".join(row[3] for row in rows).split() == \
+        [f"knotweed{n}" for n in range(9_000)]
+
+
+def test_a_pdf_that_takes_too_long_to_read_is_refused(tmp_path: Path) -> None:
+    """The command reads each PDF in a process of its own, killed after READ_SECONDS (here 2
+    s, for a page whose text takes pypdf about ten): a problem naming the PDF, and the last
+    good build stays."""
+    node = library_node(tmp_path / "node", restricted=False)
+    build(Project(node.root))
+    before = os.readlink(node.root / ".fednode" / "current")
+    pdf = node.root / "content" / "library" / "guide.pdf"
+    pdf.unlink()
+    raw_pdf(pdf, [b"BT /F1 10 Tf 50 700 Td\n" + b"(Knotweed grows. ) Tj\n" * 200_000 + b"ET\n"])
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path\n"
+              "from exporter import library; from exporter.build import build\n"
+              "from exporter.config import Project; from exporter.errors import ContentError\n"
+              "library.READ_SECONDS = 2.0\n"
+              "try: build(Project(Path(sys.argv[2])))\n"
+              "except ContentError as error: print(error.problems[0])\n")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", script, str(REPO), str(node.root)],
+                          capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - started < 30, done
+    assert done.stdout.startswith("content/library/guide.pdf: cannot read this PDF: reading "
+                                  "it took more than 2 s"), done
+    assert os.readlink(node.root / ".fednode" / "current") == before
 
 
 # Any character a line of text can hold: no line breaks, no control characters.
