@@ -236,7 +236,7 @@ def test_a_body_holding_half_a_surrogate_pair_is_refused_whole(
     (b'{"a":"\\ud800"}', True), ('{"a":"\\udfff"}', True),
     (b'{"a":"\xed\xa0\x80"}', True),  # encoded as UTF-8 bytes, no escape
     ('{"a":"\ud800"}', True),  # already in the text
-    ('{"a":"x"}'.encode("utf-16"), False), (b'{"a":"ok\xc3\xa9"}', False),
+    (b'{"a":"ok\xc3\xa9"}', False), (b'\xef\xbb\xbf{"a":"x"}', False),
     ('{"a":"\\ud83d\\ude00"}', False), ('{"a":"\\\\ud800"}', False)])
 def test_half_a_surrogate_pair_is_refused_however_it_is_written(data: bytes | str,
                                                                  refused: bool) -> None:
@@ -246,6 +246,14 @@ def test_half_a_surrogate_pair_is_refused_however_it_is_written(data: bytes | st
             decode(data)
     else:
         decode(data)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+def test_json_not_in_utf8_is_refused(encoding: str) -> None:
+    """I-JSON is UTF-8: a body or a message in UTF-16 or UTF-32, which Python's reader would
+    take, is refused, saying so."""
+    with pytest.raises(ValueError, match="not UTF-8: send it as UTF-8"):
+        decode('{"question":"knotweed"}'.encode(encoding))
 
 
 @pytest.mark.parametrize("target, status", [

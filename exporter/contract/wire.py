@@ -44,7 +44,12 @@ def decode(data: bytes | str) -> Any:
     I-JSON (RFC 7493), so that every reader sees the same value: UTF-8, no member named
     twice in one object (Python keeps the last, DuckDB the first), no string holding a
     surrogate escape that is not half of a pair (it is no character, and cannot be written
-    back as UTF-8), no NaN or Infinity. Raises ValueError saying what was wrong."""
+    back as UTF-8), no NaN or Infinity. (A UTF-8 byte-order mark is passed over, as RFC 8259
+    allows; UTF-16 and UTF-32, which Python's reader would take, are refused.) Raises
+    ValueError saying what was wrong."""
+    if isinstance(data, bytes) and json.detect_encoding(data) not in ("utf-8", "utf-8-sig"):
+        raise ValueError(f"the JSON is {json.detect_encoding(data).upper()}, not UTF-8: send "
+                         f"it as UTF-8")
     value = json.loads(data, object_pairs_hook=_members, parse_constant=_not_a_number)
     # Half a pair reaches the value through a \\u escape, or as the text holds it (json reads
     # bytes with surrogatepass): a text without an escape is checked as text, a fraction of
