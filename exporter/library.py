@@ -7,7 +7,6 @@ PDF is in the bundle, for the sidecar to serve to the keys that may read it."""
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import math
@@ -152,8 +151,10 @@ def _read_limited(data: bytes) -> list[list[Any]]:
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
         limit = now + READ_MEMORY if hard == resource.RLIM_INFINITY else \
             min(now + READ_MEMORY, hard)
+        # (The cyclic collector stays off, as in the export: collecting here would walk, and
+        # copy, every object the export had made, those of its extensions too; the
+        # reader's cycles are bounded by the limit and go with the process.)
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-        gc.enable()  # the reader's objects hold cycles (the export runs without collecting)
     return _read(data)
 
 
