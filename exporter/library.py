@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import re
 import shutil
 import stat
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,8 +100,10 @@ def documents(root: Path, records: list[SourceRecord], cache: Path
             if not (isinstance(entry, dict) and entry.get("size") == info.st_size
                     and entry.get("mtime_ns") == info.st_mtime_ns):
                 data = _bytes_of(pdf)
+                with _warnings_named(rel):
+                    read = _guarded(data)
                 entry = {"size": info.st_size, "mtime_ns": info.st_mtime_ns,
-                         "sha256": hashlib.sha256(data).hexdigest(), "pages": _guarded(data)}
+                         "sha256": hashlib.sha256(data).hexdigest(), "pages": read}
             headings = [frozenset(map(str, page[2])) for page in entry["pages"]]
         except (OSError, ValueError) as exc:
             problems.append(Problem(rel, 0, "", f"cannot read this PDF: {exc}; replace it with "
@@ -113,6 +119,33 @@ def documents(root: Path, records: list[SourceRecord], cache: Path
     if not problems:
         _save_cache(cache, kept)
     return found, problems
+
+
+class _Named(logging.Handler):
+    """pypdf's warnings while it reads one PDF (a damaged file it could read all the same),
+    each a line on standard error that names the PDF, not a bare message."""
+
+    def __init__(self, rel: str) -> None:
+        super().__init__(logging.WARNING)
+        self.rel = rel
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = " ".join(record.getMessage().split())
+        message = message if len(message) <= 300 else message[:300] + "…"
+        sys.stderr.write(f"{self.rel}: warning: pypdf: {message!a}\n"[:400])
+
+
+@contextmanager
+def _warnings_named(rel: str) -> Iterator[None]:
+    reader = logging.getLogger("pypdf")
+    handler, kept = _Named(rel), reader.propagate
+    reader.addHandler(handler)
+    reader.propagate = False
+    try:
+        yield
+    finally:
+        reader.removeHandler(handler)
+        reader.propagate = kept
 
 
 def _bytes_of(pdf: Path) -> bytes:

@@ -510,6 +510,24 @@ def test_a_page_without_sentence_ends_is_cut_into_passages(tmp_path: Path) -> No
         [f"knotweed{n}" for n in range(9_000)]
 
 
+def test_the_readers_warnings_name_the_pdf(tmp_path: Path) -> None:
+    """A damaged PDF pypdf can read all the same (here its cross-reference table is not
+    where the file says) exports, and what pypdf warns of is said with the PDF's path."""
+    node = library_node(tmp_path / "node", restricted=False)
+    pdf = node.root / "content" / "library" / "guide.pdf"
+    pdf.unlink()
+    raw_pdf(pdf, [_text(b"Knotweed grows along rivers.")])
+    data = pdf.read_bytes()
+    head, _, tail = data.rpartition(b"startxref\n")
+    pdf.write_bytes(head + b"startxref\n" + b"%d" % (int(tail.split()[0]) + 7) + b"\n%%EOF\n")
+    done = subprocess.run([sys.executable, "-m", "cli.main", "export", "--project",
+                           str(node.root)], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if "pypdf" in line]
+    assert warned and all(line.startswith("content/library/guide.pdf: warning: pypdf: ")
+                          for line in warned), done.stderr
+
+
 def test_a_pdf_that_takes_too_long_to_read_is_refused(tmp_path: Path) -> None:
     """The command reads each PDF in a process of its own, killed after READ_SECONDS (here 2
     s, for a page whose text takes pypdf about ten): a problem naming the PDF, and the last
