@@ -171,9 +171,12 @@ def _guarded(data: bytes) -> list[list[Any]]:
         return work.result(timeout=READ_SECONDS)
     except TimeoutError:
         raise ValueError(f"reading it took more than {READ_SECONDS:g} s") from None
-    except (ChildProcessError, MemoryError):
+    except MemoryError:
         raise ValueError(f"reading it took more than {READ_MEMORY // 2**30} GiB of memory"
                          ) from None
+    except ChildProcessError:
+        raise ValueError(f"the process reading it ended without an answer (it may have "
+                         f"needed more than {READ_MEMORY // 2**30} GiB of memory)") from None
 
 
 def _read_limited(data: bytes) -> list[list[Any]]:
