@@ -130,9 +130,8 @@ class _Named(logging.Handler):
         self.rel = rel
 
     def emit(self, record: logging.LogRecord) -> None:
-        message = " ".join(record.getMessage().split())
-        message = message if len(message) <= 300 else message[:300] + "…"
-        sys.stderr.write(f"{self.rel}: warning: pypdf: {message!a}\n"[:400])
+        # a Problem's line: printable, escaped and capped as every message of the export is
+        sys.stderr.write(f"{Problem(self.rel, 0, '', f'warning: pypdf: {record.getMessage()}')}\n")
 
 
 @contextmanager

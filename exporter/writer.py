@@ -348,8 +348,7 @@ class _Writes:
 
     def __exit__(self, *failed: object) -> None:
         if self._batch and failed[0] is None and not self._errors:
-            self._slots.acquire()  # (released by `_run`, as for every batch)
-            self._pool.submit(self._run, self._batch)
+            self._send()
         # Batches not begun are dropped when the export has failed: it ends sooner.
         self._pool.shutdown(wait=True, cancel_futures=failed[0] is not None)
         if self._errors and failed[0] is None:
