@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import timedelta
 from typing import Any
@@ -20,6 +19,7 @@ from exporter.contract.wire import (
     decode,
     format_time,
     parse_time,
+    shown,
 )
 
 from .errors import InvalidParameter, PayloadTooLarge, UnsupportedMediaType
@@ -28,6 +28,7 @@ CONTINUE = "100-continue"  # the one expectation met (HTTP/1.1): before a body i
 # ASCII digits only: no `+`, spaces, `_`, or digits of other scripts, which int() takes.
 _DIGITS = re.compile(r"[0-9]{1,19}")
 _INTEGER = re.compile(r"-?[0-9]{1,40}")
+_LONG_INTEGER = re.compile(r"-?[0-9]+")
 
 
 def parse_query(endpoint: Endpoint, query: MultiMapping[str]) -> dict[str, Any]:
@@ -56,14 +57,17 @@ def parse_query(endpoint: Endpoint, query: MultiMapping[str]) -> dict[str, Any]:
 
 
 def integer(param: Param, raw: str) -> int:
+    span = (f"at least {param.low}" if param.high == INTEGER_MAX
+            else f"from {param.low} to {param.high}")
     if _INTEGER.fullmatch(raw) is None:
-        raise InvalidParameter(f"{param.name} must be a whole number, got {raw[:40]!r}; write "
+        if _LONG_INTEGER.fullmatch(raw):  # too long to be in range: said by its length, not read
+            raise InvalidParameter(f"{param.name} must be {span}, got a whole number of "
+                                   f"{len(raw.lstrip('-'))} digits")
+        raise InvalidParameter(f"{param.name} must be a whole number, got {shown(raw)}; write "
                                f"it with the digits 0-9 only")
     value = int(raw)
     if not param.low <= value <= param.high:
-        span = (f"at least {param.low}" if param.high == INTEGER_MAX
-                else f"from {param.low} to {param.high}")
-        raise InvalidParameter(f"{param.name} must be {span}, got {raw[:40]}")
+        raise InvalidParameter(f"{param.name} must be {span}, got {shown(value)}")
     return value
 
 
@@ -147,10 +151,10 @@ def ask_body(body: dict[str, Any]) -> tuple[str, int]:
         raise InvalidParameter(f"question is {len(question)} characters long; shorten it to at "
                                f"most {QUESTION_MAX}")
     limit = body.get("limit", ASK_LIMIT_DEFAULT)
-    if isinstance(limit, float) and limit.is_integer():
+    if isinstance(limit, float) and limit.is_integer() and abs(limit) <= ASK_LIMIT_MAX:
         limit = int(limit)  # 3.0 is the number 3, as JSON Schema's integer says
     if isinstance(limit, bool) or not isinstance(limit, int) or \
             not 1 <= limit <= ASK_LIMIT_MAX:
         raise InvalidParameter(f"limit must be a whole number from 1 to {ASK_LIMIT_MAX}, got "
-                               f"{json.dumps(limit)[:40]}")
+                               f"{shown(limit)}")
     return " ".join(question.split()), limit

@@ -22,6 +22,7 @@ from exporter.contract.wire import (
     SEARCH_QUERY_MAX,
     TOOL_LIMIT_DEFAULT,
     UUID_PATTERN,
+    shown,
 )
 
 from . import service
@@ -230,16 +231,16 @@ def _check(arguments: dict[str, Any], kinds: dict[str, type]) -> None:
             raise ToolError(f"unknown argument {name[:40]!r}; this tool takes: {expected}")
         kind = kinds[name]
         if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ToolError(f"{name} must be a whole number, got {json.dumps(value)[:40]}")
+            raise ToolError(f"{name} must be a whole number, got {shown(value)}")
         if kind is not int and not isinstance(value, kind):
             raise ToolError(f"{name} must be {'text' if kind is str else 'a list'}, got "
-                            f"{json.dumps(value)[:40]}")
+                            f"{shown(value)}")
 
 
 def _limit(arguments: dict[str, Any], default: int, high: int) -> int:
     limit = arguments.get("limit", default)
     if not 1 <= limit <= high:
-        raise ToolError(f"limit must be from 1 to {high}, got {limit}")
+        raise ToolError(f"limit must be from 1 to {high}, got {shown(limit)}")
     return int(limit)
 
 

@@ -247,6 +247,9 @@ def test_pdfs_are_published_or_served_only_to_those_who_may_read_them(site: Site
     ({"question": "knotweed", "limit": "3"}, 400, "from 1 to 10"),
     ({"question": "knotweed", "limit": 2.5}, 400, "from 1 to 10"),
     ({"question": "knotweed", "limit": True}, 400, "from 1 to 10"),
+    # a float keeps its form; a whole number too long to read is said by its length
+    ({"question": "knotweed", "limit": 1e308}, 400, "from 1 to 10, got 1e+308"),
+    ({"question": "knotweed", "limit": 10 ** 400}, 400, "got a whole number of 401 digits"),
     ({"question": "knotweed", "top": 3}, 400, "unknown field 'top'"),
 ])
 def test_bad_bodies_name_the_field(site: Site, body: Any, status: int, says: str) -> None:

@@ -150,6 +150,8 @@ async def test_a_tool_sees_exactly_what_the_key_sees_over_rest(node: Node, key: 
     ({"limit": 0}, "limit must be from 1 to 200"),
     ({"limit": "5"}, "limit must be a whole number"),
     ({"limit": True}, "limit must be a whole number"),
+    ({"limit": 10 ** 30}, "limit must be from 1 to 200, got a whole number of 31 digits"),
+    ({"limit": 1e308}, "limit must be a whole number, got 1e+308"),
     ({"id": "knotweed"}, "id must be a record UUID"),
     ({"id": 5}, "id must be text"),
     ({"colour": "red"}, "unknown argument 'colour'"),

@@ -82,6 +82,11 @@ async def test_paging_with_custom_limit_walks_every_record(sample_client: TestCl
     ("limit=ten", "limit must be a whole number, got 'ten'"),
     ("offset=-1", "offset must be at least 0, got -1"),
     ("offset=1.5", "offset must be a whole number, got '1.5'"),
+    # too long to read: said by its length, not echoed as forty digits that look like a number
+    ("limit=" + "9" * 60, "limit must be from 1 to 200, got a whole number of 60 digits"),
+    ("offset=" + "1" * 41, "offset must be at least 0, got a whole number of 41 digits"),
+    ("limit=" + "1" * 20, "limit must be from 1 to 200, got a whole number of 20 digits"),
+    ("limit=x" + "y" * 50, "limit must be a whole number, got 'x" + "y" * 39 + "'…"),
     ("updated_since=yesterday", "updated_since: expected an RFC 3339 timestamp"),
     ("updated_since=2026-01-01T00:00:00", "updated_since: the timestamp needs a time zone"),
     ("limt=5", "unknown parameter 'limt'; this endpoint takes: limit, offset, updated_since"),

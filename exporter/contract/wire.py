@@ -177,3 +177,20 @@ def list_envelope(base_url: str, collection: str, any_items: bool, *, total: int
 
 def error_body(code: str, message: str) -> bytes:
     return encode({"error": {"code": code, "message": message}})
+
+
+SHOWN_CHARS = 40  # of a value given, echoed back in an error message
+
+
+def shown(value: Any) -> str:
+    """A value a caller sent, as an error message echoes it: a text quoted as Python does
+    ('ten'), anything else as its JSON; cut to SHOWN_CHARS, with "…" where cut. A whole
+    number too long to read is said by its length (10**400 is not echoed as forty digits
+    that look like a number), and a float keeps its own form: 1e308 is "1e+308", not the
+    309 digits of the whole number it also is."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 15:
+        return f"a whole number of {len(str(abs(value)))} digits"
+    if isinstance(value, str):
+        return repr(value[:SHOWN_CHARS]) + ("…" if len(value) > SHOWN_CHARS else "")
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
