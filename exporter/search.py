@@ -19,6 +19,7 @@ import json
 import os
 import re
 import threading
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -487,6 +488,21 @@ def statements(passage: str, headings: Sequence[Sequence[int]] = ()) -> list[tup
             begin = spans[begin] + 1
         out.append((sentence, passage[begin:end]))
     return out
+
+
+def as_asked(text: str) -> str:
+    """A caller's words as the library and the records are written, for matching: NFKC
+    (full-width letters, ligatures and other compatibility forms as their plain letters),
+    and a text without one lower-case letter ("WHEN IS BALSAM PULLED?") in lower case but
+    its first letter. The word vectors are case-sensitive, and every capital inside a
+    question would otherwise read as a name (`sidecar.library.unknown_names`)."""
+    text = unicodedata.normalize("NFKC", text)
+    if text.upper() == text and text.lower() != text:  # cased letters, none lower case
+        text = text.lower()
+        first = next((n for n, c in enumerate(text) if c.isalpha()), None)
+        if first is not None:
+            text = text[:first] + text[first].upper() + text[first + 1:]
+    return text
 
 
 def words(text: str) -> list[str]:

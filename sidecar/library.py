@@ -89,12 +89,13 @@ NOTHING = Weighed(Evidence(0.0, 0.0, 0.0, 0.0), [])
 def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
            ) -> dict[str, Any]:
     indexes = snapshot.passage_groups(groups)
-    unknown = unknown_names(question, indexes)
+    asked = search.as_asked(question)  # the response echoes the question as it was sent
+    unknown = unknown_names(asked, indexes)
     if unknown:
         return _refusal(question, f"The library's documents never mention {unknown[0]!r}, so "
                                   f"they cannot answer this question; ask about what they "
                                   f"cover (GET /api/resources lists them).")
-    found = weigh(indexes, question)
+    found = weigh(indexes, asked)
     chosen = choose(found.quotes, limit) if found.evidence.weighed() >= EVIDENCE else []
     if not chosen:
         return _refusal(question, NO_ANSWER)

@@ -21,6 +21,7 @@ MODES: tuple[str, ...] = ("hybrid", "keyword", "semantic")
 def run(snapshot: Snapshot, groups: Sequence[str], collections: Sequence[str], text: str,
         mode: Mode, limit: int) -> dict[str, Any]:
     indexes = snapshot.groups(groups)
+    text = search.as_asked(text)
     query = search.keyword_query(text) if mode != "semantic" else None
     keyword: list[search.Hit] = []
     semantic: list[search.Hit] = []

@@ -171,6 +171,20 @@ def test_a_capital_opening_a_later_sentence_is_no_name(site: Site) -> None:
     assert "never mention 'Dinant'" in body["message"]
 
 
+def test_a_question_in_capitals_or_full_width_letters_is_answered_alike(site: Site) -> None:
+    """The word vectors are case-sensitive and know no full-width letters, and a capital
+    inside a question reads as a name: before, of the judged questions the sample answers,
+    5 in 72 were answered in capitals and none in full-width letters."""
+    question = "When is Himalayan balsam pulled by hand?"
+    wide = question.translate({c: c + 0xFEE0 for c in range(0x21, 0x7F)})
+    _, plain = site.ask({"question": question})
+    assert plain["grounded"] is True
+    for asked in (question.upper(), wide):
+        _, body = site.ask({"question": asked})
+        assert body["question"] == asked  # echoed as it was sent
+        assert body["citations"] == plain["citations"], asked
+
+
 def test_restricted_documents_are_absent_for_keys_without_their_group(
         site: Site, public_only: Site) -> None:
     question = {"question": "What must an injection team carry in case of a spill?"}

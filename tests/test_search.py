@@ -17,6 +17,7 @@ import sys
 import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote
 from typing import Any
 
 import numpy as np
@@ -128,6 +129,18 @@ def test_meaning_without_shared_words(site: Site) -> None:
     titles = [item["title"] for item in body["items"]]
     assert any("balsam" in title.lower() for title in titles), titles
     assert ids
+
+
+def test_full_width_and_capital_queries_find_what_plain_ones_do(site: Site) -> None:
+    """The word vectors are case-sensitive and know no full-width letters: the query is
+    taken as written plainly (`search.as_asked`) before it is embedded."""
+    plain = "volunteers uprooting an annual weed by hand"
+    wide = plain.translate({c: c + 0xFEE0 for c in range(0x21, 0x7F)})
+    for mode in ("semantic", "hybrid"):
+        want = top_ids(site, quote(plain), n=10, mode=mode)
+        assert top_ids(site, quote(wide), n=10, mode=mode) == want, mode
+        assert top_ids(site, quote(plain.upper()), n=10, mode=mode) == \
+            top_ids(site, quote(plain.capitalize()), n=10, mode=mode), mode
 
 
 def test_filters_modes_and_counts(site: Site) -> None:
