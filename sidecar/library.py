@@ -143,9 +143,11 @@ def weigh(indexes: list[search.Passages], question: str) -> Weighed:
     found_in = [(row, search.statements(str(row[3]), row[4] if len(row) > 4 else ()))
                 for row, _ in passages]
     split = [(row, [weighed for weighed, _ in statements]) for row, statements in found_in]
-    quoted = dict(statement for _, statements in found_in for statement in statements)
-    in_order = [(sentence, row) for row, sentences in split for sentence in sentences]
-    unique = list(dict.fromkeys(sentence for sentence, _ in in_order))
+    # (weighed, quoted, passage): one sentence may be weighed alike in two passages but
+    # quoted apart (under a heading in one, not in the other): each is quoted from its own.
+    in_order = [(weighed, quoted, row) for row, statements in found_in
+                for weighed, quoted in statements]
+    unique = list(dict.fromkeys(sentence for sentence, _, _ in in_order))
     near = search.Embedder.embed(unique, serving=True) @ vector if unique else np.zeros(0)
     stems = {sentence: set(search.all_stems(sentence)) for sentence in unique}  # once each
     words = {sentence: share(stems[sentence]) for sentence in unique}
@@ -156,8 +158,8 @@ def weigh(indexes: list[search.Passages], question: str) -> Weighed:
     evidence = Evidence(max(share(set(search.all_stems(str(row[3])))) for row, _ in passages),
                         max(max(0.0, float(v @ vector)) for _, v in passages),
                         max(words.values(), default=0.0), max(pairs, default=0.0))
-    quotes = [Quote(quoted[sentence], row, 0.5 * words[sentence] + 0.5 * meaning[sentence])
-              for sentence, row in in_order]
+    quotes = [Quote(quoted, row, 0.5 * words[sentence] + 0.5 * meaning[sentence])
+              for sentence, quoted, row in in_order]
     quotes.sort(key=lambda q: -q.score)  # stable: the better passage first among equals
     return Weighed(evidence, quotes)
 

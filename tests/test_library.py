@@ -426,6 +426,26 @@ def test_a_heading_is_not_quoted_with_the_sentence_under_it(tmp_path: Path) -> N
                                                      "done from late August"), found
 
 
+def test_a_sentence_is_quoted_as_it_stands_in_the_passage_cited(tmp_path: Path) -> None:
+    """The same words, under a heading on one page and as one sentence on another, are
+    weighed alike: each passage's quote is its own (the heading left out only where it is
+    a heading)."""
+    from sidecar.library import weigh
+    from sidecar.store import Snapshot
+    node = library_node(tmp_path / "node", restricted=False)
+    sentence = "Sheep keep the grass short on the terraces from May to September."
+    make_pdf(node.root / "content" / "library" / "guide.pdf",
+             [*GUIDE_PAGES, f"# Grazing terraces\n\n{sentence}",
+              f"Grazing terraces {sentence} Cattle open the tall herbs."])
+    build(Project(node.root))
+    groups = Snapshot(node.root / ".fednode" / "bundle").passage_groups(["public"])
+    quotes = {(quote.passage[1], quote.sentence)
+              for quote in weigh(groups, "When do sheep graze the terraces?").quotes}
+    assert (5, sentence) in quotes and (6, f"Grazing terraces {sentence}") in quotes, quotes
+    assert (5, f"Grazing terraces {sentence}") not in quotes
+    assert (6, sentence) not in quotes
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(
     ["4.", "Grazing the terraces", "Sheep graze.", "Cattle open the tall herbs.", "Why graze?",
