@@ -17,8 +17,8 @@ import sys
 import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import quote
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import pytest
