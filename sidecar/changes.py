@@ -10,7 +10,6 @@ is then two binary searches and a slice."""
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from typing import NamedTuple
 
@@ -59,27 +58,32 @@ class Feed:
         return [Change(*row) for row in zip(*columns, strict=True)], until
 
 
-class Feeds:
-    """A snapshot's feeds, by caller kind, the most recently used `kept` of them. A feed is
-    made once however many callers ask for it at the same time: they wait for the one
-    making (each making held the whole event table in DuckDB's working memory, so a burst
-    of polls on a fresh snapshot multiplied the sidecar's memory by the burst)."""
+KINDS_MAX = 256  # kinds of caller whose feeds a snapshot keeps; past it, all begin again
 
-    def __init__(self, kept: int = 4) -> None:
-        self.kept = kept
-        self._feeds: OrderedDict[Hashable, Feed] = OrderedDict()
+
+class Feeds:
+    """A snapshot's feeds, by caller kind (its groups and collections), each kept for the
+    snapshot's life. No kind's feed is pushed out for another's: were they one cache
+    shared by every kind, a key's poll would be slower once callers of other kinds (a
+    partner's key, say) had polled, which any key could time. Kinds are made by the keys the
+    node issues, not by callers; past KINDS_MAX of them, all are forgotten and begun again.
+    A feed holds a row for each record the kind may learn of (about 200 bytes a record).
+
+    A feed is made once however many callers ask for it at the same time: they wait for the
+    one making (each making held the whole event table in DuckDB's working memory, so a
+    burst of polls on a fresh snapshot multiplied the sidecar's memory by the burst)."""
+
+    def __init__(self) -> None:
+        self._feeds: dict[Hashable, Feed] = {}
         self._making: dict[Hashable, asyncio.Future[Feed]] = {}
 
     def get(self, kind: Hashable) -> Feed | None:
-        feed = self._feeds.get(kind)
-        if feed is not None:
-            self._feeds.move_to_end(kind)
-        return feed
+        return self._feeds.get(kind)
 
     def put(self, kind: Hashable, feed: Feed) -> None:
+        if kind not in self._feeds and len(self._feeds) >= KINDS_MAX:
+            self._feeds.clear()
         self._feeds[kind] = feed
-        while len(self._feeds) > self.kept:
-            self._feeds.popitem(last=False)
 
     async def of(self, kind: Hashable, make: Callable[[], Awaitable[Feed]]) -> Feed:
         """The feed of `kind`: kept, being made (then waited for), or made now by `make`.

@@ -216,3 +216,28 @@ def test_a_list_page_is_not_made_faster_for_another_kind_of_caller(tmp_path: Pat
         for offset in range(3, 3 + service.ENVELOPES_KEPT):  # the key's pages, many
             http_get(f"{server.url}/api/species?limit=1&offset={offset}", {"X-API-Key": key})
         assert service._envelopes[(PUBLIC,)].cache_info().currsize == 1  # not pushed out
+
+
+def test_a_changes_feed_is_not_pushed_out_by_another_kind_of_caller(tmp_path: Path) -> None:
+    """Each kind of caller's changes feed is kept for the snapshot's life: were they one
+    cache of four shared by every kind, a key's poll would be made afresh (slower) once
+    keys of four other kinds (partners', say) had polled, which the key could time."""
+    from sidecar.state import RUNNING
+
+    root = copy_sample(tmp_path / "node")
+    build(Project(root), now=datetime(2026, 3, 1, tzinfo=UTC))
+    plain, _ = issue_key(root, "plain", scopes=["read", "changes"])
+    others = [issue_key(root, f"kind {n}", scopes=["read", "changes"], groups=[f"g{n}"])[0]
+              for n in range(6)]
+    app = app_for(root, reload_interval=0, anonymous_rate=0)
+    with ServerThread(app) as server:
+        url = server.url + "/api/changes?since=2000-01-01T00:00:00Z"
+        first = http_get(url, {"X-API-Key": plain})
+        assert first[0] == 200
+        feeds = app[RUNNING].store.snapshot.feeds
+        mine = feeds.get(((PUBLIC,), tuple(COLLECTIONS)))
+        assert mine is not None
+        for key in others:
+            assert http_get(url, {"X-API-Key": key})[0] == 200
+        assert feeds.get(((PUBLIC,), tuple(COLLECTIONS))) is mine  # still its own
+        assert http_get(url, {"X-API-Key": plain})[2] == first[2]
