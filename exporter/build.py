@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -194,13 +195,19 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     progress("ledger", 0, len(content.records))
     ledger = Ledger.load(project.ledger)
     stamp = _second_of(datetime.now(UTC))
-    if now is None and ledger.last_at and format_time(stamp) <= ledger.last_at:
-        last = parse_time(ledger.last_at)
-        if last - datetime.now(UTC) <= timedelta(seconds=2):
-            # The last export stamped this second (or, killed by an older fednode, the
-            # next): this one's events get the second after it, once that has come.
-            _wait_for(last + timedelta(seconds=1))
-            stamp = _second_of(datetime.now(UTC))
+    if now is None:
+        # The second of the last export here, with events or without (`_claim`), and of
+        # the ledger's last event (a killed export's, or one made elsewhere).
+        last_at = max(filter(None, (ledger.last_at, _claimed(project))), default=None)
+        if last_at and format_time(stamp) <= last_at:
+            last = parse_time(last_at)
+            if last - datetime.now(UTC) <= timedelta(seconds=2):
+                # The last export began in this second (or, killed by an older fednode,
+                # stamped the next): this one's events get the second after it, once that
+                # has come.
+                _wait_for(last + timedelta(seconds=1))
+                stamp = _second_of(datetime.now(UTC))
+        _claim(project, stamp)
     events = ledger.reconcile(
         (Current(r.collection, r.id, r.hash, r.access) for r in content.records),
         now or stamp)
@@ -344,11 +351,35 @@ def _write(release: Release, tree: str, files: list[OutputFile], phase: str,
 
 def _second_of(moment: datetime) -> datetime:
     """The time an export stamps its events with: the whole second in which it began, a
-    time that has come before anything is published. Each export's events get a second of
-    their own: an export that begins in the second the last one stamped waits for the next
-    (`_write_all`). The time depends on nothing but the clock and the ledger's last second,
-    never on what earlier (perhaps restricted) events were."""
+    time that has come before anything is published. Each export gets a second of its own:
+    one that begins in the second the last export began in (with events or without,
+    `_claim`) waits for the next (`_write_all`). The time depends on nothing but the clock
+    and when exports ran here, never on what earlier (perhaps restricted) events were; only
+    a ledger holding a later second than any export here began in (one killed after stamping
+    the next second, or one made on another machine) is waited for as it is."""
     return moment.replace(microsecond=0)
+
+
+STAMP = "stamp"  # in .fednode/: the second the last export began in, with events or not
+
+
+def _claimed(project: Project) -> str | None:
+    try:
+        text = (project.private / STAMP).read_text("ascii").strip()
+        return format_time(parse_time(text))
+    except (OSError, ValueError):
+        return None  # none yet, or unreadable: the ledger's last event alone decides
+
+
+def _claim(project: Project, stamp: datetime) -> None:
+    """Every export claims the second it began in, whether it makes events or not: the next
+    one, if it begins in that second, waits for the next. Were only the ledger's last event
+    counted, a public edit exported in the second of an export that changed only restricted
+    records would be stamped a second later than after one that changed nothing: the public
+    times would tell that something restricted changed."""
+    path = project.private / STAMP
+    path.with_name(STAMP + ".tmp").write_text(format_time(stamp) + "\n", "ascii")
+    os.replace(path.with_name(STAMP + ".tmp"), path)
 
 
 def _wait_for(moment: datetime) -> None:

@@ -353,6 +353,30 @@ def test_an_export_in_the_second_the_last_one_stamped_waits_for_the_next(node: N
     assert Ledger.load(ledger).last_at == format_time(parse_time(now) + timedelta(seconds=1))
 
 
+def test_the_second_stamped_does_not_tell_whether_restricted_records_changed(
+        node: Node) -> None:
+    """A public edit exported in the second of an export that changed only restricted
+    records, and in the second of one that changed nothing, is stamped alike: the second
+    after (each export claims the second it began in, with events or without). Before, the
+    first was stamped a second later than the second, which told that something restricted
+    had changed."""
+    node.write("species", "a", species("Fallopia japonica"))
+    build(Project(node.root))
+    for n, restricted in enumerate((True, False, True, False)):
+        time.sleep(1.05 - datetime.now(UTC).microsecond / 1e6)  # just after a second begins
+        began = datetime.now(UTC)
+        if restricted:
+            node.write("team", f"hidden{n}", team(f"Hidden {n}", access="partners"))
+        build(Project(node.root))
+        node.write("species", f"s{n}", species(f"Impatiens glandulifera {n}"))
+        next_began = datetime.now(UTC)
+        build(Project(node.root))
+        expected = max(began.replace(microsecond=0) + timedelta(seconds=1),
+                       next_began.replace(microsecond=0))
+        assert Ledger.load(node.root / "ledger.jsonl").last_at == format_time(expected), \
+            (restricted, began, next_began)
+
+
 @given(st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
                     timezones=st.just(UTC)))
 def test_times_are_always_four_digit_years(moment: datetime) -> None:
