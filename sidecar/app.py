@@ -25,7 +25,7 @@ from aiohttp import http_exceptions, web, web_protocol, web_server
 from exporter.contract.endpoints import ENDPOINTS, Endpoint
 from exporter.contract.wire import BODY_LIMIT, error_body
 
-from . import access_log, handlers
+from . import access_log, handlers, service
 from .access_log import AccessLogger, printable
 from .auth import Verifier, check_policy, extract_token
 from .errors import (
@@ -170,7 +170,7 @@ def create_app(config: SidecarConfig) -> web.Application:
 
     async def store_ctx(app: web.Application) -> AsyncIterator[None]:
         store = Store(config.bundle, query_timeout=config.query_timeout, threads=config.threads,
-                      reload_interval=config.reload_interval)
+                      reload_interval=config.reload_interval, prepare=service.prepare)
         running.store = store
         limiter: Limiter = MemoryLimiter()
         if config.redis:

@@ -80,6 +80,10 @@ class Feeds:
     def get(self, kind: Hashable) -> Feed | None:
         return self._feeds.get(kind)
 
+    def kinds(self) -> list[Hashable]:
+        """The kinds whose feeds are kept."""
+        return list(self._feeds)
+
     def put(self, kind: Hashable, feed: Feed) -> None:
         if kind not in self._feeds and len(self._feeds) >= KINDS_MAX:
             self._feeds.clear()

@@ -15,7 +15,7 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 from urllib.parse import quote
 
 import duckdb
@@ -299,6 +299,18 @@ async def changes(store: Store, caller: Caller, *, since: str, limit: int,
                     f"&cursor={quote(Position(last.at, last.collection, last.id).encode())}")
     # only events after `since` count: until > since
     return changes_body(base, rows, next_url, until or since)
+
+
+def prepare(fresh: Snapshot, replaced: Snapshot) -> None:
+    """Before a reloaded snapshot is swapped in (on a worker thread): the changes feed of
+    each kind of caller that polled the snapshot it replaces, made ahead. The first poll
+    after an export then makes nothing, so its time does not grow with the events it may
+    not learn of (a making reads every event, restricted ones too)."""
+    db = fresh.cursor()
+    for kind in replaced.feeds.kinds():
+        groups, collections = cast(tuple[tuple[str, ...], tuple[str, ...]], kind)
+        fresh.feeds.put(kind, Feed(db.execute(changes_sql(groups, collections))
+                                   .to_arrow_table()))
 
 
 def changes_page(base: str, rows: Sequence[Change], next_url: str | None, until: str

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import threading
 import time
@@ -137,35 +138,69 @@ class Store:
     """The live snapshot plus the thread pool that queries it."""
 
     def __init__(self, path: Path, *, query_timeout: float = 10.0, threads: int = 4,
-                 reload_interval: float = 1.0) -> None:
+                 reload_interval: float = 1.0,
+                 prepare: Callable[[Snapshot, Snapshot], None] | None = None) -> None:
+        """`prepare(fresh, replaced)` runs on a worker thread before a reloaded snapshot is
+        swapped in: what callers had made of the one it replaces is made of it ahead of
+        them (the service layer's changes feeds)."""
         self.path = path
         self.reload_interval = reload_interval
         self.query_timeout = query_timeout
+        self.prepare = prepare
         self.snapshot = Snapshot(path)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="duckdb")
         # The embedding model loads in the background: the first search need not wait.
         self._pool.submit(search.Embedder.serving)
         self._checked = time.monotonic()
         self._reload_lock = asyncio.Lock()
+        self._aside: asyncio.Task[None] | None = None
 
     async def current(self) -> Snapshot:
-        """The snapshot to answer with, reloading first if a newer export landed."""
+        """The snapshot to answer with. Once a newer export has landed: if what it shows
+        everyone changed (the public manifest), it is loaded first; if not (only restricted
+        records, or nothing a caller reads, changed), it loads aside while callers are
+        answered from the snapshot they have. Were that load waited for, the one request
+        that met it would be slower after an export that changed only restricted records,
+        and any caller could time that something restricted had changed."""
         now = time.monotonic()
         if now - self._checked >= self.reload_interval:
             self._checked = now
             try:
                 stamp = os.stat(self.path / bundle.META).st_mtime_ns
+                public = (self.path / bundle.MANIFEST).read_bytes()
             except OSError:
-                stamp = self.snapshot.stamp  # mid-swap: keep serving what we have
+                return self.snapshot  # mid-swap: keep serving what we have
             if stamp != self.snapshot.stamp:
-                async with self._reload_lock:
-                    await self._reload()
+                if public != self.snapshot.manifest:
+                    async with self._reload_lock:
+                        await self._reload()
+                elif self._aside is None or self._aside.done():
+                    self._aside = asyncio.ensure_future(self._reload_aside())
         return self.snapshot
+
+    async def settled(self) -> Snapshot:
+        """The snapshot of the bundle as it is now, once any load aside has ended (for
+        tests, and tools that must see an export they just made)."""
+        self._checked = -math.inf
+        await self.current()
+        if self._aside is not None:
+            await asyncio.shield(self._aside)
+        return self.snapshot
+
+    async def _reload_aside(self) -> None:
+        async with self._reload_lock:
+            await self._reload()
 
     async def _reload(self) -> None:
         loop = asyncio.get_running_loop()
         try:
-            fresh = await loop.run_in_executor(self._pool, Snapshot, self.path)
+            stamp = os.stat(self.path / bundle.META).st_mtime_ns
+        except OSError:
+            return
+        if stamp == self.snapshot.stamp:
+            return  # another reload, waited for on the lock, loaded it
+        try:
+            fresh = await loop.run_in_executor(self._pool, self._load, self.snapshot)
         except (BundleMissing, duckdb.Error) as exc:
             log.warning("bundle reload failed, still serving build %s: %s",
                         self.snapshot.build, exc)
@@ -173,6 +208,12 @@ class Store:
         if fresh.build != self.snapshot.build:
             log.info("bundle reloaded: build %s", fresh.build)
         self.snapshot = fresh
+
+    def _load(self, replaced: Snapshot) -> Snapshot:
+        fresh = Snapshot(self.path)
+        if self.prepare is not None:
+            self.prepare(fresh, replaced)
+        return fresh
 
     async def query(self, fn: Query[T], *, on: Snapshot | None = None) -> T:
         """Run `fn(snapshot, connection)` on a worker thread under the time limit, on the

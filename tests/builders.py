@@ -159,6 +159,13 @@ class ServerThread:
         port = self._runner.addresses[0][1]
         self.url = f"http://127.0.0.1:{port}"
 
+    def settle(self) -> None:
+        """Wait until the sidecar answers from the bundle as it is now: an export that changed
+        nothing public is loaded aside, not by the request that meets it (`Store.current`)."""
+        from sidecar.state import RUNNING
+        asyncio.run_coroutine_threadsafe(self.app[RUNNING].store.settled(),
+                                         self._loop).result(60)
+
     def __exit__(self, *exc: object) -> None:
         asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(30)
         self._loop.call_soon_threadsafe(self._loop.stop)

@@ -4,6 +4,7 @@ not in any answer to an anonymous or ungranted caller (counters, times, cursors,
 
 from __future__ import annotations
 
+import json
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -129,6 +130,7 @@ def test_restricted_only_edits_change_nothing_public(operations: list[tuple[Any,
                     world.hidden.create(f"new{len(world.hidden.held)}", op[1], op[2])
                 elif op[0] == "export":
                     world.export()
+                    server.settle()  # the new bundle, loaded aside: compared below
                 elif op[0] == "edit":
                     world.hidden.edit(op[1])
                 elif op[0] == "delete":
@@ -139,6 +141,7 @@ def test_restricted_only_edits_change_nothing_public(operations: list[tuple[Any,
                     world.hidden.set_access(op[1], "sensitive" if group == "partners"
                                             else "partners")
             world.export()
+            server.settle()
             after = world.public_view(server.url)
         assert after.keys() == before.keys()
         for name in before:
@@ -241,3 +244,43 @@ def test_a_changes_feed_is_not_pushed_out_by_another_kind_of_caller(tmp_path: Pa
             assert http_get(url, {"X-API-Key": key})[0] == 200
         assert feeds.get(((PUBLIC,), tuple(COLLECTIONS))) is mine  # still its own
         assert http_get(url, {"X-API-Key": plain})[2] == first[2]
+        # After an export, each kind's feed is made before the new snapshot answers: the
+        # first poll makes nothing, so its time does not grow with events it may not see.
+        (root / "content" / "team" / "extra.md").write_text(
+            '+++\nid = "0b7a4a52-41a8-4f43-9a43-3f9e6f0f6b11"\nname = "Extra"\n'
+            'role = "Field lead"\naffiliation = "Test"\naccess = "partners"\n+++\n')
+        build(Project(root), now=datetime(2026, 3, 2, tzinfo=UTC))
+        server.settle()
+        fresh = app[RUNNING].store.snapshot.feeds
+        assert fresh is not feeds
+        assert set(fresh.kinds()) == set(feeds.kinds()) and len(fresh.kinds()) == 7
+
+
+def test_an_export_that_changed_nothing_public_is_loaded_aside(tmp_path: Path) -> None:
+    """The request that meets an export which changed only restricted records is answered
+    from the snapshot the sidecar had, and the new one loads aside: were it loaded first,
+    that request would be slower, and any caller could time that something restricted had
+    changed. An export that changed what everyone reads is loaded before answering."""
+    node = Node(tmp_path / "node")
+    hidden = species("Hidden name", access="partners")
+    node.write("species", "hidden", hidden)
+    opened = species("Open name")
+    node.write("species", "open", opened)
+    build(Project(node.root), now=datetime(2026, 3, 1, tzinfo=UTC))
+    key, _ = issue_key(node.root, "partner", groups=["partners"])
+    with ServerThread(app_for(node.root, reload_interval=0, anonymous_rate=0)) as server:
+        def hidden_habitat() -> str | None:
+            answer = http_get(f"{server.url}/api/species/{hidden['id']}", {"X-API-Key": key})
+            assert answer[0] == 200
+            return json.loads(answer[2]).get("habitat")
+
+        assert hidden_habitat() is None
+        node.write("species", "hidden", dict(hidden, habitat="Edited"))
+        build(Project(node.root), now=datetime(2026, 3, 2, tzinfo=UTC))
+        assert hidden_habitat() is None  # the snapshot it had; the new one loads aside
+        server.settle()
+        assert hidden_habitat() == "Edited"
+        node.write("species", "open", dict(opened, habitat="Edited"))
+        build(Project(node.root), now=datetime(2026, 3, 3, tzinfo=UTC))
+        records = json.loads(http_get(f"{server.url}/api/species")[2])["items"]
+        assert [r.get("habitat") for r in records] == ["Edited"]  # loaded before answering
