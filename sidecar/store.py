@@ -167,7 +167,8 @@ class Store:
             self._checked = now
             try:
                 stamp = os.stat(self.path / bundle.META).st_mtime_ns
-                public = (self.path / bundle.MANIFEST).read_bytes()
+                public = (self.path / bundle.MANIFEST).read_bytes() \
+                    if stamp != self.snapshot.stamp else self.snapshot.manifest
             except OSError:
                 return self.snapshot  # mid-swap: keep serving what we have
             if stamp != self.snapshot.stamp:
