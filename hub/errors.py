@@ -11,6 +11,11 @@ class SyncError(FednodeError):
 
 
 def one_line(text: str, limit: int = 200) -> str:
-    """Text from the network or a library, fit for a one-line message."""
+    """Text from the network or a library, fit for a one-line message on a terminal or in a
+    log: runs of white space made one space, and every character that is not printable (a
+    control such as ESC, which would let a node write escape sequences to the operator's
+    terminal, a direction override, a zero-width mark) written as its escape."""
     flat = " ".join(str(text).split())
+    if not flat.isprintable():
+        flat = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in flat)
     return flat if len(flat) <= limit else flat[:limit - 1] + "…"

@@ -125,7 +125,8 @@ class Index:
             return
         if held != node_id:
             raise SyncError(
-                f"{self.path} holds node {held} ({self.state('node_name')}), not {node_id} "
+                f"{self.path} holds node {one_line(str(held), 80)} "
+                f"({one_line(str(self.state('node_name')), 80)}), not {node_id} "
                 f"({node_name}) at {address}: a hub file follows one node; give another "
                 f"--into for this one")
         if self.state("caller") != caller:

@@ -896,6 +896,33 @@ def test_a_hub_file_follows_one_node(tmp_path: Path) -> None:
         assert rows(into) == before
 
 
+HOSTILE_TEXT = "ok\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\u202egnp.exe\u200b\x9b31m"
+
+
+def test_a_nodes_text_cannot_write_to_the_operators_terminal(
+        states: States, crafted: Crafted, baseline: Path, tmp_path: Path) -> None:
+    """What a node sends (an error's message, its name) reaches the operator's terminal,
+    piped output and log with every control, direction override and zero-width mark
+    written as its escape: a node must not clear the screen, set the clipboard (OSC 52) or
+    turn a line around."""
+    crafted.reset(states.a)
+    crafted.handlers["/api/manifest"] = json_reply(
+        {"error": {"code": "unavailable", "message": HOSTILE_TEXT}}, status=404)
+    result = cli(crafted.url, "--into", str(tmp_path / "first.duckdb"))
+    assert_one_error_line(result, "ok\\x1b]52;c;", "\\u202egnp.exe\\u200b\\x9b31m")
+    assert not any(c in result.stderr + result.stdout for c in "\x1b\x07\u202e\u200b\x9b")
+    # A name stored by the first run, echoed when another node is refused.
+    into = hub_copy(baseline, tmp_path / "held")
+    with duckdb.connect(str(into)) as db:
+        db.execute("UPDATE hub SET value = ? WHERE name = 'node_name'", [HOSTILE_TEXT])
+    manifest = manifest_of(states.a)
+    manifest["node"]["id"] = "00000000-0000-4000-8000-0000000000b2"
+    crafted.reset(with_manifest(states.a, manifest))
+    result = cli(crafted.url, "--into", str(into))
+    assert_one_error_line(result, "holds node", "\\x1b[2J")
+    assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
+
+
 def test_a_hub_file_is_its_owners_alone(tmp_path: Path) -> None:
     """Synced with a key that holds a group, a hub file holds restricted records: it, and
     what DuckDB writes beside it, are readable by their owner alone whatever the umask; a
