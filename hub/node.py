@@ -123,14 +123,25 @@ class Node:
         return self._checked(url, link, where)
 
     def _checked(self, url: URL, link: str, where: str) -> URL:
+        """The link's URL written on the address as given (`relative` reads it back), if it
+        is on that address; else SyncError. The same origin may be written otherwise (a host
+        in capitals, a user name): it is fetched as the address writes it, or refused."""
         inside = (url.is_absolute() and _origin(url) == _origin(self.address)
+                  and url.user is None and url.password is None
                   and (url.path + "/").startswith(self.address.path.rstrip("/") + "/"))
         if not inside:
             raise SyncError(
                 f"{where} links to {one_line(link, 120)}, outside {self.base}; fednode sync "
                 f"only follows links on the address you gave (a key never leaves it): if "
                 f"the node moved, sync from its new address")
-        return url
+        prefix = self.address.raw_path.rstrip("/")
+        rebuilt = self.url(url.raw_path_qs[len(prefix):]) \
+            if url.raw_path_qs.startswith(prefix) else None
+        if rebuilt is None or (rebuilt.path, rebuilt.query_string) != (url.path,
+                                                                      url.query_string):
+            raise SyncError(f"{where}: not a usable link: {one_line(repr(link), 80)} (its "
+                            f"path is written in a way fednode sync does not follow)")
+        return rebuilt
 
     async def get(self, url: URL, *, cap: int, missing_ok: bool = False) -> bytes | None:
         """The body of a 200 answer (None for a 404 when `missing_ok`), retrying network

@@ -769,6 +769,38 @@ def test_a_list_that_shifts_while_paged_is_held_once(states: States, crafted: Cr
     assert held == {a: "a", b: "b2", c: "c"}
 
 
+@pytest.mark.parametrize("spelling", ["host in capitals", "user name"])
+def test_a_link_to_the_same_origin_written_otherwise_is_followed_or_refused(
+        spelling: str, states: States, crafted: Crafted, tmp_path: Path) -> None:
+    """A changes feed's `next` link on the node's origin but spelt otherwise: a host in
+    capitals is fetched as the address writes it; one with a user name is refused in one
+    line. Before, each stopped the sync with a traceback (an assertion in `Node.relative`)."""
+    port = crafted.url.rsplit(":", 1)[1]
+    address = f"http://localhost:{port}"
+    following = {"host in capitals": f"http://LOCALHOST:{port}",
+                 "user name": f"http://someone@localhost:{port}"}[spelling]
+
+    def pages(request: web.Request) -> dict[str, Any]:
+        if request.query.get("cursor") is None:
+            gone = {"collection": "species", "id": str(uuid.UUID(int=9)), "op": "delete",
+                    "updated_at": T0,
+                    "url": f"{address}/api/species/{uuid.UUID(int=9)}",
+                    "content_hash": None}
+            return {"items": [gone], "next": f"{following}/api/changes?since={T0}&cursor=x",
+                    "until": T0}
+        return {"items": [], "next": None, "until": T0}
+    keyed_node(crafted, states, feed_of(pages))
+    manifest = manifest_of(crafted.files)
+    crafted.files = with_manifest(crafted.files, json.loads(
+        json.dumps(manifest).replace(crafted.url, address)))
+    if spelling == "user name":
+        assert "outside http://localhost" in sync_error(address, tmp_path / "hub.duckdb", "key")
+        return
+    report = run_sync(address, tmp_path / "hub.duckdb", "key")
+    assert report.summary() == "added 0, updated 0, removed 0; 0 records in the index"
+    assert any("cursor=x" in path for path, _ in crafted.seen)
+
+
 def test_a_stalled_body_is_a_failure_not_a_hang(states: States, crafted: Crafted,
                                                 tmp_path: Path) -> None:
     async def stall(request: web.Request) -> web.StreamResponse:
