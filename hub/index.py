@@ -253,8 +253,10 @@ def _unopenable(path: Path, exc: duckdb.Error) -> str:
             f"--into, or delete the file if it is a broken hub index")
 
 
-def discard(path: Path) -> None:
-    """Remove a hub file this run created and never loaded, with DuckDB's side files."""
+def discard(path: Path, *, spill: bool = True) -> None:
+    """Remove a hub file this run created and never loaded, with DuckDB's side files (its
+    spill folder only if `spill`: this run made it)."""
     for leftover in (path, path.with_name(path.name + ".wal")):
         leftover.unlink(missing_ok=True)
-    shutil.rmtree(path.with_name(path.name + ".tmp"), ignore_errors=True)
+    if spill:
+        shutil.rmtree(path.with_name(path.name + ".tmp"), ignore_errors=True)

@@ -49,6 +49,9 @@ async def sync(base_url: str, into: Path, key: str | None = None, *,
 async def _sync(address: URL, into: Path, key: str | None, existed: bool,
                 limits: Limits | None, sleep: Callable[[float], Any]) -> SyncReport:
     completed = False
+    # DuckDB spills beside the file, into <file>.tmp: a first run that fails removes it
+    # with the file, unless the name was taken before (the user's own folder, say).
+    spill_existed = os.path.lexists(into.with_name(into.name + ".tmp"))
     index = Index.open(into) if existed else None
     try:
         async with connect(address, key, limits or Limits(), sleep) as node:
@@ -75,4 +78,4 @@ async def _sync(address: URL, into: Path, key: str | None, existed: bool,
         if index is not None:
             index.close()
             if not existed and not completed:  # a first run that failed leaves no file
-                discard(into)
+                discard(into, spill=not spill_existed)

@@ -863,6 +863,13 @@ def test_a_first_load_that_fails_midway_leaves_no_file_and_a_resync_keeps_the_in
     crafted.handlers[URL(snapshots[-1]["url"]).path] = json_reply({}, status=503)
     sync_error(crafted.url, tmp_path / "new.duckdb")
     assert not (tmp_path / "new.duckdb").exists()
+    assert not (tmp_path / "new.duckdb.tmp").exists()
+    # A folder of the user's with the name DuckDB spills into is the user's: kept.
+    (tmp_path / "notes.tmp").mkdir()
+    (tmp_path / "notes.tmp" / "keep.txt").write_text("mine")
+    sync_error(crafted.url, tmp_path / "notes")
+    assert not (tmp_path / "notes").exists()
+    assert (tmp_path / "notes.tmp" / "keep.txt").read_text() == "mine"
     into = hub_copy(baseline, tmp_path / "old")
     before = rows(into)
     with duckdb.connect(str(into)) as db:  # the hub is ahead of the node: a full reload
