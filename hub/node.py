@@ -149,10 +149,18 @@ class Node:
         headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
         limits = self.limits
         failures = waits = hops = 0
+        # One request, its tries and pauses included (not the waits a 429 asks for), ends
+        # within request_timeout: a node that stalls each try does not get six of them.
+        clock = asyncio.get_running_loop().time
+        deadline = clock() + limits.request_timeout
         while True:
+            remaining = deadline - clock()
+            timeout = aiohttp.ClientTimeout(total=max(remaining, 0.001),
+                                            connect=limits.connect_timeout,
+                                            sock_read=limits.read_timeout)
             try:
-                async with self.session.get(url, headers=headers,
-                                            allow_redirects=False) as response:
+                async with self.session.get(url, headers=headers, allow_redirects=False,
+                                            timeout=timeout) as response:
                     status = response.status
                     if status == 200:
                         return await self._read(response, url, cap)
@@ -170,7 +178,9 @@ class Node:
                         return None
                     if status == 429:
                         waits += 1
+                        waited = clock()
                         await self._wait_out(url, response.headers.get("Retry-After"), waits)
+                        deadline += clock() - waited
                         continue
                     if status < 500 and status != 408:
                         raise SyncError(f"{url}: {status} {message}")
@@ -178,10 +188,12 @@ class Node:
             except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
                 failure = _describe(exc, limits)
             failures += 1
-            if failures >= limits.attempts:
-                raise SyncError(f"{url}: {failure} (tried {failures} times); check that the "
-                                f"node runs at that address, or try again later")
             pause = backoff(failures, limits.backoff)
+            if failures >= limits.attempts or clock() + pause >= deadline:
+                within = "" if failures >= limits.attempts else \
+                    f" within {limits.request_timeout:.0f} s"
+                raise SyncError(f"{url}: {failure} (tried {failures} times{within}); check "
+                                f"that the node runs at that address, or try again later")
             log.info("%s: %s; retry %d of %d in %.1f s", url, failure, failures,
                      limits.attempts - 1, pause)
             await self.sleep(pause)

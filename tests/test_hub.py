@@ -4,6 +4,7 @@ server on 127.0.0.1 that answers what each test tells it: broken, hostile or slo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import math
@@ -816,6 +817,29 @@ def test_a_stalled_body_is_a_failure_not_a_hang(states: States, crafted: Crafted
     message = sync_error(crafted.url, tmp_path / "hub.duckdb")
     assert "no answer" in message and "tried 2 times" in message
     assert datetime.now(UTC) - begin < timedelta(seconds=10)
+
+
+def test_a_node_that_trickles_each_try_ends_within_one_requests_time(
+        states: States, crafted: Crafted, tmp_path: Path) -> None:
+    """A body that comes a byte at a time, never stalling long enough for the read limit,
+    ends one request after `request_timeout` in all, its tries included: before, each of
+    six tries had the whole limit (six times 900 s by default)."""
+    async def trickle(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.content_length = 5000
+        await response.prepare(request)
+        for _ in range(100):
+            await response.write(b" ")
+            await asyncio.sleep(0.1)
+        return response
+    crafted.reset(states.a)
+    crafted.handlers["/api/manifest"] = trickle
+    limits = dataclasses.replace(QUICK, attempts=6, read_timeout=1.0, request_timeout=1.5,
+                                 backoff=0.01)
+    begin = datetime.now(UTC)
+    message = sync_error(crafted.url, tmp_path / "hub.duckdb", limits=limits)
+    assert "within 2 s" in message or "within 1 s" in message, message
+    assert datetime.now(UTC) - begin < timedelta(seconds=4)
 
 
 @pytest.mark.parametrize("size", ["declared", "streamed"])
