@@ -90,7 +90,7 @@ async def apply_items(node: Node, index: Index, node_id: str, items: Sequence[It
             gone.append(key)
         else:
             records.append(parse_record(body, urls[key], item.collection, item.id))
-    with index.transaction():
+    with index.transaction(sum(len(record.text) for record in records)):
         added, updated = index.upsert(records, node_id)
         report.count(added, updated, index.remove(gone))
         index.set_state(state)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import SyncError, one_line
 from .messages import Record
@@ -33,7 +34,11 @@ CREATE TABLE IF NOT EXISTS records {COLUMNS};
 CREATE TABLE IF NOT EXISTS hub (name VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
 """
 SAME_KEY = "r.collection = i.collection AND r.id = i.id"
-MEMORY_LIMIT = "128MB"  # DuckDB's buffers; beyond it, it spills to disk
+MEMORY_LIMIT = 128 * 2**20  # bytes of DuckDB's buffers; beyond it, it spills to disk
+# ... but a record's JSON is one value, which DuckDB holds whole (and copies to parse it):
+# a statement holding one over a MiB gets this many times its size more (a 16 MiB record
+# needed 256 MiB in all, a 60 MiB one 512 MiB; 128 MiB failed both, measured).
+RECORD_ROOM = 8
 
 
 def _arrow(records: Sequence[Record]) -> pa.Table:
@@ -43,6 +48,23 @@ def _arrow(records: Sequence[Record]) -> pa.Table:
         "collection": [r.collection for r in rows], "id": [r.id for r in rows],
         "content_hash": [r.content_hash for r in rows],
         "updated_at": [r.updated_at for r in rows], "text": [r.text for r in rows]})
+
+
+STATEMENT_TEXT = 16 * 2**20  # characters of records' JSON one statement takes, at most
+
+
+def _pieces(records: Sequence[Record]) -> Iterator[Sequence[Record]]:
+    """The records in runs of at most STATEMENT_TEXT characters of JSON (one record, if
+    larger): DuckDB parses a statement's JSON in memory, and 5,000 records of 20 kB in one
+    went past its limit."""
+    start = size = 0
+    for n, record in enumerate(records):
+        if size and size + len(record.text) > STATEMENT_TEXT:
+            yield records[start:n]
+            start, size = n, 0
+        size += len(record.text)
+    if start < len(records):
+        yield records[start:]
 
 
 def _keys(keys: Sequence[tuple[str, str]]) -> pa.Table:
@@ -55,6 +77,7 @@ class Index:
     def __init__(self, path: Path, db: duckdb.DuckDBPyConnection) -> None:
         self.path = path
         self.db = db
+        self.limit = MEMORY_LIMIT  # DuckDB's memory limit now (`room`)
 
     @classmethod
     def open(cls, path: Path) -> Index:
@@ -69,7 +92,7 @@ class Index:
                 made.chmod(0o600)
         index = cls(path, db)
         try:
-            db.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+            db.execute(f"SET memory_limit = '{MEMORY_LIMIT}B'")
             index._check_layout()
         except duckdb.Error as exc:
             db.close()
@@ -134,14 +157,21 @@ class Index:
                             f"use another file")
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        self.db.begin()
-        try:
-            yield
-        except BaseException:
-            self.db.rollback()
-            raise
-        self.db.commit()
+    def transaction(self, size: int = 0) -> Iterator[None]:
+        """One transaction; `size`: the characters of records' JSON it will write, which
+        DuckDB holds in memory until the commit and checkpoints after it (150 records of
+        1 MiB failed to commit within 128 MiB): it gets twice that more room for both."""
+        large = size > STATEMENT_TEXT
+        with self.room(2 * size if large else 0):
+            self.db.begin()
+            try:
+                yield
+            except BaseException:
+                self.db.rollback()
+                raise
+            self.db.commit()
+            if large:  # written out now, with the room: a later commit would checkpoint it
+                self.db.execute("CHECKPOINT")  # within the usual limit, and fail
 
     def versions(self, keys: Sequence[tuple[str, str]]
                  ) -> dict[tuple[str, str], tuple[str, str]]:
@@ -156,24 +186,45 @@ class Index:
 
     @contextlib.contextmanager
     def _registered(self, name: str, table: pa.Table) -> Iterator[None]:
-        self.db.register(name, table)
+        """`table` as a view for the statements within; with room in memory for its largest
+        text (a record's JSON), which DuckDB cannot spill in parts."""
+        largest = pc.max(pc.binary_length(table.column("text"))).as_py() or 0 \
+            if "text" in table.column_names and table.num_rows else 0
+        with self.room(RECORD_ROOM * largest if largest > 2**20 else 0):
+            self.db.register(name, table)
+            try:
+                yield
+            finally:
+                self.db.unregister(name)
+
+    @contextlib.contextmanager
+    def room(self, extra: int) -> Iterator[None]:
+        """DuckDB's memory limit raised by `extra` bytes within."""
+        if extra <= 0:
+            yield
+            return
+        before, self.limit = self.limit, self.limit + extra
+        self.db.execute(f"SET memory_limit = '{self.limit}B'")
         try:
             yield
         finally:
-            self.db.unregister(name)
+            self.limit = before
+            with contextlib.suppress(duckdb.Error):  # not in a failed transaction
+                self.db.execute(f"SET memory_limit = '{before}B'")
 
     def upsert(self, records: Sequence[Record], node_id: str) -> tuple[int, int]:
-        """Add or replace these records (in the caller's transaction): (added, updated)."""
-        if not records:
-            return 0, 0
-        with self._registered("chunk", _arrow(records)):
-            updated = _count(self.db.execute(
-                "DELETE FROM records r USING chunk i WHERE " + SAME_KEY +
-                " AND (r.content_hash <> i.content_hash OR r.json::VARCHAR <> i.text)"))
-            inserted = _count(self.db.execute(
-                "INSERT INTO records SELECT i.collection, i.id, ?, i.content_hash, "
-                "i.updated_at, i.text::JSON FROM chunk i WHERE NOT EXISTS (SELECT 1 FROM "
-                "records r WHERE " + SAME_KEY + ")", [node_id]))
+        """Add or replace these records, each once (in the caller's transaction): (added,
+        updated)."""
+        inserted = updated = 0
+        for piece in _pieces(records):
+            with self._registered("chunk", _arrow(piece)):
+                updated += _count(self.db.execute(
+                    "DELETE FROM records r USING chunk i WHERE " + SAME_KEY +
+                    " AND (r.content_hash <> i.content_hash OR r.json::VARCHAR <> i.text)"))
+                inserted += _count(self.db.execute(
+                    "INSERT INTO records SELECT i.collection, i.id, ?, i.content_hash, "
+                    "i.updated_at, i.text::JSON FROM chunk i WHERE NOT EXISTS (SELECT 1 FROM "
+                    "records r WHERE " + SAME_KEY + ")", [node_id]))
         return inserted - updated, updated
 
     def start_full_load(self) -> None:
@@ -183,11 +234,10 @@ class Index:
         self.db.execute(f"CREATE TABLE loading {COLUMNS}")
 
     def load(self, records: Sequence[Record], node_id: str) -> None:
-        if not records:
-            return
-        with self._registered("chunk", _arrow(records)):
-            self.db.execute("INSERT INTO loading SELECT collection, id, ?, content_hash, "
-                            "updated_at, text::JSON FROM chunk", [node_id])
+        for piece in _pieces(records):
+            with self._registered("chunk", _arrow(piece)):
+                self.db.execute("INSERT INTO loading SELECT collection, id, ?, content_hash, "
+                                "updated_at, text::JSON FROM chunk", [node_id])
 
     def swap_in(self, state: dict[str, str | None]) -> tuple[int, int, int]:
         """Make `loading` the records, with `state`, at once: (added, updated, removed)."""

@@ -941,6 +941,30 @@ def test_a_node_that_went_back_is_reloaded_and_said_so(tmp_path: Path) -> None:
         assert quiet.summary() == "added 0, updated 0, removed 0; 7 records in the index"
 
 
+def test_records_as_large_as_the_limits_allow_are_synced(tmp_path: Path) -> None:
+    """A record of 16 MiB (the hub takes up to 64 MiB) and a change of 40 records of 1 MiB,
+    first loaded and then changed, with and without a key: DuckDB's memory limit of
+    128 MiB refused each (a value is parsed whole; a transaction is held until its commit and
+    checkpointed after it), and the hub file could not be synced again."""
+    world = World(tmp_path)
+    world.records["big"] = ("species", species("Species big"))
+    world.node.write("species", "big", world.records["big"][1], "x" * (16 * 2**20))
+    world.export(1)
+    with ServerThread(app_for(world.root, reload_interval=0, anonymous_rate=0)) as server:
+        for into, key in ((world.hubs["open"], None), (world.hubs["partner"], world.partner_key)):
+            run_sync(server.url, into, key)
+        for n in range(40):
+            world.records[f"m{n}"] = ("species", species(f"Species {n}"))
+            world.node.write("species", f"m{n}", world.records[f"m{n}"][1], "y" * 2**20)
+        world.node.write("species", "big", world.records["big"][1], "z" * (16 * 2**20))
+        world.export(1)
+        for into, key in ((world.hubs["open"], None), (world.hubs["partner"], world.partner_key)):
+            report = run_sync(server.url, into, key)
+            assert report.summary() == "added 40, updated 1, removed 0; 41 records in the index"
+        held = {json.loads(j)["body"][:1] for _, _, _, j in rows(world.hubs["open"])}
+        assert held == {"y", "z"}
+
+
 def test_a_hub_file_follows_one_node(tmp_path: Path) -> None:
     other_id = "00000000-0000-4000-8000-0000000000b2"
     nodes = [Node(tmp_path / "a"), Node(tmp_path / "b", NODE_TOML.replace(
