@@ -87,13 +87,13 @@ class Index:
             db = duckdb.connect(str(path))
         except duckdb.Error as exc:
             raise SyncError(_unopenable(path, exc)) from None
-        for made in (path, path.with_name(path.name + ".wal")):  # one of an older fednode
-            if made.exists() and made.stat().st_mode & 0o077:   # may be readable by others
-                made.chmod(0o600)
         index = cls(path, db)
         try:
             db.execute(f"SET memory_limit = '{MEMORY_LIMIT}B'")
-            index._check_layout()
+            index._check_layout()  # before anything of the file is changed
+            for made in (path, path.with_name(path.name + ".wal")):  # an older fednode's
+                if made.exists() and made.stat().st_mode & 0o077:  # may be readable by others
+                    made.chmod(0o600)
         except duckdb.Error as exc:
             db.close()
             raise SyncError(f"{path} is not a usable hub index ({one_line(str(exc), 120)}); "
@@ -104,22 +104,29 @@ class Index:
         return index
 
     def _check_layout(self) -> None:
-        tables = {name for (name,) in self.db.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
-            "AND table_type = 'BASE TABLE'").fetchall()}
+        found = self.db.execute(
+            "SELECT table_schema, table_name, table_type FROM information_schema.tables "
+            "WHERE table_catalog = current_database()").fetchall()
+        tables = {name for schema, name, kind in found
+                  if schema == "main" and kind == "BASE TABLE"}
         if "hub" in tables:
             layout = self.state("layout")
             if layout != LAYOUT:
-                raise SyncError(f"{self.path} is a hub index of layout {layout}, which this "
-                                f"fednode does not read; delete it and sync again")
+                newer = layout is not None and layout.isdigit() and int(layout) > int(LAYOUT)
+                raise SyncError(
+                    f"{self.path} is a hub index of layout {one_line(str(layout), 20)}, which "
+                    + ("a newer fednode made: upgrade fednode to sync into it" if newer else
+                       "this fednode does not read; delete it and sync again"))
         elif tables == {"records", "state"}:
             raise SyncError(
                 f"{self.path} was made by an older fednode (records stored as bytes, no node "
                 f"id); delete it and sync again, e.g. `rm {self.path}` then the same "
                 f"`fednode sync`")
-        elif tables:
+        elif found:  # tables or views of someone else's, in any schema: left alone
+            names = sorted(f"{schema}.{name}" if schema != "main" else name
+                           for schema, name, _ in found)
             raise SyncError(f"{self.path} is a DuckDB database but not a hub index (tables: "
-                            f"{one_line(', '.join(sorted(tables)), 80)}); give another --into")
+                            f"{one_line(', '.join(names), 80)}); give another --into")
         else:
             self.db.execute(SCHEMA)
             self.set_state({"layout": LAYOUT})

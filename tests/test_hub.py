@@ -278,6 +278,17 @@ def test_cli_hub_file_not_a_hub(states: States, crafted: Crafted, tmp_path: Path
     with duckdb.connect(str(other)) as db:
         db.execute("CREATE TABLE birds (name VARCHAR)")
     assert_one_error_line(cli(crafted.url, "--into", str(other)), "not a hub index", "birds")
+    # Someone's database of views only, or of tables outside `main`, is refused as it is:
+    # no hub table written into it, no view of theirs replaced, its mode left alone.
+    for name, made in (("views", "CREATE VIEW species AS SELECT 1 AS mine"),
+                       ("schema", "CREATE SCHEMA notes; CREATE TABLE notes.birds (n INT)")):
+        theirs = tmp_path / f"{name}.duckdb"
+        with duckdb.connect(str(theirs)) as db:
+            db.execute(made)
+        theirs.chmod(0o644)
+        before = theirs.read_bytes()
+        assert_one_error_line(cli(crafted.url, "--into", str(theirs)), "not a hub index")
+        assert theirs.read_bytes() == before and theirs.stat().st_mode & 0o777 == 0o644
 
 
 def test_cli_hub_file_in_a_missing_folder(states: States, crafted: Crafted,
@@ -1134,7 +1145,11 @@ def test_index_refuses_a_layout_it_does_not_know(tmp_path: Path) -> None:
     Index.open(path).close()
     with duckdb.connect(str(path)) as db:
         db.execute("UPDATE hub SET value = '3' WHERE name = 'layout'")
-    with pytest.raises(SyncError, match="layout 3, which this fednode does not read"):
+    with pytest.raises(SyncError, match="layout 3, which a newer fednode made: upgrade"):
+        Index.open(path)
+    with duckdb.connect(str(path)) as db:
+        db.execute("UPDATE hub SET value = '1' WHERE name = 'layout'")
+    with pytest.raises(SyncError, match="layout 1, which this fednode does not read"):
         Index.open(path)
     with duckdb.connect(str(path)) as db:  # a damaged one: the records table is gone
         db.execute("UPDATE hub SET value = '2' WHERE name = 'layout'")
