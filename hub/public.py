@@ -53,9 +53,20 @@ async def follow(node: Node, index: Index, manifest: Manifest, report: SyncRepor
             return
         fresh = await read_manifest(node, manifest.node_id)
         if (fresh.seq, fresh.changes_sha256) == (manifest.seq, manifest.changes_sha256):
+            if forced is not None:  # reloaded from an unchanged node, and still not equal
+                raise SyncError(
+                    f"{node.base}/api/manifest: the node's record counts "
+                    f"({_counted(manifest.counts)}) disagree with its snapshot files "
+                    f"({_counted(index.counts())}), and it is not changing: the node's sync "
+                    f"files disagree; tell its publisher")
             forced = "the index disagreed with the node's record counts"
         manifest = fresh
     raise SyncError("the node kept changing while it was read; run the sync again later")
+
+
+def _counted(counts: dict[str, int] | None) -> str:
+    return ", ".join(f"{name} {n}" for name, n in sorted((counts or {}).items()) if n) \
+        or "none"
 
 
 def went_back(manifest: Manifest, position: int, at: str | None) -> str | None:
@@ -90,6 +101,12 @@ async def load_all(node: Node, index: Index, manifest: Manifest,
                 body = await node.get(url, cap=node.limits.file_bytes)
                 assert body is not None
                 if hashlib.sha256(body).hexdigest() != snap.sha256:
+                    fresh = await read_manifest(node, manifest.node_id)
+                    if fresh.snapshots == manifest.snapshots:  # not changing: wrong
+                        raise SyncError(
+                            f"{url}: its SHA-256 is not the {snap.sha256[:16]}… the manifest "
+                            f"gives, and the manifest is unchanged: the node's sync files "
+                            f"disagree; tell its publisher")
                     break
                 records = parse_snapshot(body, str(url), snap.collection)
                 if len(records) != snap.records:

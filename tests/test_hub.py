@@ -549,6 +549,23 @@ def test_broken_first_load_leaves_no_file(where: str, value: Any, states: States
     assert not into.exists()
 
 
+@pytest.mark.parametrize("broken", ["snapshot hash", "counts"])
+def test_sync_files_that_disagree_are_said_to(broken: str, states: States, crafted: Crafted,
+                                              tmp_path: Path) -> None:
+    """A snapshot file whose SHA-256 is not the manifest's, or counts the snapshot files do
+    not give, from a node that is not changing: said as such, not as "kept changing" (which
+    sends the operator to wait and run it again, to the same end)."""
+    manifest = manifest_of(states.a)
+    if broken == "snapshot hash":
+        manifest["sync"]["snapshots"][0]["sha256"] = "0" * 64
+    else:
+        manifest["collections"][0]["public_count"] += 1
+    crafted.reset(with_manifest(states.a, manifest))
+    message = sync_error(crafted.url, tmp_path / "hub.duckdb")
+    assert "sync files disagree" in message and "kept changing" not in message, message
+    assert ("SHA-256" if broken == "snapshot hash" else "record counts") in message
+
+
 @pytest.mark.parametrize("where, says", [
     ("manifest name", "lone surrogate"), ("snapshot title", "lone surrogate"),
     ("snapshot id twice", "'id' appears twice"), ("record title", "lone surrogate"),
