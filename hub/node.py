@@ -171,8 +171,12 @@ class Node:
                         hops += 1
                         if hops > 5:
                             raise SyncError(f"{url}: more than 5 redirects; check the address")
-                        url = self.resolve(str(url.join(URL(location, encoded=True))),
-                                           f"{url} (redirect)")
+                        try:
+                            target = str(url.join(URL(location, encoded=True)))
+                        except (ValueError, TypeError):
+                            raise SyncError(f"{url}: {status} to a location that is not a "
+                                            f"URL: {one_line(repr(location), 80)}") from None
+                        url = self.resolve(target, f"{url} (redirect)")
                         continue
                     if status == 404 and missing_ok:
                         return None

@@ -830,6 +830,18 @@ def test_a_link_to_the_same_origin_written_otherwise_is_followed_or_refused(
     assert any("cursor=x" in path for path, _ in crafted.seen)
 
 
+def test_a_redirect_to_no_url_is_said_so(states: States, crafted: Crafted,
+                                         tmp_path: Path) -> None:
+    """A Location that is not a URL is one error saying so; before, it was retried as a
+    network error and reported as "more than 5 redirects"."""
+    async def moved(request: web.Request) -> web.StreamResponse:
+        return web.Response(status=302, headers={"Location": "http://evil]/x"})
+    crafted.reset(states.a)
+    crafted.handlers["/api/manifest"] = moved
+    message = sync_error(crafted.url, tmp_path / "hub.duckdb")
+    assert "302 to a location that is not a URL: 'http://evil]/x'" in message, message
+
+
 def test_a_stalled_body_is_a_failure_not_a_hang(states: States, crafted: Crafted,
                                                 tmp_path: Path) -> None:
     async def stall(request: web.Request) -> web.StreamResponse:
