@@ -39,7 +39,7 @@ from .limits import Limiter, MemoryLimiter, RedisLimiter, rate_limited
 from .params import CONTINUE, expectation
 from .routing import Route, Router
 from .service import Caller
-from .state import CALLER, RATE, RUNNING, Running
+from .state import CALLER, COUNT, RATE, RUNNING, Running
 from .store import Store
 
 log = logging.getLogger("fednode.sidecar")
@@ -132,10 +132,14 @@ async def admit(running: Running, request: web.Request, endpoint: Endpoint | Non
         await _count(running, request, f"addr:{request.remote}", running.anonymous_rate)
         raise
     caller = request[CALLER] = Caller(key)
-    if key is not None:
-        await _count(running, request, caller.access, key.rate)
-    else:
-        await _count(running, request, f"addr:{request.remote}", running.anonymous_rate)
+    bucket, limit = (caller.access, key.rate) if key is not None else \
+        (f"addr:{request.remote}", running.anonymous_rate)
+    await _count(running, request, bucket, limit)
+
+    async def count_more(more: int) -> None:
+        for _ in range(more):
+            await _count(running, request, bucket, limit)
+    request[COUNT] = count_more
     if endpoint is not None:
         check_policy(endpoint, key)
     return None

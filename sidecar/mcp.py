@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -30,13 +31,18 @@ from exporter import __version__
 from exporter.contract.wire import decode, encode
 
 from . import service, tools
+from .access_log import printable
 from .errors import APIError, InvalidParameter, NotFound
 from .params import read_body
+from .state import COUNT
 from .store import Store
 
+log = logging.getLogger("fednode.sidecar")
 MODERN = ("2026-07-28",)
 HANDSHAKE = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # newest first
 HANDSHAKE_DEFAULT = "2025-03-26"  # a request without MCP-Protocol-Version, per the spec
+BATCHING = ("2025-03-26", "2024-11-05")  # the revisions with JSON-RPC batches
+BATCH_MAX = 100  # messages in one batch
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
@@ -51,6 +57,7 @@ INTERNAL_ERROR, HEADER_MISMATCH, UNSUPPORTED_VERSION = -32603, -32020, -32022
 STATUS = {PARSE_ERROR: 400, INVALID_REQUEST: 400, INVALID_PARAMS: 400, HEADER_MISMATCH: 400,
           UNSUPPORTED_VERSION: 400, METHOD_NOT_FOUND: 404, INTERNAL_ERROR: 500}
 _ENCODED = re.compile(r"=\?base64\?([A-Za-z0-9+/=]*)\?=")
+MODERN_HEADERS = ("MCP-Protocol-Version", "Mcp-Method", "Mcp-Name")
 
 
 class RpcError(Exception):
@@ -82,19 +89,93 @@ async def handle(request: web.Request, store: Store, caller: service.Caller,
         return _error(None, RpcError(PARSE_ERROR, f"Parse error: the body is not JSON "
                                                   f"({str(exc)[:120]})"))
     if isinstance(body, dict) and "jsonrpc" not in body:
+        if any(name in request.headers for name in MODERN_HEADERS):
+            # A gateway may route or authorise by these headers: a body they were not
+            # checked against (the seed's form is never) would pass it by.
+            return _error(None, RpcError(HEADER_MISMATCH, "Header mismatch: Mcp-Method, "
+                                                          "Mcp-Name and MCP-Protocol-Version "
+                                                          "go with a JSON-RPC 2.0 body; send "
+                                                          "one, or the seed's form without "
+                                                          "them"))
         return await _seed(body, store, caller)
+    if isinstance(body, list):
+        return await _batch(request, body, store, caller)
+    status, answer = await _answer(request, body, store, caller)
+    if answer is None:
+        return web.Response(status=202)  # a notification: nothing to answer
+    return _json(status, answer)
+
+
+async def _answer(request: web.Request, body: Any, store: Store, caller: service.Caller, *,
+                  batched: bool = False) -> tuple[int, dict[str, Any] | None]:
+    """One JSON-RPC message: the HTTP status it alone would be answered with, and its
+    response (None for a notification)."""
     message_id = body.get("id") if isinstance(body, dict) else None
     if not isinstance(message_id, (str, int)) or isinstance(message_id, bool):
         message_id = None
     try:
         message = _message(body)
-        if message.id is None:
-            return web.Response(status=202)  # a notification: nothing to answer
+        if batched and (message.method == "initialize" or _is_modern(request, message)):
+            raise RpcError(INVALID_REQUEST, "Invalid Request: initialize, and requests of "
+                                            "revision 2026-07-28, are sent alone, never in a "
+                                            "batch")
+        if message.id is None:  # a notification: nothing to answer, if its version is known
+            version = _header(request, "MCP-Protocol-Version")
+            if version is not None and version not in (*MODERN, *HANDSHAKE):
+                raise RpcError(INVALID_REQUEST, _unsupported(version))
+            return 202, None
         result = await _dispatch(request, message, store, caller)
     except RpcError as exc:
-        return _error(message_id, exc)
-    return web.Response(body=encode({"jsonrpc": "2.0", "id": message.id, "result": result}),
-                        content_type="application/json", charset="utf-8")
+        return STATUS.get(exc.code, 200), _error_body(message_id, exc)
+    except APIError as exc:
+        if exc.status < 500:
+            raise
+        # The node failed: a JSON-RPC error with the request's id, so that an agent's
+        # client reads the message instead of a bare HTTP failure.
+        return 500, _error_body(message_id, RpcError(INTERNAL_ERROR, f"Internal error: "
+                                                                     f"{exc.code}: {exc}"))
+    except Exception:
+        log.exception("unhandled error in %s", printable(str(message.method)[:60]))
+        return 500, _error_body(message_id, RpcError(INTERNAL_ERROR, "Internal error: the node "
+                                                                     "failed to answer; the "
+                                                                     "error is logged, try "
+                                                                     "again later"))
+    return 200, {"jsonrpc": "2.0", "id": message.id, "result": result}
+
+
+async def _batch(request: web.Request, body: list[Any], store: Store,
+                 caller: service.Caller) -> web.Response:
+    """A JSON-RPC batch, in revision 2025-03-26 (and 2024-11-05), which require them; the
+    later revisions have none. Each message counts toward the key's rate limit as a request
+    of its own, and is answered in order; a batch of notifications alone gets 202."""
+    try:
+        version = _header(request, "MCP-Protocol-Version") or HANDSHAKE_DEFAULT
+        if version not in BATCHING:
+            raise RpcError(INVALID_REQUEST, f"Invalid Request: batches belong to revisions "
+                                            f"{' and '.join(BATCHING)}, not {version[:40]!r}; "
+                                            f"send one request object")
+        if not body or len(body) > BATCH_MAX:
+            raise RpcError(INVALID_REQUEST, f"Invalid Request: a batch holds 1 to "
+                                            f"{BATCH_MAX} messages, not {len(body)}")
+    except RpcError as exc:
+        return _error(None, exc)
+    count = request.get(COUNT)
+    if count is None:  # never so behind the boundary; were it, no batch goes uncounted
+        return _error(None, RpcError(INVALID_REQUEST, "Invalid Request: batches are not "
+                                                      "accepted here"))
+    await count(len(body) - 1)  # 429 (the node's usual error) once over the limit
+    answers = [answer for _, answer in [await _answer(request, item, store, caller,
+                                                      batched=True) for item in body]
+               if answer is not None]
+    if not answers:
+        return web.Response(status=202)
+    return web.Response(body=encode(answers), content_type="application/json",
+                        charset="utf-8")
+
+
+def _json(status: int, answer: dict[str, Any]) -> web.Response:
+    return web.Response(status=status, body=encode(answer), content_type="application/json",
+                        charset="utf-8")
 
 
 class OriginNotAllowed(APIError):
@@ -103,8 +184,8 @@ class OriginNotAllowed(APIError):
 
 def _message(body: Any) -> Message:
     if not isinstance(body, dict):
-        raise RpcError(INVALID_REQUEST, "Invalid Request: send one JSON-RPC request object "
-                                        "(batches are not accepted)")
+        raise RpcError(INVALID_REQUEST, "Invalid Request: send a JSON-RPC request object (or, "
+                                        "in revision 2025-03-26, a batch of them)")
     if body.get("jsonrpc") != "2.0":
         raise RpcError(INVALID_REQUEST, "Invalid Request: jsonrpc must be \"2.0\"")
     method = body.get("method")
@@ -123,10 +204,8 @@ def _message(body: Any) -> Message:
 
 async def _dispatch(request: web.Request, message: Message, store: Store,
                     caller: service.Caller) -> dict[str, Any]:
-    meta = message.params.get("_meta")
-    header = request.headers.get("MCP-Protocol-Version")
-    modern = message.method == "server/discover" or header in MODERN or (
-        isinstance(meta, dict) and VERSION_KEY in meta)
+    header = _header(request, "MCP-Protocol-Version")
+    modern = _is_modern(request, message)
     if modern:
         _check_modern(request, message)
         result = await _method(message, store, caller, modern=True)
@@ -135,30 +214,41 @@ async def _dispatch(request: web.Request, message: Message, store: Store,
             result.update(ttlMs=0, cacheScope="private")
         return result
     version = header or HANDSHAKE_DEFAULT
-    if message.method != "initialize" and version not in HANDSHAKE:
-        raise RpcError(INVALID_REQUEST, f"Bad Request: unsupported MCP-Protocol-Version "
-                                        f"{version[:40]!r}; this node speaks "
-                                        f"{', '.join((*MODERN, *HANDSHAKE))}")
+    if version not in HANDSHAKE:  # (initialize too, when it sends the header)
+        raise RpcError(INVALID_REQUEST, _unsupported(version))
     return await _method(message, store, caller, modern=False)
+
+
+def _unsupported(version: str) -> str:
+    return (f"Bad Request: unsupported MCP-Protocol-Version {version[:40]!r}; this node speaks "
+            f"{', '.join((*MODERN, *HANDSHAKE))}")
+
+
+def _is_modern(request: web.Request, message: Message) -> bool:
+    """Whether the message is of revision 2026-07-28 (by its method, header or _meta)."""
+    meta = message.params.get("_meta")
+    return message.method == "server/discover" or \
+        _header(request, "MCP-Protocol-Version") in MODERN or \
+        (isinstance(meta, dict) and VERSION_KEY in meta)
 
 
 def _check_modern(request: web.Request, message: Message) -> None:
     """The 2026-07-28 checks, in the order the protocol gives them."""
     meta = message.params.get("_meta")
-    if not isinstance(meta, dict) or VERSION_KEY not in meta or CAPABILITIES_KEY not in meta:
+    if not isinstance(meta, dict) or VERSION_KEY not in meta or \
+            not isinstance(meta.get(CAPABILITIES_KEY), dict):
         raise RpcError(INVALID_PARAMS, f"Invalid params: params._meta must hold "
-                                       f"{VERSION_KEY!r} and {CAPABILITIES_KEY!r}")
+                                       f"{VERSION_KEY!r} and {CAPABILITIES_KEY!r} (an object)")
     requested = meta[VERSION_KEY]
-    headers = request.headers
-    if headers.get("MCP-Protocol-Version") != requested:
+    if _header(request, "MCP-Protocol-Version") != requested:
         raise RpcError(HEADER_MISMATCH, "Header mismatch: the MCP-Protocol-Version header "
                                         "must be present and equal params._meta's "
                                         "protocolVersion")
-    if headers.get("Mcp-Method") != message.method:
+    if _header(request, "Mcp-Method") != message.method:
         raise RpcError(HEADER_MISMATCH, "Header mismatch: the Mcp-Method header must be "
                                         "present and equal the body's method")
     if message.method == "tools/call" and \
-            _decoded(headers.get("Mcp-Name")) != message.params.get("name"):
+            _decoded(_header(request, "Mcp-Name")) != message.params.get("name"):
         raise RpcError(HEADER_MISMATCH, "Header mismatch: the Mcp-Name header must be "
                                         "present and equal params.name")
     if not isinstance(requested, str):
@@ -166,6 +256,17 @@ def _check_modern(request: web.Request, message: Message) -> None:
     if requested not in MODERN:
         raise RpcError(UNSUPPORTED_VERSION, "Unsupported protocol version",
                        {"supported": list(MODERN), "requested": requested})
+
+
+def _header(request: web.Request, name: str) -> str | None:
+    """A header given once; a header given twice is a mismatch, whatever its copies say: a
+    proxy may keep the last copy (or join them) where this would read the first, and route
+    by another tool than the one run."""
+    values = request.headers.getall(name, [])
+    if len(values) > 1:
+        raise RpcError(HEADER_MISMATCH, f"Header mismatch: the {name} header is given "
+                                        f"{len(values)} times; give it once")
+    return values[0] if values else None
 
 
 def _decoded(value: str | None) -> str | None:
@@ -205,18 +306,21 @@ async def _method(message: Message, store: Store, caller: service.Caller, *,
         if not isinstance(arguments, dict):
             raise RpcError(INVALID_PARAMS, "Invalid params: arguments must be an object")
         return (await tools.call(store, caller, name, arguments)).result()
-    raise RpcError(METHOD_NOT_FOUND, f"Method not found: {message.method[:60]!r}; this node "
-                                     f"answers initialize, server/discover, ping, tools/list "
-                                     f"and tools/call")
+    answered = "server/discover, ping" if modern else "initialize, ping"
+    raise RpcError(METHOD_NOT_FOUND, f"Method not found: {message.method[:60]!r}; in this "
+                                     f"protocol revision the node answers {answered}, "
+                                     f"tools/list and tools/call")
 
 
 def _error(message_id: str | int | None, error: RpcError) -> web.Response:
+    return _json(STATUS.get(error.code, 200), _error_body(message_id, error))
+
+
+def _error_body(message_id: str | int | None, error: RpcError) -> dict[str, Any]:
     body: dict[str, Any] = {"code": error.code, "message": error.message}
     if error.data is not None:
         body["data"] = error.data
-    return web.Response(status=STATUS.get(error.code, 200),
-                        body=encode({"jsonrpc": "2.0", "id": message_id, "error": body}),
-                        content_type="application/json", charset="utf-8")
+    return {"jsonrpc": "2.0", "id": message_id, "error": body}
 
 
 async def _seed(body: dict[str, Any], store: Store, caller: service.Caller) -> web.Response:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from aiohttp import web
 
 from .auth import Verifier
@@ -27,3 +29,7 @@ RUNNING = web.AppKey("running", Running)
 # decision taken for the request, when there is one.
 CALLER = web.RequestKey("caller", Caller)
 RATE = web.RequestKey("rate", Decision)
+# Counts more requests against the caller's rate limit (a JSON-RPC batch's other messages):
+# raises the 429 once over it.
+Count = Callable[[int], Awaitable[None]]
+COUNT: web.RequestKey[Count] = web.RequestKey("count")

@@ -130,9 +130,10 @@ async def _search(store: Store, caller: service.Caller, arguments: dict[str, Any
                         f"characters")
     collections = arguments.get("collections")
     if collections is not None:
-        if not all(isinstance(name, str) for name in collections):
+        if not all(isinstance(name, str) and name in COLLECTIONS for name in collections):
+            wrong = next(name for name in collections if name not in COLLECTIONS)
             raise ToolError(f"collections must be a list of collection names from "
-                            f"{', '.join(COLLECTIONS)}")
+                            f"{', '.join(COLLECTIONS)}; got {shown(wrong)}")
         collections = ",".join(collections) if collections else None
     limit = _limit(arguments, SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX)
     return await service.search(store, caller, text=query, collections=collections,

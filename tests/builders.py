@@ -187,6 +187,20 @@ def http_get(url: str, headers: dict[str, str] | None = None
         return error.code, dict(error.headers), error.read()
 
 
+def http_post(url: str, data: bytes, headers: dict[str, str] | None = None
+              ) -> tuple[int, dict[str, str], bytes]:
+    """A plain blocking POST."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, data=data, method="POST", headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
 class Records:
     """A node's records as a test edits them at random: each operation names a record by a
     number taken modulo how many there are, as hypothesis draws them."""

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import ServerThread, app_for, copy_sample, http_get, issue_key
+from builders import ServerThread, app_for, copy_sample, http_get, http_post, issue_key
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client, MCPError
@@ -166,7 +166,9 @@ async def test_bad_arguments_are_tool_errors_saying_what_to_do(
 @pytest.mark.parametrize("arguments, says", [
     ({}, "query is required"), ({"query": "  "}, "may not be empty"),
     ({"query": "x" * 501}, "at most 500"), ({"query": "x", "limit": 51}, "from 1 to 50"),
-    ({"query": "x", "collections": ["plants"]}, "no collection 'plants'"),
+    ({"query": "x", "collections": ["plants"]}, "got 'plants'"),
+    ({"query": "x", "collections": [" species "]}, "got ' species '"),
+    ({"query": "x", "collections": ["species,team"]}, "got 'species,team'"),
     ({"query": "x", "collections": "species"}, "collections must be a list"),
 ])
 async def test_bad_search_arguments(node: Node, arguments: dict[str, Any], says: str) -> None:
@@ -221,6 +223,123 @@ def test_the_2026_revision_checks_headers_against_the_body(node: Node) -> None:
     assert {"capabilities", "ttlMs", "cacheScope", "resultType"} <= set(body["result"])
 
 
+def post_raw(node: Node, body: Any, headers: list[tuple[str, str]]) -> tuple[int, Any]:
+    """A POST whose headers may repeat (urllib's cannot)."""
+    import http.client
+    from urllib.parse import urlsplit
+    where = urlsplit(node.mcp)
+    connection = http.client.HTTPConnection(where.hostname, where.port, timeout=30)
+    connection.putrequest("POST", where.path)
+    data = json.dumps(body).encode()
+    for name, value in [("Content-Type", "application/json"),
+                        ("X-API-Key", node.keys["plain"]),
+                        ("Content-Length", str(len(data))), *headers]:
+        connection.putheader(name, value)
+    connection.endheaders(data)
+    response = connection.getresponse()
+    text = response.read()
+    connection.close()
+    return response.status, json.loads(text) if text else None
+
+
+def test_what_a_gateway_routes_by_is_what_runs(node: Node) -> None:
+    """The 2026 headers are what a gateway may route or authorise by: a header given twice
+    (a proxy may keep the other copy), or given with a body in the seed's form (never checked
+    against them), is a mismatch, not a call."""
+    call = modern("tools/call", {"name": "search", "arguments": {"query": "knotweed"}})
+    for twice in (("Mcp-Name", "search"), ("Mcp-Name", "get_team"),
+                  ("Mcp-Method", "tools/call"), ("MCP-Protocol-Version", MODERN)):
+        headers = [*headers_for("tools/call", "search").items(), twice]
+        status, body = post_raw(node, call, headers)
+        assert (status, body["error"]["code"]) == (400, -32020), twice
+        assert "given 2 times" in body["error"]["message"]
+    seed = {"method": "tools/call", "params": {"name": "search",
+                                               "arguments": {"query": "knotweed"}}}
+    for headers in (headers_for("tools/list"), {"Mcp-Name": "node_info"},
+                    {"MCP-Protocol-Version": MODERN}):
+        status, _, body = node.post(seed, headers=headers)
+        assert (status, body["error"]["code"]) == (400, -32020), headers
+    assert node.post(seed)[0] == 200  # the seed's form, without them: answered
+
+
+def test_a_version_header_is_checked_on_every_message(node: Node) -> None:
+    """An unknown MCP-Protocol-Version is a 400 on a notification and on initialize too;
+    before, a notification got 202 and initialize 200 whatever the header said."""
+    for message in ({"jsonrpc": "2.0", "method": "notifications/initialized"},
+                    {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                     "params": {"protocolVersion": "2025-06-18", "capabilities": {}}}):
+        status, _, body = node.post(message, headers={"MCP-Protocol-Version": "garbage"})
+        assert (status, body["error"]["code"]) == (400, -32600), message
+    assert node.post({"jsonrpc": "2.0", "method": "notifications/initialized"},
+                     headers={"MCP-Protocol-Version": "2025-06-18"})[0] == 202
+    bad = dict(META, **{"io.modelcontextprotocol/clientCapabilities": 5})
+    status, _, body = node.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                                 "params": {"_meta": bad}}, headers=headers_for("tools/list"))
+    assert (status, body["error"]["code"]) == (400, -32602)
+
+
+@pytest.mark.parametrize("failure", ["engine", "bug"])
+def test_a_tool_that_fails_is_a_json_rpc_error_with_its_id(
+        node: Node, failure: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A failure of the node inside a tool (the search engine's panic, which the service
+    layer turns into a 500; a bug) answers the request's id with -32603 and a message, in
+    every revision; before, the agent's client got a bare HTTP 500 in REST's shape."""
+    from sidecar import service
+    from sidecar.errors import APIError
+
+    async def failing(*args: Any, **kwargs: Any) -> Any:
+        if failure == "engine":
+            raise APIError("the search engine failed on this query (PanicException); try "
+                           "other words, and tell the node's operator")
+        raise RuntimeError("a bug")
+    monkeypatch.setattr(service, "search", failing)
+    call = modern("tools/call", {"name": "search", "arguments": {"query": "knotweed"}})
+    for body, headers in ((call, headers_for("tools/call", "search")),
+                          ({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                            "params": {"name": "search", "arguments": {"query": "x"}}}, {})):
+        status, _, answer = node.post(body, headers=headers)
+        assert status == 500 and answer["id"] == body["id"], answer
+        assert answer["error"]["code"] == -32603
+        says = "try other words" if failure == "engine" else "the error is logged"
+        assert says in answer["error"]["message"]
+    assert (failure == "bug") == any("unhandled error in tools/call" in r.getMessage()
+                                     for r in caplog.records)
+
+
+def test_batches_in_the_revision_that_has_them(tmp_path: Path) -> None:
+    """Revision 2025-03-26 (assumed without a version header) requires JSON-RPC batches:
+    answered in order, notifications unanswered, each message counted toward the key's rate
+    as a request of its own. Later revisions have none, and initialize is never batched."""
+    root = copy_sample(tmp_path / "node")
+    build(Project(root))
+    key, _ = issue_key(root, "eight a minute", rate=8)
+    with ServerThread(app_for(root, anonymous_rate=0)) as server:
+        def post(body: Any, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+            status, _, text = http_post(server.url + "/api/mcp", json.dumps(body).encode(),
+                                        {"Content-Type": "application/json",
+                                         "X-API-Key": key, **(headers or {})})
+            return status, json.loads(text) if text else None
+
+        batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                 {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                 {"jsonrpc": "2.0", "id": "b", "method": "tools/call",
+                  "params": {"name": "nope"}}]
+        status, answer = post(batch)
+        assert status == 200 and [item["id"] for item in answer] == [1, "b"]
+        assert answer[0]["result"] == {} and answer[1]["error"]["code"] == -32602
+        assert post([{"jsonrpc": "2.0", "method": "notifications/initialized"}])[0] == 202
+        for refused, headers in (([], {}), (batch, {"MCP-Protocol-Version": "2025-06-18"}),
+                                 ([{"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                    "params": {}}], {})):
+            status, answer = post(refused, headers)
+            errors = answer if isinstance(answer, list) else [answer]
+            assert all(e["error"]["code"] == -32600 for e in errors), (refused, answer)
+        # 3 + 1 + 1 + 1 + 1 requests counted so far, of eight a minute: a batch of two is over
+        status, answer = post(batch[:1] * 2)
+        assert status == 429 and answer["error"]["code"] == "rate_limited"
+
+
 def test_json_rpc_errors(node: Node) -> None:
     future = {"io.modelcontextprotocol/protocolVersion": "2099-01-01",
               "io.modelcontextprotocol/clientCapabilities": {}}
@@ -234,8 +353,7 @@ def test_json_rpc_errors(node: Node) -> None:
     status, _, body = node.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                                 raw=b'{"jsonrpc": "2.0", "id": 1,')
     assert (status, body["error"]["code"], body["id"]) == (400, -32700, None)
-    for bad in ([{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}],
-                {"jsonrpc": "1.0", "id": 1, "method": "tools/list"},
+    for bad in ({"jsonrpc": "1.0", "id": 1, "method": "tools/list"},
                 {"jsonrpc": "2.0", "id": True, "method": "tools/list"}):
         status, _, body = node.post(bad)
         assert (status, body["error"]["code"]) == (400, -32600), bad
@@ -330,6 +448,10 @@ def test_any_body_gets_an_answer_never_a_failure(node: Node, body: Any, seed_for
     assert status in (200, 202, 400, 404), (status, answer)
     if status == 202:
         assert answer is None
+    elif isinstance(answer, list):  # a batch (revision 2025-03-26): one answer a request
+        assert isinstance(body, list) and 0 < len(answer) <= len(body)
+        assert all(item["jsonrpc"] == "2.0" and ("result" in item) != ("error" in item)
+                   for item in answer), answer
     elif "jsonrpc" in (answer or {}):
         assert ("result" in answer) != ("error" in answer)
     else:
