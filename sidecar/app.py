@@ -165,10 +165,21 @@ def contract_headers(response: web.StreamResponse, caller: Caller | None) -> Non
     out["Access-Control-Expose-Headers"] = EXPOSED
 
 
+KEEPALIVE = 15.0  # seconds a connection may wait for its next whole request
+
+
 def create_app(config: SidecarConfig) -> web.Application:
     app = web.Application(
         client_max_size=BODY_LIMIT,
-        handler_args={"access_log_class": AccessLogger, "access_log": access_log.logger})
+        handler_args={"access_log_class": AccessLogger, "access_log": access_log.logger,
+                      # A body is read as it was sent (`params.read_body` refuses any
+                      # Content-Encoding): aiohttp would inflate a gzip body of 2 MB into
+                      # 2 GiB on the event loop, stalling every caller.
+                      "auto_decompress": False,
+                      # A connection that sends no whole request for this long is closed:
+                      # one that sends nothing, or headers a byte at a time, held a socket
+                      # for an hour (aiohttp's default), and a few hundred ran out of them.
+                      "keepalive_timeout": KEEPALIVE})
     running = app[RUNNING] = Running(Verifier(config.private, clock=config.clock),
                                      config.anonymous_rate)
 

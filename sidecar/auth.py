@@ -75,6 +75,9 @@ def extract_token(request: web.Request) -> str | None:
 
 
 
+CLOCK_LEEWAY = 60  # seconds a key's issue time may be ahead of this node's clock
+
+
 class Verifier:
     """Checks tokens against the node's secret and the key registry (re-read on change)."""
 
@@ -87,6 +90,7 @@ class Verifier:
         self._watched = (str(self._registry_path), str(private / "secret"))
         self._folder = FolderWatch(private)
         self._stamp: tuple[object, ...] | None = None
+        self._linked = False  # keys.json or secret is a link (`_refresh`)
         self._secret: bytes | None = None
         self._expiries: dict[str, float] = {}
 
@@ -96,9 +100,12 @@ class Verifier:
         their folder may have changed since the last request (`FolderWatch`: one poll, where
         two stats of the files were a twentieth of a keyed read's time). (FEDNODE_SECRET is read
         with the file; a process's environment changes only at a restart.)"""
-        if self._stamp is not None and not self._folder.changed():
+        if self._stamp is not None and not self._linked and not self._folder.changed():
             return self._registry
         registry_file, secret_file = self._watched
+        # A file that is a link changes where it points, not in this folder: the folder's
+        # watch misses it, so the files are then looked at on every request.
+        self._linked = os.path.islink(registry_file) or os.path.islink(secret_file)
         stamp = (_file_identity(registry_file), _file_identity(secret_file))
         if stamp != self._stamp:
             try:
@@ -147,7 +154,12 @@ class Verifier:
         try:
             claims: dict[str, Any] = jwt.decode(
                 token, secret, algorithms=[ALGORITHM], audience=node_id, issuer=node_id,
-                options={"require": ["jti", "iat", "iss", "aud"], "verify_exp": False})
+                options={"require": ["jti", "iat", "iss", "aud"], "verify_exp": False},
+                leeway=CLOCK_LEEWAY)
+        except jwt.ImmatureSignatureError:  # checked only once the signature is good
+            raise InvalidApiKey("the key is dated after this node's clock (issued on a "
+                                "machine whose clock runs ahead?); set the clocks right, or "
+                                "wait until then") from None
         except jwt.PyJWTError:
             raise InvalidApiKey("not a key of this node (malformed, forged, or issued by "
                                 "another node); check the key you sent") from None

@@ -71,12 +71,22 @@ class Registry:
             keys = {}
             for item in data["keys"]:
                 for name in ("scopes", "collections", "groups"):
-                    if not isinstance(item[name], list):
-                        raise TypeError(f"{name} is not a list")
+                    if not isinstance(item[name], list) or \
+                            not all(isinstance(value, str) for value in item[name]):
+                        raise TypeError(f"{name} is not a list of texts")
                     item[name] = tuple(item[name])
                 record = KeyRecord(**item)
-                if not isinstance(record.id, str) or not isinstance(record.rate, int):
-                    raise TypeError("id or rate of the wrong type")
+                # As `issue` makes them: a hand-edited rate of 0 would lift the limit, and
+                # a key of the wrong form would fail every request it makes.
+                if not isinstance(record.id, str) or not isinstance(record.name, str):
+                    raise TypeError("id or name is not a text")
+                if isinstance(record.rate, bool) or not isinstance(record.rate, int) or \
+                        record.rate < 1:
+                    raise TypeError(f"rate must be a whole number of requests a minute, at "
+                                    f"least 1 (key {record.id!r})")
+                for stamp in (record.created_at, record.expires_at, record.revoked_at):
+                    if stamp is not None:
+                        parse_time(stamp)  # ValueError (or TypeError) if it is not a time
                 keys[record.id] = record
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise KeyError_(f"{path}: damaged ({type(exc).__name__}: {exc}); restore it from a "
@@ -120,7 +130,11 @@ def load_secret(private: Path, *, create: bool = False) -> tuple[bytes | None, s
         return from_env.encode(), f"environment variable {SECRET_ENV}"
     path = private / "secret"
     if path.exists():
-        return path.read_text().strip().encode(), str(path)
+        secret = path.read_text().strip()
+        if len(secret) < 32:  # as for FEDNODE_SECRET: a short one can be guessed
+            raise KeyError_(f"{path} is too short: use at least 32 random characters (delete "
+                            f"it and issue the keys again, or restore it from a backup)")
+        return secret.encode(), str(path)
     if not create:
         return None, str(path)
     private.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import timedelta
 from typing import Any
@@ -24,6 +25,7 @@ from exporter.contract.wire import (
 
 from .errors import InvalidParameter, PayloadTooLarge, UnsupportedMediaType
 
+BODY_SECONDS = 30.0  # for a whole request body (1 MiB at most) to arrive
 CONTINUE = "100-continue"  # the one expectation met (HTTP/1.1): before a body is read
 # ASCII digits only: no `+`, spaces, `_`, or digits of other scripts, which int() takes.
 _DIGITS = re.compile(r"[0-9]{1,19}")
@@ -108,6 +110,10 @@ async def read_body(request: web.Request) -> bytes:
     if request.content_type != "application/json":
         raise UnsupportedMediaType(f"send the body as JSON with 'Content-Type: "
                                    f"application/json', not {request.content_type!r}")
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding != "identity":
+        raise UnsupportedMediaType(f"this node reads a body as it is sent: send it without "
+                                   f"Content-Encoding (not {shown(encoding)})")
     if request.content_length is not None and request.content_length > BODY_LIMIT:
         raise PayloadTooLarge(f"the body is {request.content_length} bytes; the limit is "
                               f"{BODY_LIMIT}")
@@ -115,9 +121,15 @@ async def read_body(request: web.Request) -> bytes:
         await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         request.writer.output_size = 0  # the answer itself has not started
     try:
-        raw = await request.read()
+        raw = await asyncio.wait_for(request.read(), BODY_SECONDS)
     except web.HTTPRequestEntityTooLarge:
         raise PayloadTooLarge(f"the body is over the limit of {BODY_LIMIT} bytes") from None
+    except TimeoutError:
+        raise InvalidParameter(f"the body did not arrive within {BODY_SECONDS:.0f} s; send it "
+                               f"whole, as its Content-Length or chunks say") from None
+    except web.RequestPayloadError:
+        raise InvalidParameter("the body's framing is broken (chunks or length); send it "
+                               "whole, as its Content-Length or chunks say") from None
     if len(raw) > BODY_LIMIT:
         raise PayloadTooLarge(f"the body is over the limit of {BODY_LIMIT} bytes")
     return raw

@@ -11,6 +11,7 @@ import shutil
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -378,6 +379,91 @@ async def test_a_damaged_key_registry_refuses_keys_and_says_so(
     assert (await client.get("/api/species")).status == 200  # open reads go on
 
 
+@pytest.mark.parametrize("edit", [{"rate": 0}, {"rate": -1}, {"rate": True},
+                                  {"scopes": [1]}, {"groups": [None]}, {"collections": [1]},
+                                  {"expires_at": "next week"}])
+async def test_a_hand_edited_key_of_the_wrong_form_is_a_damaged_registry(
+        edit: dict[str, Any], tmp_path: Path, hostile_root: Path,
+        aiohttp_client: Callable[..., Any]) -> None:
+    """A key in keys.json of a form `fednode keys create` never makes is a damaged registry
+    (503, every key refused, the log says why): a rate of 0 lifted the key's limit, and
+    the others failed each request with a 500."""
+    root = tmp_path / "node"
+    shutil.copytree(hostile_root, root, symlinks=True)
+    token, _ = issue_key(root, "edited")
+    registry = root / ".fednode" / "keys.json"
+    data = json.loads(registry.read_text())
+    data["keys"][-1].update(edit)
+    registry.write_text(json.dumps(data))
+    client: TestClient = await aiohttp_client(app_for(root))
+    response = await client.get("/api/species", headers={"X-API-Key": token})
+    assert response.status == 503, edit
+    assert (await response.json())["error"]["code"] == "unavailable"
+
+
+async def test_a_revocation_through_a_linked_registry_takes_effect(
+        tmp_path: Path, hostile_root: Path, aiohttp_client: Callable[..., Any]) -> None:
+    """keys.json kept elsewhere and linked into .fednode/: a revocation written at the
+    link's target is seen at the next request (the folder's watch sees no change there, so
+    a link is looked at on every request). Before, the revoked key went on working."""
+    root = tmp_path / "node"
+    shutil.copytree(hostile_root, root, symlinks=True)
+    token, record = issue_key(root, "linked")
+    registry = root / ".fednode" / "keys.json"
+    elsewhere = tmp_path / "shared" / "keys.json"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text(registry.read_text())
+    registry.unlink()
+    registry.symlink_to(elsewhere)
+    client: TestClient = await aiohttp_client(app_for(root))
+    assert (await client.get("/api/keys/me", headers={"X-API-Key": token})).status == 200
+    data = json.loads(elsewhere.read_text())
+    for key in data["keys"]:
+        if key["id"] == record.id:
+            key["revoked_at"] = "2026-01-01T00:00:00Z"
+    elsewhere.write_text(json.dumps(data))
+    response = await client.get("/api/keys/me", headers={"X-API-Key": token})
+    assert response.status == 401
+
+
+async def test_a_key_from_a_clock_ahead_is_refused_saying_so(
+        tmp_path: Path, hostile_root: Path, aiohttp_client: Callable[..., Any]) -> None:
+    """A key issued on a machine whose clock runs ahead: a minute's difference is allowed;
+    beyond it, the refusal says that the clocks disagree (it said the key was forged)."""
+    from datetime import UTC, datetime, timedelta
+
+    from exporter.config import Project, load_node_config
+    from sidecar import keys as keyring
+    root = tmp_path / "node"
+    shutil.copytree(hostile_root, root, symlinks=True)
+    issue_key(root, "first")  # the secret
+    project = Project(root)
+    secret, _ = keyring.load_secret(project.private)
+    registry = keyring.Registry.load(project.private / "keys.json")
+    node_id = load_node_config(project).id
+    client: TestClient = await aiohttp_client(app_for(root))
+    for ahead, status in ((timedelta(seconds=30), 200), (timedelta(minutes=10), 401)):
+        assert secret is not None
+        token, _ = keyring.issue(registry, secret, node_id, name=f"ahead {ahead}",
+                                 scopes=list(keyring.SCOPES), collections=[], groups=[],
+                                 rate=1000, expires=None, now=datetime.now(UTC) + ahead)
+        response = await client.get("/api/keys/me", headers={"X-API-Key": token})
+        assert response.status == status, ahead
+        if status == 401:
+            assert "dated after this node's clock" in (await response.json())["error"]["message"]
+
+
+async def test_a_short_secret_file_refuses_every_key(
+        tmp_path: Path, hostile_root: Path, aiohttp_client: Callable[..., Any]) -> None:
+    root = tmp_path / "node"
+    shutil.copytree(hostile_root, root, symlinks=True)
+    token, _ = issue_key(root, "short")
+    (root / ".fednode" / "secret").write_text("abc\n")
+    client: TestClient = await aiohttp_client(app_for(root))
+    response = await client.get("/api/keys/me", headers={"X-API-Key": token})
+    assert response.status == 503
+
+
 async def test_the_access_log_writes_the_raw_path_escaped(
         hostile_root: Path, aiohttp_client: Callable[..., Any],
         caplog: pytest.LogCaptureFixture) -> None:
@@ -559,3 +645,62 @@ def test_a_client_gone_while_waiting_to_continue_is_not_an_error(
         assert connection.answer()[0].startswith("HTTP/1.1 200")
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], \
         [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_compressed_body_is_refused_never_inflated(server: ServerThread,
+                                                     ungranted: str) -> None:
+    """A body is read as it was sent: one with a Content-Encoding is refused (415), never
+    inflated. aiohttp inflated it on the event loop, whatever its size: 2 MB of gzip made
+    2 GiB, stalling every caller for seconds, on any path and with no key."""
+    import gzip
+    body = gzip.compress(json.dumps({"question": "When is balsam pulled?"}).encode())
+    for target in ("/api/library/ask", "/api/mcp"):
+        status, _, answer = request(server, "POST", target, {
+            "X-API-Key": ungranted, "Content-Type": "application/json",
+            "Content-Encoding": "gzip"}, body)
+        assert status == 415, (target, answer)
+        assert json.loads(answer)["error"]["code"] == "unsupported_media_type"
+        assert "without Content-Encoding" in json.loads(answer)["error"]["message"]
+    # A body on a GET is never read, inflated or not: the answer is the plain one.
+    bomb = gzip.compress(b"\0" * (64 * 2**20), compresslevel=1)
+    status, _, answer = request(server, "GET", "/api/manifest",
+                                {"Content-Encoding": "gzip"}, bomb)
+    assert status == 200 and json.loads(answer)["node"]
+
+
+def test_a_body_that_stops_coming_is_a_400_not_a_wait(
+        hostile_root: Path, ungranted: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A keyed POST whose body stops arriving (a partial body; broken chunk framing sent
+    after the headers) is answered 400 once the body's time is up: before, the handler
+    waited for ever, with no answer and no log line."""
+    from sidecar import params
+    monkeypatch.setattr(params, "BODY_SECONDS", 1.0)
+    with ServerThread(app_for(hostile_root, anonymous_rate=0)) as running:
+        head = (f"POST /api/library/ask HTTP/1.1\r\nHost: x\r\nX-API-Key: {ungranted}\r\n"
+                f"Content-Type: application/json\r\n").encode()
+        for rest in (b"Content-Length: 100\r\n\r\n{", b"Transfer-Encoding: chunked\r\n\r\n"):
+            with Connection(running) as connection:
+                connection.send(head + rest)
+                if b"chunked" in rest:
+                    time.sleep(0.3)  # the handler is reading the body by now
+                    connection.send(b"zz\r\nnot a chunk\r\n")
+                status, _, body = connection.answer()
+                assert status.split()[1] == "400", (status, body)
+                assert "did not arrive within 1 s" in json.loads(body)["error"]["message"]
+
+
+def test_a_connection_without_a_whole_request_is_closed(
+        hostile_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection that sends nothing, or headers a byte at a time, is closed after the
+    keep-alive time: aiohttp's default held each for an hour, and a few hundred used up the
+    server's sockets."""
+    from sidecar import app as sidecar_app
+    monkeypatch.setattr(sidecar_app, "KEEPALIVE", 1.0)
+    with ServerThread(app_for(hostile_root, anonymous_rate=0)) as running:
+        for sent in (b"", b"GET /api/manifest HTTP/1.1\r\nHost: x\r\n"):
+            with Connection(running) as connection:
+                connection.send(sent)
+                started = time.monotonic()
+                connection.sock.settimeout(10)
+                assert connection.sock.recv(65536) == b""  # closed by the server
+                assert time.monotonic() - started < 5
