@@ -55,10 +55,12 @@ def extract_token(request: web.Request) -> str | None:
     bearer = None
     if header is not None:
         scheme, _, value = header.partition(" ")
-        if scheme.lower() != "bearer" or not value.strip():
+        if scheme.lower() == "bearer" and value.strip():
+            bearer = value.strip()
+        elif api_key is None or scheme.lower() == "bearer":
             raise InvalidApiKey("send the key as 'Authorization: Bearer <key>' or "
                                 "'X-API-Key: <key>'")
-        bearer = value.strip()
+        # else another scheme (a proxy's Basic, say) beside an X-API-Key: not this node's
     if bearer is not None and api_key is not None and bearer != api_key.strip():
         raise InvalidApiKey("two different keys were sent; send one key in one header")
     token = bearer if bearer is not None else api_key
