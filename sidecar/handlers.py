@@ -32,7 +32,8 @@ def open_response(request: web.Request, body: bytes, content_type: str = JSON,
     answer is made private by the header hook.)"""
     tag = tag or etag(body)
     headers = {"ETag": tag, "Cache-Control": "public, max-age=60"}
-    if tag in request.headers.get("If-None-Match", ""):
+    have = request.headers.get("If-None-Match", "")
+    if tag in have or have.strip() == "*":  # "*": any version of it (RFC 9110, 13.1.2)
         return web.Response(status=304, headers=headers)
     charset = None if content_type in ("application/pdf", "application/zip") else "utf-8"
     return web.Response(body=body, content_type=content_type, charset=charset, headers=headers)
