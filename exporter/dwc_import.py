@@ -77,6 +77,12 @@ def plan_import(project: Project, checklist: Checklist, *, dataset: str | None =
     valid as a species record (each problem at its source file and line)."""
     species = collections()[SPECIES]
     problems: list[Problem] = []
+    if access is not None and not access.strip():
+        # `--access "$GROUP"` with GROUP unset would otherwise publish every taxon
+        raise ContentError([Problem(checklist.source, 0, "access",
+                                    "--access is empty: give the access group the records "
+                                    "get (e.g. --access partners), or leave --access out "
+                                    "for public records")])
     names = split_names([t.row.terms.get("scientificName", "") for t in checklist.taxa])
     datasets = {t.row.terms.get("datasetID") or dataset for t in checklist.taxa}
     if None in datasets or "" in datasets:

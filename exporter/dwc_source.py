@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import shutil
 import tarfile
 import tempfile
 import zipfile
@@ -82,8 +83,12 @@ def read_checklist(source: Path) -> Checklist:
         try:
             folder = source if source.is_dir() else _unpacked(source, Path(scratch), shown)
             _contained(folder, source)
+            if folder != source:  # unpacked here, not the user's own folder
+                # The reader parses every file of dataset/ even when told to skip the
+                # metadata (a 100 kB zip of them took 2.3 GB): fednode reads none of it.
+                shutil.rmtree(folder / "dataset", ignore_errors=True)
             with DwCAReader(str(folder), skip_metadata=True) as archive:
-                return _check(shown, _archive_tables(archive, source))
+                return _check(shown, _archive_tables(archive, source, folder))
         except (InvalidArchive, zipfile.BadZipFile, tarfile.TarError, OSError, ValueError,
                 KeyError) as exc:
             raise ContentError([Problem(shown, 0, "", f"not a readable Darwin Core Archive: "
@@ -128,14 +133,16 @@ def _unpacked(source: Path, into: Path, shown: str) -> Path:
     elif tarfile.is_tarfile(source):
         with tarfile.open(source, "r:*") as tar:
             entries: list[tarfile.TarInfo] = []
-            for entry in tar:  # read as it goes: a count over the limit stops it
+            declared = 0
+            for entry in tar:  # read as it goes: a count or a size over the limit stops it
                 entries.append(entry)
                 _countable(len(entries), shown)
                 _placed(entry.name, into, shown)
                 if not (entry.isfile() or entry.isdir()):
                     raise _not_a_file(entry.name, shown)
-            if sum(entry.size for entry in entries) > UNPACKED_MAX:
-                raise _too_large(shown)
+                declared += entry.size
+                if declared > UNPACKED_MAX:  # (before reading past it to the next header)
+                    raise _too_large(shown)
             tar.extractall(into, members=entries, filter="data")
     else:
         raise _refused(shown, "not a readable Darwin Core Archive: neither a zip nor a tar "
@@ -284,7 +291,41 @@ def _csv_table(path: Path, extension: Extension | None,
     return _Table(shown, extension, header, rows())
 
 
-def _archive_tables(archive: DwCAReader, source: Path) -> tuple[list[_Table], list[Problem]]:
+def _framed(path: Path, descriptor: object, shown: str) -> None:
+    """An archive table read as the reader reads it (its separator, quote and encoding),
+    strictly: a quote left open (which the reader takes to the end of the table, so that
+    every taxon after it was lost, and deleted with --prune) or a row of another width than
+    the table's first (whose cells the reader shifts into other terms) is an error naming
+    its line."""
+    separator = getattr(descriptor, "fields_terminated_by", ",") or ","
+    quote = getattr(descriptor, "fields_enclosed_by", "") or ""
+    encoding = ENCODINGS.get(str(getattr(descriptor, "file_encoding", "utf-8") or "utf-8")
+                             .strip().lower().replace("_", "-"), "utf-8")
+    if len(separator) != 1 or len(quote) > 1:
+        return  # the reader refuses those itself
+    with open(path, encoding=encoding, newline="") as handle:
+        reader = csv.reader(handle, delimiter=separator, quotechar=quote or None,
+                            quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE,
+                            strict=True)
+        width = None
+        try:
+            for cells in reader:
+                if not cells:
+                    continue  # a blank line: the reader passes over it too
+                if width is None:
+                    width = len(cells)
+                elif len(cells) != width:
+                    raise ContentError([Problem(shown, reader.line_num, "",
+                                                f"{len(cells)} cells where the table's first "
+                                                f"line has {width}; a row has one cell a "
+                                                f"column")])
+        except csv.Error as exc:
+            raise ContentError([Problem(shown, reader.line_num, "",
+                                        f"not valid CSV ({exc}): a quote left open?")]) from None
+
+
+def _archive_tables(archive: DwCAReader, source: Path,
+                    folder: Path) -> tuple[list[_Table], list[Problem]]:
     problems: list[Problem] = []
     tables: list[_Table] = []
     if archive.descriptor is None:
@@ -308,6 +349,7 @@ def _archive_tables(archive: DwCAReader, source: Path) -> tuple[list[_Table], li
                                                       f"fednode reads "
                                                       f"{', '.join(BY_ROW_TYPE)}"))
                 continue
+        _framed(folder / descriptor.file_location, descriptor, shown)
         header = [short(f["term"]) for f in descriptor.fields]
         skip = descriptor.lines_to_ignore
 
@@ -325,7 +367,8 @@ def _archive_tables(archive: DwCAReader, source: Path) -> tuple[list[_Table], li
 
 def _check(source: str, found: tuple[list[_Table], list[Problem]]) -> Checklist:
     tables, problems = found
-    taxa: dict[str, Taxon] = {}
+    taxa: dict[str, Taxon] = {}  # by the key rows join on
+    identities: dict[str, int] = {}  # taxonID -> its line
     ordered: list[Taxon] = []
     for table in sorted(tables, key=lambda t: t.extension is not None):  # the core first
         known = {**CORE_TERMS, **IGNORED} if table.extension is None else {
@@ -357,6 +400,20 @@ def _check(source: str, found: tuple[list[_Table], list[Problem]]) -> Checklist:
                     problems.append(Problem(row.file, row.line, TAXON_ID,
                                             f"duplicate: also at line {first.line}"))
                     continue
+                # An archive's rows are joined by its core id, but a taxon is known by its
+                # taxonID term (its record's id is made from it): that must be one a row too,
+                # and printable, or two taxa become one record id and no export can run.
+                identity = row.terms.get(TAXON_ID, taxon_id)
+                if not identity.isprintable():
+                    problems.append(Problem(row.file, row.line, TAXON_ID,
+                                            f"{identity[:60]!r} holds a control character"))
+                    continue
+                if identity in identities:
+                    problems.append(Problem(row.file, row.line, TAXON_ID,
+                                            f"duplicate: {identity[:60]!r} also at line "
+                                            f"{identities[identity]}"))
+                    continue
+                identities[identity] = row.line
                 if "scientificName" not in row.terms:
                     problems.append(Problem(row.file, row.line, "scientificName",
                                             "missing: every taxon needs one"))

@@ -669,6 +669,60 @@ def test_an_archive_that_unpacks_to_too_much_is_refused(node: Node, tmp_path: Pa
     assert result.exit_code == 1 and "unpacks to more than" in result.output, result.output
 
 
+@pytest.mark.parametrize("case, says", [
+    ("open quote", 'taxon.txt:3: not valid CSV (unexpected end of data)'),
+    ("ragged row", "taxon.txt:2: 4 cells where the table's first line has 3"),
+    ("taxonID twice", "taxonID: duplicate: 't1' also at line 1"),
+    ("taxonID with a line break", "taxonID: 't1\\nurn:evil' holds a control character"),
+])
+def test_an_archive_table_is_read_strictly(node: Node, tmp_path: Path, case: str,
+                                           says: str) -> None:
+    """An archive's table as strictly as a folder's: before, a quote left open made the rest
+    of the table one cell (its taxa gone, and deleted by --prune); a ragged row's cells went
+    into other terms; two core rows with one taxonID became one record id twice (no export
+    could run after), and a taxonID with a line break got through."""
+    meta = META.format(encoding="UTF-8", location="taxon.txt")
+    rows = ROWS + "t2\tFallopia japonica (Houtt.) Ronse Decr.\turn:test\n"
+    if case == "open quote":
+        meta = meta.replace('fieldsEnclosedBy=""', 'fieldsEnclosedBy="&quot;"')
+        rows = ROWS + 't2\t"Fallopia japonica\turn:test\nt3\tRosa rugosa Thunb.\turn:test\n'
+    elif case == "ragged row":
+        rows = ROWS + "t2\tAcer\tnegundo L.\turn:test\n"
+    elif case == "taxonID twice":  # the core's id column is another column, unique
+        meta = meta.replace('<id index="0"/>', '<id index="3"/>').replace(
+            "</core>", '<field index="3" term="http://purl.org/dc/terms/identifier"/></core>')
+        rows = "t1\tImpatiens glandulifera Royle\turn:test\tA\n" \
+               "t1\tFallopia japonica (Houtt.) Ronse Decr.\turn:test\tB\n"
+    else:
+        rows = '"t1\nurn:evil"\tImpatiens glandulifera Royle\turn:test\n'
+        meta = meta.replace('fieldsEnclosedBy=""', 'fieldsEnclosedBy="&quot;"')
+    source = archive(tmp_path / "checklist.zip", {"meta.xml": meta, "taxon.txt": rows})
+    before = snapshot(node.root)
+    result = run("import", "dwc", str(source), "--project", str(node.root))
+    assert result.exit_code == 1 and says in result.output, result.output
+    assert "Traceback" not in result.output and snapshot(node.root) == before
+
+
+def test_an_empty_access_group_is_refused_not_public(node: Node, tmp_path: Path) -> None:
+    """`--access "$GROUP"` with GROUP unset gave public records, without a word."""
+    source = small_checklist(tmp_path / "list")
+    before = snapshot(node.root)
+    result = run("import", "dwc", str(source), "--access", "", "--project", str(node.root))
+    assert result.exit_code == 1 and "--access is empty" in result.output, result.output
+    assert snapshot(node.root) == before
+
+
+def test_an_archives_dataset_folder_is_not_read(node: Node, tmp_path: Path) -> None:
+    """The reader parsed every file of dataset/ even with its metadata skipped (a 100 kB
+    zip of XML took 2.3 GB of memory): fednode reads none of it, so broken XML there is no
+    error."""
+    source = archive(tmp_path / "checklist.zip", {
+        "meta.xml": META.format(encoding="UTF-8", location="taxon.txt"), "taxon.txt": ROWS,
+        "dataset/x.xml": "<r>" + "<a/>" * 100_000, "dataset/broken.xml": "<not xml"})
+    result = run("import", "dwc", str(source), "--project", str(node.root))
+    assert result.exit_code == 0 and "1 added" in result.output, result.output
+
+
 def test_a_quote_left_open_is_an_error_not_a_prune(node: Node, tmp_path: Path) -> None:
     """An unclosed quote made the rest of taxon.csv one cell: the taxa in it were gone
     from the checklist, and --prune deleted them."""
