@@ -50,7 +50,7 @@ def download_files(node: NodeConfig, collections: dict[str, Collection],
     rendered once. Of the downloads to render (`unchanged(path, fingerprint)` is false), the
     parts the cache lacks are made aside while the export renders the pages, where there are
     enough of them (`_made_aside`); `stack` stops that work if the export ends first."""
-    csvs = {name: _Download(csv_path(name), records, prints, (),
+    csvs = {name: _Download(csv_path(name), records, prints, (CSV_FORM,),
                             functools.partial(_csv_part, collections[name]))
             for name, (records, prints) in public.items()}
     records, prints = public.get(SPECIES, ([], []))
@@ -58,7 +58,7 @@ def download_files(node: NodeConfig, collections: dict[str, Collection],
                         functools.partial(dwc_archive.rows, node))
     identity = (node.id, node.name, node.description, node.publisher, node.contact,
                 node.licence, node.language, node.base_url)
-    prints_of = {**{download.path: fingerprint("csv", name, *download.prints)
+    prints_of = {**{download.path: fingerprint("csv", CSV_FORM, name, *download.prints)
                     for name, download in csvs.items()},
                  archive.path: fingerprint("dwca", *identity, *prints)}
     ready = _made_aside([download for download in (*csvs.values(), archive)
@@ -183,9 +183,29 @@ def csv_header(collection: Collection) -> str:
 
 def csv_rows(collection: Collection, records: list[dict[str, Any]]) -> str:
     """One row a record: the lead columns, then each content field (docs/darwin-core.md
-    describes the cells of lists)."""
+    describes the cells of lists), each safe to open in a spreadsheet."""
     names = (*LEAD, *_fields(collection))
-    return _lines([cell(record.get(name)) for name in names] for record in records)
+    return _lines([inert(cell(record.get(name))) for name in names] for record in records)
+
+
+# What a spreadsheet takes for the start of a formula (OWASP, "CSV injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+CSV_FORM = "2"  # of the download's cells: 2 since they are made inert (session 22)
+
+
+def inert(text: str) -> str:
+    """A cell a spreadsheet shows as text: one starting as a formula does (a checklist's
+    `=HYPERLINK("http://...")`) gets a leading apostrophe, which spreadsheets hide; a
+    number ("-3.5") is left as it is. The download is made for spreadsheets (it opens with a
+    byte-order mark for them); the records' JSON and the Darwin Core archive keep the value
+    as it is."""
+    if not text.startswith(FORMULA_STARTS):
+        return text
+    try:
+        float(text)
+        return text
+    except ValueError:
+        return "'" + text
 
 
 def _fields(collection: Collection) -> list[str]:

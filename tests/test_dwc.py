@@ -315,6 +315,37 @@ def archive_of(root: Path) -> Path:
     return root / "site_out" / "download" / "species-dwca.zip"
 
 
+def test_the_csv_download_opens_in_a_spreadsheet_as_text(
+        node: Node, export: Callable[..., BuildReport]) -> None:
+    """A cell starting as a formula (`=HYPERLINK(...)` from a checklist) is made inert in
+    the CSV download, which is made for spreadsheets; numbers stay as they are, and the
+    record's JSON and the Darwin Core archive keep the value as it was given."""
+    formula = '=HYPERLINK("http://evil.example/","Click")'
+    fields = species("Impatiens glandulifera", family="Balsaminaceae", habitat=formula,
+                     vernacularName="-  balsam")
+    node.write("species", "open", fields)
+    export(node.root)
+    table = list(csv.reader(io.StringIO(
+        (node.root / "site_out" / "download" / "species.csv").read_text("utf-8-sig"))))
+    row = dict(zip(table[0], table[1], strict=True))
+    assert row["habitat"] == "'" + formula and row["vernacularName"] == "'-  balsam"
+    assert row["scientificName"] == "Impatiens glandulifera"
+    served = json.loads(next((node.root / "site_out" / "api" / "species").rglob(
+        f"{fields['id']}.json")).read_text())
+    assert served["habitat"] == formula
+    with zipfile.ZipFile(archive_of(node.root)) as bundle:
+        packed = b"".join(bundle.read(n) for n in bundle.namelist())
+        assert b",=HYPERLINK(" in packed or b',"=HYPERLINK(' in packed
+        assert b",-  balsam," in packed
+
+
+@pytest.mark.parametrize("text, shown", [("-3.5", "-3.5"), ("+32", "+32"), ("@home", "'@home"),
+                                         ("-", "'-"), ("\tx", "'\tx"), ("a=b", "a=b")])
+def test_inert_cells(text: str, shown: str) -> None:
+    from exporter.downloads import inert
+    assert inert(text) == shown
+
+
 def test_restricted_species_are_absent_from_the_archive_and_the_csv(
         node: Node, export: Callable[..., BuildReport]) -> None:
     node.write("species", "open", species("Impatiens glandulifera", family="Balsaminaceae",
