@@ -124,7 +124,7 @@ def load(project: Project, *, base_url: str | None = None,
         problems.extend(found)
         keys = [collection.sort_key(record.fields) for record in got]
         if not found:
-            cache.remember(source.rel, source.mtime_ns, source.size, got, keys)
+            cache.remember(source, got, keys)
         found_in[n] = got, keys
         if done % 2000 == 0:
             progress("reading", done + len(files) - len(unread), len(files))

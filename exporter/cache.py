@@ -33,14 +33,16 @@ from .writer import private_folder
 FILE = "sources.marshal"
 PARTS = "parts"  # a file a download: the text of its parts
 LIBRARY_PAGES = "library.json"  # the library's PDFs, read (`library.CACHE`)
-FORMAT = "4"  # bump when the entries change shape
+FORMAT = "5"  # bump when the entries change shape (5: a file's version adds its change
+# time and inode, session 22)
 
 SortKey = tuple[str, ...]
 # A part of a download: its pieces of text, UTF-8 encoded (joined as they are: at 100,000
 # records the species CSV is 87 MB, and encoding it whole took 0.2 s an export).
 Part = tuple[bytes, ...]
-# path -> (mtime_ns, size, [(collection, path, line, id, access, id_line, hash, sort key)])
-SourceEntry = tuple[int, int, list[tuple[str, str, int, str, str, int, str, SortKey]]]
+# path -> (its version (`SourceFile.version`),
+#          [(collection, path, line, id, access, id_line, hash, sort key)])
+SourceEntry = tuple[tuple[int, ...], list[tuple[str, str, int, str, str, int, str, SortKey]]]
 
 
 def _version() -> str:
@@ -79,24 +81,24 @@ class Cache:
             return None
         load = _Reread(source, collection).fields
         return ([SourceRecord(c, p, line, record_id, access, {"id": id_line}, digest, None, load)
-                 for c, p, line, record_id, access, id_line, digest, _ in entry[2]],
-                [row[7] for row in entry[2]])
+                 for c, p, line, record_id, access, id_line, digest, _ in entry[1]],
+                [row[7] for row in entry[1]])
 
     def sort_keys(self, source: SourceFile) -> list[SortKey] | None:
         """The sort keys of an unchanged file's records, or None if it must be read."""
         entry = self._unchanged(source)
-        return None if entry is None else [row[7] for row in entry[2]]
+        return None if entry is None else [row[7] for row in entry[1]]
 
     def _unchanged(self, source: SourceFile) -> SourceEntry | None:
-        """What is remembered of a file, if it is the same size and time as then."""
+        """What is remembered of a file, if it is the same version as then."""
         entry = self.sources.get(source.rel)
-        if entry is None or entry[0] != source.mtime_ns or entry[1] != source.size:
+        if entry is None or entry[0] != source.version:
             return None
         return entry
 
-    def remember(self, rel: str, mtime_ns: int, size: int, records: list[SourceRecord],
+    def remember(self, source: SourceFile, records: list[SourceRecord],
                  keys: list[SortKey]) -> None:
-        self.sources[rel] = (mtime_ns, size, [
+        self.sources[source.rel] = (source.version, [
             (r.collection, r.path, r.line, r.id, r.access, r.line_of("id"), r.hash, key)
             for r, key in zip(records, keys, strict=True)])
 

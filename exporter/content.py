@@ -86,6 +86,16 @@ class SourceFile(NamedTuple):
     rel: str
     mtime_ns: int
     size: int
+    changed_ns: int  # the inode's change time: set by the kernel, never by a tool
+    inode: int
+
+    @property
+    def version(self) -> tuple[int, int, int, int]:
+        """What tells this version of the file from another without reading it: its time,
+        size, change time and inode. The time and size alone can be kept by an edit (`cp -p`,
+        `tar`, `touch -r` restore the time; a same-size edit within a coarse clock tick),
+        and a file whose access changed would then be taken as unchanged: published still."""
+        return self.mtime_ns, self.size, self.changed_ns, self.inode
 
 
 def is_read(name: str) -> bool:
@@ -170,7 +180,7 @@ def discover(content: Path, known: dict[str, Collection]
                 continue
             assert info is not None
             files.append(SourceFile(collection, item.path, rel, info.st_mtime_ns,
-                                    info.st_size))
+                                    info.st_size, info.st_ctime_ns, info.st_ino))
     return files, problems
 
 

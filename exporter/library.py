@@ -16,8 +16,9 @@ import re
 import shutil
 import stat
 import sys
+import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from .contract.wire import PUBLIC
 from .errors import Problem
 from .writer import OutputFile, private_folder
 
-CACHE = LIBRARY_PAGES  # in .fednode/cache: the pages of each PDF, by path, size and mtime
+CACHE = LIBRARY_PAGES  # in .fednode/cache: the pages of each PDF, by path and version
 PASSAGE_CHARS = 600  # a passage: whole sentences of one page, up to about this long
 # How passages are made from pages: a new number makes the next export index them again.
 # 2: running headers and footers left out. 4: each row with its headings' spans.
@@ -97,12 +98,13 @@ def documents(root: Path, records: list[SourceRecord], cache: Path
         try:
             info = pdf.stat()
             entry = remembered.get(rel)
-            if not (isinstance(entry, dict) and entry.get("size") == info.st_size
-                    and entry.get("mtime_ns") == info.st_mtime_ns):
+            # its time, size, change time and inode (`content.SourceFile.version`)
+            version = [info.st_mtime_ns, info.st_size, info.st_ctime_ns, info.st_ino]
+            if not (isinstance(entry, dict) and entry.get("version") == version):
                 data = _bytes_of(pdf)
                 with _warnings_named(rel):
                     read = _guarded(data)
-                entry = {"size": info.st_size, "mtime_ns": info.st_mtime_ns,
+                entry = {"version": version,
                          "sha256": hashlib.sha256(data).hexdigest(), "pages": read}
             headings = [frozenset(map(str, page[2])) for page in entry["pages"]]
         except (OSError, ValueError) as exc:
@@ -276,18 +278,26 @@ def _headings(runs: list[tuple[str, float]]) -> list[str]:
 def _load_cache(folder: Path) -> dict[str, Any]:
     try:
         data = json.loads((folder / CACHE).read_bytes())
-        return data if isinstance(data, dict) and data.get("version") == 2 else {}
+        return data if isinstance(data, dict) and data.get("version") == 3 else {}
     except (OSError, ValueError):
         return {}
 
 
 def _save_cache(folder: Path, entries: dict[str, Any]) -> None:
+    """Written whole under a name of this process's own, with mode 0600 from the start: an
+    export and a `check` may save it at once (one fixed temporary name made one of them
+    fail with a traceback)."""
     private_folder(folder)
     path = folder / CACHE
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps({"version": 2, **entries}), "utf-8")
-    os.chmod(temporary, 0o600)
-    os.replace(temporary, path)
+    descriptor, temporary = tempfile.mkstemp(prefix=CACHE + ".", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:  # mkstemp: mode 0600
+            handle.write(json.dumps({"version": 3, **entries}))  # 3: `version` an entry
+        os.replace(temporary, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def without_furniture(pages: list[tuple[str, str]]) -> list[str]:

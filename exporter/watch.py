@@ -145,8 +145,9 @@ class ContentWatch:
                 return False
             time.sleep(POLL if deadline is None else min(POLL, self._remaining(deadline) or 0))
 
-    def _look(self) -> set[tuple[str, int, int]]:
-        """What each file the export reads is (name, size, time of change), for polling."""
+    def _look(self) -> set[tuple[str, int, int, int, int]]:
+        """What each file the export reads is (name, size, time, change time, inode), for
+        polling: a time restored by a tool still changes the change time."""
         seen = set()
         for folder in [self.content, *self._collections()]:
             try:
@@ -160,5 +161,6 @@ class ContentWatch:
                     info = entry.stat()
                 except OSError:
                     continue
-                seen.add((entry.path, info.st_size, info.st_mtime_ns))
+                seen.add((entry.path, info.st_size, info.st_mtime_ns, info.st_ctime_ns,
+                          info.st_ino))
         return seen

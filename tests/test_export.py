@@ -286,6 +286,27 @@ def test_cached_records_rerender_from_their_files(node: Node, export: Export) ->
     assert record["habitat"] == "Riverbanks" and record["body"] == "Knotweed body.\n"
 
 
+def test_an_edit_that_keeps_the_files_time_and_size_is_seen(node: Node, export: Export
+                                                             ) -> None:
+    """A file made restricted by an edit of the same size whose time was put back (`cp -p`,
+    `tar`, `touch -r` do; so may a coarse clock) is read again: its change time and inode
+    say it changed. Before, the export took it from its cache as it was, and kept
+    publishing it (and an export after a base_url change failed on it every time)."""
+    fields = species("Fallopia japonica", access="public")
+    path = node.write("species", "a", fields)
+    export(node.root)
+    assert (node.root / "site_out" / record_file("species", fields["id"])).exists()
+    before = path.stat()
+    restricted = path.read_text().replace('access = "public"', 'access = "secret"')
+    assert len(restricted.encode()) == before.st_size
+    path.write_text(restricted)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    report = export(node.root)
+    assert report.restricted["species"] == 1 and report.public["species"] == 0
+    assert not (node.root / "site_out" / record_file("species", fields["id"])).exists()
+    export(node.root, base_url="https://mirror.example.net")  # reads every record's fields
+
+
 def test_sync_files_hold_public_records_only(node: Node, export: Export) -> None:
     public = species("Fallopia japonica")
     hidden = species("Arnica montana", access="sensitive", category="native",
