@@ -88,26 +88,32 @@ def load_node_config(project: Project, base_url: str | None = None) -> NodeConfi
     for key in REQUIRED:
         if not isinstance(node.get(key), str) or not node[key].strip():
             problems.append(Problem(rel, _line_of(path, key), f"node.{key}", "required text"))
+    for key in (*REQUIRED, *OPTIONAL):
+        value = node.get(key)
+        if isinstance(value, str) and any(c in _CONTROLS for c in value):
+            # These go into pages, the Darwin Core archive's eml.xml (where XML forbids
+            # them: GBIF would refuse the archive) and the terminal.
+            problems.append(Problem(rel, _line_of(path, key), f"node.{key}",
+                                    "holds a control character; only line breaks and tabs "
+                                    "may be in text"))
     for key, example in OPTIONAL.items():
         if key in node and not isinstance(node[key], str):
             problems.append(Problem(rel, _line_of(path, key), f"node.{key}",
                                     f"must be text in quotes, e.g. {key} = \"{example}\""))
     url = base_url or node.get("base_url", "")
-    if isinstance(url, str) and url and not _http(url):
-        problems.append(Problem(rel, _line_of(path, "base_url"), "node.base_url",
-                                "must start with http:// or https://"))
+    if isinstance(url, str) and url and (wrong := _url_problem(url)):
+        problems.append(Problem(rel, _line_of(path, "base_url"), "node.base_url", wrong))
     # The sidecar's own address, when it is configured apart from base_url; otherwise it
     # is the base URL, and follows --base-url.
     sidecar = node.get("sidecar_url", "")
     if not isinstance(sidecar, str):
         sidecar = ""  # said above: not text
-    elif sidecar and not _http(sidecar):
+    elif sidecar and (wrong := _url_problem(sidecar)):
         problems.append(Problem(rel, _line_of(path, "sidecar_url"), "node.sidecar_url",
-                                "must be text starting with http:// or https://, or left out "
-                                "when the sidecar answers at base_url"))
+                                f"{wrong}, or left out when the sidecar answers at base_url"))
     origins = node.get("mcp_origins", [])
     if not isinstance(origins, list) or not all(
-            isinstance(o, str) and _http(o) and origin_of(o) == o for o in origins):
+            isinstance(o, str) and not _url_problem(o) and origin_of(o) == o for o in origins):
         problems.append(Problem(rel, _line_of(path, "mcp_origins"), "node.mcp_origins",
                                 "must be a list of origins (scheme and host, no path), e.g. "
                                 "mcp_origins = [\"https://agents.example.org\"]"))
@@ -131,8 +137,28 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}".lower()
 
 
-def _http(url: str) -> bool:
-    return urlsplit(url).scheme in ("http", "https")
+_CONTROLS = frozenset(chr(n) for n in (*range(32), *range(127, 160))) - {"\t", "\n", "\r"}
+
+
+def _url_problem(url: str) -> str | None:
+    """Why `url` is not an address pages and rules can be made from, or None. The URL is
+    written as given into _redirects, robots.txt, the manifest and every record: a line
+    break there (which urlsplit passes over) added a rule of anyone's choosing to
+    _redirects, and a user name and password were published with it."""
+    if any(c.isspace() or not c.isprintable() for c in url):
+        return "must be one URL, with no spaces, line breaks or control characters"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises for a port that is not a number)
+    except ValueError:
+        return "must be a URL starting with http:// or https://"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "must be a URL starting with http:// or https://, then a host"
+    if parts.username is not None or parts.password is not None:
+        return "must not hold a user name or password: it is published on every page"
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        return "must not hold a ?query or #fragment: paths are added to it"
+    return None
 
 
 def _line_of(path: Path, key: str) -> int:

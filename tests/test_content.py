@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -135,8 +137,33 @@ def test_csv_rows_report_their_own_line(node: Node) -> None:
 def test_broken_node_toml(node: Node) -> None:
     (node.root / "content" / "node.toml").write_text('[node]\nname = "x"\nbase_url = "ftp://a"\n')
     found = problems(node.root)
-    assert "content/node.toml:3: node.base_url: must start with http:// or https://" in found
+    assert ("content/node.toml:3: node.base_url: must be a URL starting with http:// or "
+            "https://, then a host") in found
     assert "content/node.toml: node.id: required text" in found  # no line: the key is absent
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("sidecar_url", "https://api.example.org\n/api/species/*  https://evil.example/:splat  200!",
+     "must be one URL, with no spaces, line breaks or control characters"),
+    ("base_url", "https://node.example.org\nSitemap: https://evil.example/",
+     "must be one URL, with no spaces"),
+    ("base_url", "https://admin:hunter2@node.example.org", "must not hold a user name"),
+    ("base_url", "https://", "must be a URL starting with http:// or https://, then a host"),
+    ("base_url", "https://node.example.org/?x=1", "must not hold a ?query"),
+    ("sidecar_url", "https://api.example.org:port", "must be a URL"),
+    ("description", "A node\fwith a form feed", "holds a control character"),
+])
+def test_node_toml_values_that_would_be_published_wrongly(node: Node, key: str, value: str,
+                                                          says: str) -> None:
+    """node.toml's URLs are written as given into _redirects, robots.txt, the manifest and
+    every record: a line break in one added a CDN rule of anyone's choosing, a password
+    was published; its texts go into eml.xml, which a form feed made invalid XML."""
+    toml = (node.root / "content" / "node.toml").read_text()
+    line = f"{key} = {json.dumps(value)}\n"
+    toml = re.sub(rf"(?m)^{key} = .*\n", "", toml) + line
+    (node.root / "content" / "node.toml").write_text(toml)
+    found = problems(node.root)
+    assert any(f"node.{key}: {says}" in problem for problem in found), found
 
 
 def test_not_utf8(node: Node) -> None:

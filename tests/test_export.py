@@ -480,8 +480,9 @@ def test_sidecar_url_must_be_an_http_address(tmp_path: Path, export: Export,
     with pytest.raises(ContentError) as caught:
         export(node.root)
     assert [str(p) for p in caught.value.problems] == [
-        "content/node.toml:10: node.sidecar_url: must be text starting with http:// or "
-        "https://, or left out when the sidecar answers at base_url" if value.startswith('"')
+        "content/node.toml:10: node.sidecar_url: must be a URL starting with http:// or "
+        "https://, then a host, or left out when the sidecar answers at base_url"
+        if value.startswith('"')
         else 'content/node.toml:10: node.sidecar_url: must be text in quotes, e.g. '
              'sidecar_url = "https://api.example.org"']
 
