@@ -483,7 +483,21 @@ def validate(record: SourceRecord, collection: Collection) -> list[Problem]:
     for name in _numeric(collection):
         if name in fields and _too_large(fields[name]):
             problems.append(Problem(record.path, record.line_of(name), name, OUT_OF_RANGE))
+    for name in _integers(collection):
+        # JSON Schema takes 10.0 (and 1e300) for an integer; a reader of the record would
+        # not: 1e300 became NULL in a hub's BIGINT column
+        if isinstance(fields.get(name), float):
+            problems.append(Problem(record.path, record.line_of(name), name,
+                                    f"expected a whole number, found {fields[name]!r}: write "
+                                    f"it without a decimal point or exponent (10, not 10.0)"))
     return list(dict.fromkeys(problems))  # each once (a validator may say one thing twice)
+
+
+@functools.cache
+def _integers(collection: Collection) -> tuple[str, ...]:
+    """The fields whose schema asks for a whole number."""
+    return tuple(name for name in collection.content_fields
+                 if (collection.property(name) or {}).get("type") == "integer")
 
 
 @functools.cache

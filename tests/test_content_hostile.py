@@ -214,6 +214,22 @@ def test_toml_whole_numbers_beyond_64_bits_are_errors_of_their_line(node: Node) 
                      f"number here runs from -9223372036854775808 to 9223372036854775807"]
 
 
+@pytest.mark.parametrize("written", ["1e300", "10.0", "7.0e0"])
+def test_a_float_is_no_whole_number(node: Node, written: str) -> None:
+    """JSON Schema takes 10.0 and 1e300 for integers; they were published as such, and a
+    hub's BIGINT view turned 1e+300 into NULL without a word."""
+    path = node.path("germination", "float")
+    path.parent.mkdir(parents=True)
+    fields = {"id": row_id(1), "title": "Trial", **CELLS, "seedsSown": 100, "seedsGerminated": 4}
+    text = record_text(fields).replace("seedsSown = 100", f"seedsSown = {written}")
+    path.write_text(text)
+    line = text.splitlines().index(f"seedsSown = {written}") + 1
+    found = problems(node.root)
+    assert found == [f"content/germination/float.md:{line}: seedsSown: expected a whole "
+                     f"number, found {float(written)!r}: write it without a decimal point or "
+                     f"exponent (10, not 10.0)"], found
+
+
 def test_each_missing_field_is_said_once(node: Node) -> None:
     path = node.path("germination", "bare")
     path.parent.mkdir(parents=True)
