@@ -17,7 +17,7 @@ import click
 from exporter.config import Project, load_node_config, load_serve_config
 from exporter.contract.errors import FednodeError
 from exporter.contract.wire import PUBLIC, SCOPES
-from exporter.errors import ContentError, Problem
+from exporter.errors import ContentError, Problem, printable
 from exporter.ledger import Ledger
 from exporter.names import SPECIES, duplicates, species_records, suspects
 from exporter.scaffold import new_record
@@ -59,6 +59,10 @@ class Fednode(click.Group):
             raise ContentProblems(exc) from None
         except FednodeError as exc:
             raise click.ClickException(str(exc)) from None
+        except OSError as exc:  # the machine's, not fednode's: a full disk, a permission
+            where = f": {printable(str(exc.filename))}" if exc.filename else ""
+            raise click.ClickException(f"{exc.strerror or exc}{where}; free space or fix the "
+                                       f"permissions, then run the command again") from None
 
 
 project_option = click.option(
@@ -85,11 +89,11 @@ def new(collection: str, title: str, project_dir: Path) -> None:
     project = Project(project_dir)
     made = new_record(project.content, collection, title, project.cache)
     for warning in made.warnings:
-        click.echo(warning, err=True)
+        click.echo(printable(warning), err=True)
     if collection == SPECIES:
         click.echo("filled " + ", ".join(f"{name} = {toml_string(value)}" for name, value in
                                          made.filled.items()), err=True)
-    click.echo(made.path)
+    click.echo(printable(str(made.path)))
 
 
 @main.group("import")
@@ -210,6 +214,8 @@ def export(project_dir: Path, frozen: bool, base_url: str | None, watch: bool) -
         finally:
             progress.end()
         click.echo(report.summary())
+        for warning in report.warnings:
+            click.echo(f"Warning: {warning}", err=True)
 
     if not watch:
         once()
@@ -275,14 +281,17 @@ def ask(question: str, project_dir: Path, limit: int, groups: tuple[str, ...]) -
 
     found = answer(Snapshot(Project(project_dir).bundle), [PUBLIC, *groups],
                    " ".join(question.split()), limit)
+    # The library's words (titles, labels) as the terminal should show them: a title may
+    # hold an escape sequence
     if not found["grounded"]:
-        click.echo(found["message"])
+        click.echo(printable(found["message"]))
         return
-    click.echo(found["answer"])
+    click.echo(printable(found["answer"]))
     click.echo()
     for citation in found["citations"]:
-        click.echo(f"[{citation['n']}] {citation['title']}, page {citation['page_label']} "
-                   f"(PDF page {citation['page']}): {citation['url']}")
+        click.echo(printable(f"[{citation['n']}] {citation['title']}, page "
+                             f"{citation['page_label']} (PDF page {citation['page']}): "
+                             f"{citation['url']}"))
 
 
 def _registry(project_dir: Path) -> keyring.Registry:
@@ -331,7 +340,7 @@ def keys_create(project_dir: Path, name: str, scopes: str, collections: str, gro
         if group not in in_use:
             click.echo(f"warning: no record is in the group {group!r}; the groups in use are "
                        f"{', '.join(in_use) or 'none'} (names are case-sensitive)", err=True)
-    click.echo(f"issued {record.id} ({record.name}): scopes {', '.join(record.scopes)}; "
+    click.echo(f"issued {record.id} ({printable(record.name)}): scopes {', '.join(record.scopes)}; "
                f"signed with the secret in {where}. The key is shown once:", err=True)
     click.echo(token)
 
@@ -360,7 +369,8 @@ def keys_list(project_dir: Path) -> None:
     if not registry.keys:
         click.echo("no keys issued yet; `fednode keys create --name NAME` issues one", err=True)
         return
-    rows = [KEY_COLUMNS, *(_key_row(key) for key in registry.keys.values())]
+    rows = [tuple(map(printable, row))  # a name may hold anything
+            for row in (KEY_COLUMNS, *(_key_row(key) for key in registry.keys.values()))]
     widths = [max(len(row[i]) for row in rows) for i in range(len(KEY_COLUMNS))]
     for row in rows:
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths,

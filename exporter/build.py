@@ -71,6 +71,7 @@ class BuildReport:
     events: int = 0
     site: TreeStats | None = None
     seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)  # said after the summary
 
     def summary(self) -> str:
         counts = ", ".join(f"{name} {self.public[name] + self.restricted[name]}"
@@ -176,8 +177,8 @@ def build(project: Project, *, now: datetime | None = None, frozen: bool = False
 def _build(project: Project, *, now: datetime | None, frozen: bool, base_url: str | None,
            progress: Progress, folder_limit: int) -> BuildReport:
     started = time.perf_counter()
-    content = load(project, base_url=base_url, progress=progress)
     try:
+        content = load(project, base_url=base_url, progress=progress)  # (writes caches)
         with exclusive(project.private):
             report = _write_all(project, content, now=now, frozen=frozen, progress=progress,
                                 folder_limit=folder_limit)
@@ -314,7 +315,12 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     progress("writing bundle", len(rendered), len(rendered))
     checkpoint("bundle")
     release.publish()
-    saving.result()
+    try:
+        saving.result()
+    except (OSError, ExportError, ChildProcessError) as exc:
+        # Published already: the export succeeded, and says so; only the next one is slower.
+        report.warnings.append(f"the export is published, but its cache could not be saved "
+                               f"({exc}); the next export reads every file again")
     return report
 
 

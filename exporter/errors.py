@@ -31,6 +31,12 @@ LINE_MAX = 1000  # characters of a problem as printed: a value quoted whole may 
 def _shown(text: str) -> str:
     if len(text) > LINE_MAX:
         text = f"{text[:LINE_MAX - 40]}... ({len(text):,} characters in all)"
+    return printable(text)
+
+
+def printable(text: str) -> str:
+    """Text as a terminal should show it: every character that would break or disguise the
+    line (a line break, an escape sequence, a right-to-left mark) written as its escape."""
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 import uuid
@@ -42,6 +43,9 @@ def new_record(content: Path, collection_name: str, title: str,
     title = _checked_title(title)
     filled = _title_fields(collection, title)
     folder = content / collection_name
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise ExportError(f"content/{collection_name} is not a folder; move that file away "
+                          f"(the records of {collection_name} live in a folder of that name)")
     folder.mkdir(parents=True, exist_ok=True)
     warnings = []
     if names.FIELD in filled:
@@ -51,13 +55,14 @@ def new_record(content: Path, collection_name: str, title: str,
     slug = slugify(title)
     path = folder / f"{slug}.md"
     counter = 2
-    while path.exists():
+    while os.path.lexists(path):  # a link, even to nothing, is taken: never written through
         path = folder / f"{slug}-{counter}.md"
         counter += 1
     if counter > 2:
         warnings.append(f"warning: {folder / slug}.md exists; wrote {path.name} beside it "
                         f"(delete it if you meant to edit the existing record)")
-    path.write_text(_front_matter(collection, title, filled), "utf-8")
+    with path.open("x", encoding="utf-8") as handle:  # made here, never an existing file
+        handle.write(_front_matter(collection, title, filled))
     return Scaffolded(path, filled, warnings)
 
 

@@ -186,6 +186,24 @@ def test_new_says_when_the_file_exists(node: Node) -> None:
     assert f"warning: {existing} exists; wrote giant-hogweed-2.md beside it" in again.stderr
 
 
+def test_new_never_writes_through_a_link_nor_fails_on_a_file(node: Node,
+                                                            tmp_path: Path) -> None:
+    """A link at the record's path, even to nothing, is taken (before, the record was
+    written through it, outside content/); a file where the collection's folder should be
+    is one error line (it was a traceback). The path printed is escaped."""
+    folder = node.root / "content" / "species"
+    folder.mkdir(parents=True, exist_ok=True)
+    outside = tmp_path / "outside.md"
+    (folder / "giant-hogweed.md").symlink_to(outside)
+    made = run("new", "species", "Giant hogweed", "--project", str(node.root))
+    assert made.exit_code == 0 and made.stdout.strip().endswith("giant-hogweed-2.md")
+    assert not outside.exists()
+    (node.root / "content" / "team").write_text("not a folder")
+    failed = run("new", "team", "Ana", "--project", str(node.root))
+    assert failed.exit_code == 1 and "content/team is not a folder" in failed.output
+    assert "Traceback" not in failed.output
+
+
 def test_a_scientific_name_used_twice_is_a_warning_in_new_and_check(node: Node) -> None:
     node.write("species", "balsam", species("Impatiens glandulifera"))
     made = run("new", "species", "Impatiens  glandulifera", "--project", str(node.root))

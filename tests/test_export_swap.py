@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import signal
 import stat
 import subprocess
@@ -273,4 +274,29 @@ def test_builds_recorded_by_an_older_fednode_are_reused_and_a_damaged_record_is_
     stray.write_text("a file no record of the build names")
     build(Project(root))
     assert not stray.exists()  # the build was made afresh, not trusted
+    assert one_build(root) == before
+
+
+@pytest.mark.parametrize("limit", [4096, 200_000])
+def test_a_full_disk_is_one_error_line_and_keeps_the_build(tmp_path: Path, limit: int) -> None:
+    """Files that cannot grow past `limit` bytes (RLIMIT_FSIZE, as a full disk): the export
+    says so in one line and leaves the last build whole, whatever it was writing (the
+    library's page cache, written while the content is read, ended in a traceback)."""
+    import resource
+    root = copy_sample(tmp_path / "node")
+    assert run_export(root).returncode == 0
+    before = one_build(root)
+    shutil.rmtree(root / ".fednode" / "cache")  # everything is written again
+    (root / "content" / "species" / "added.md").write_text(
+        '+++\nid = "6f1c5d0e-6a34-4a3b-9a62-3c3a6e0d2b11"\nscientificName = "Added one"\n'
+        'family = "Apiaceae"\ncategory = "invasive"\nestablishmentMeans = "introduced"\n+++\n')
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    result = subprocess.run([*COMMAND, str(root)], env=ENV, capture_output=True, text=True,
+                            preexec_fn=small_files)
+    assert result.returncode == 1, result
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("Error: ") and "File too large" in lines[-1], result.stderr
+    assert "Traceback" not in result.stderr
     assert one_build(root) == before

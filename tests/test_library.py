@@ -57,6 +57,20 @@ PROTOCOL_PAGES = [
 ]
 
 
+def test_fednode_ask_shows_a_title_escaped(tmp_path: Path) -> None:
+    """A document's title holding an escape sequence (the schema lets it through) is shown
+    escaped by `fednode ask`: it cannot clear the publisher's screen."""
+    node = library_node(tmp_path / "node", restricted=False)
+    guide = node.root / "content" / "library" / "guide.md"
+    guide.write_text(guide.read_text().replace('title = "Knotweed control guide"',
+                                               'title = "Knotweed \\u001b[2J guide"'))
+    build(Project(node.root))
+    shown = subprocess.run([str(Path(sys.executable).parent / "fednode"), "ask",
+                            "When should knotweed stems be injected?", "--project",
+                            str(node.root)], capture_output=True, text=True, check=True).stdout
+    assert "[1] Knotweed \\x1b[2J guide, page 1" in shown and "\x1b" not in shown
+
+
 def library_node(root: Path, *, restricted: bool = True) -> Node:
     node = Node(root, NODE_TOML + 'sidecar_url = "https://api.example.org"\n')
     node.write("species", "knotweed", species("Fallopia japonica"))
