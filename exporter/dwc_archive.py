@@ -193,7 +193,8 @@ def _eml(node: NodeConfig, published: str) -> str:
         f"</publisher>",
         "</dataset>",
         "<additionalMetadata><metadata><gbif>"
-        f"<dateStamp>{escape(published)}</dateStamp>"
+        # an empty dateStamp is not a date: with no species, none is said
+        f"{f'<dateStamp>{escape(published)}</dateStamp>' if published else ''}"
         f"<hierarchyLevel>dataset</hierarchyLevel>"
         "</gbif></metadata></additionalMetadata>",
         "</eml:eml>",

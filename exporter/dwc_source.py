@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import io
 import shutil
 import tarfile
 import tempfile
@@ -272,7 +273,9 @@ def _csv_table(path: Path, extension: Extension | None,
         else ","
     # strict: a quote left open is an error, not the rows after it read as one cell (with
     # --prune, the taxa in them would be deleted as gone from the checklist)
-    reader = csv.reader(text.splitlines(keepends=True), delimiter=delimiter, strict=True)
+    # lines end at \n or \r only, as csv counts them (splitlines also broke at U+2028,
+    # U+0085 and form feeds inside cells)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     try:
         header = [short(name.strip()) for name in next(reader)]
     except StopIteration:
@@ -427,6 +430,9 @@ def _check(source: str, found: tuple[list[_Table], list[Problem]]) -> Checklist:
                                         f"row belongs to no taxon"))
                 continue
             owner.extensions.setdefault(table.extension.kind, []).append(row)
+    if not ordered and not problems:  # (with --prune, every taxon would be deleted)
+        problems.append(Problem(source, 0, "", "the checklist holds no taxa: its core table "
+                                               "has no rows (or meta.xml skips them all)"))
     if problems:
         raise ContentError(problems)
     return Checklist(source, ordered)

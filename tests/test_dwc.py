@@ -17,9 +17,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
-from builders import Node, ServerThread, app_for, http_get, species
+from builders import Node, ServerThread, app_for, http_get, species, team
 from click.testing import CliRunner
 from dwca.read import DwCAReader
 from hypothesis import HealthCheck, event, given, settings
@@ -732,6 +733,48 @@ def test_an_archive_table_is_read_strictly(node: Node, tmp_path: Path, case: str
     result = run("import", "dwc", str(source), "--project", str(node.root))
     assert result.exit_code == 1 and says in result.output, result.output
     assert "Traceback" not in result.output and snapshot(node.root) == before
+
+
+@pytest.mark.parametrize("char", ["\u2028", "\x85", "\x0c", "\x1e"])
+def test_a_line_separator_inside_a_cell_is_part_of_the_cell(node: Node, tmp_path: Path,
+                                                           char: str) -> None:
+    """A CSV folder's lines end at line feeds and carriage returns only: U+2028, U+0085, a
+    form feed or U+001E inside a cell cut the row there (the rest of the cell lost, a wrong
+    line named in the error)."""
+    source = tmp_path / "list"
+    source.mkdir()
+    (source / "taxon.csv").write_text(
+        "taxonID,scientificName,datasetID,taxonRemarks\n"
+        f"t1,Rosa rugosa Thunb.,urn:x,seen{char}twice\n"
+        f't2,Acer negundo L.,urn:x,"quoted{char}x"\n'
+        "t3,Betula pendula Roth,urn:x,\n", encoding="utf-8")
+    result = run("import", "dwc", str(source), "--project", str(node.root))
+    assert result.exit_code == 0 and "3 added" in result.output, result.output
+    text = (node.root / "content" / "species" / "rosa-rugosa.md").read_text()
+    assert "twice" in text
+
+
+def test_a_checklist_without_taxa_is_refused(node: Node, tmp_path: Path) -> None:
+    """An empty core was "0 added" and exit 0: with --prune it would have deleted every
+    imported taxon as gone from the checklist."""
+    source = small_checklist(tmp_path / "list")
+    assert run("import", "dwc", str(source), "--project", str(node.root)).exit_code == 0
+    before = snapshot(node.root)
+    for table in source.iterdir():  # every table its header alone
+        table.write_text(table.read_text().splitlines()[0] + "\n")
+    result = run("import", "dwc", str(source), "--prune", "--project", str(node.root))
+    assert result.exit_code == 1 and "holds no taxa" in result.output, result.output
+    assert snapshot(node.root) == before
+
+
+def test_an_archive_without_species_has_valid_metadata(
+        node: Node, export: Callable[..., BuildReport]) -> None:
+    node.write("team", "ana", team("Ana"))
+    export(node.root)
+    with zipfile.ZipFile(archive_of(node.root)) as bundle:
+        eml = bundle.read("eml.xml").decode()
+    assert "<dateStamp></dateStamp>" not in eml and "<pubDate>" not in eml
+    ElementTree.fromstring(eml)
 
 
 def test_an_empty_access_group_is_refused_not_public(node: Node, tmp_path: Path) -> None:
