@@ -55,12 +55,10 @@ def extract_token(request: web.Request) -> str | None:
     bearer = None
     if header is not None:
         scheme, _, value = header.partition(" ")
-        if scheme.lower() == "bearer" and value.strip():
-            bearer = value.strip()
-        elif api_key is None or scheme.lower() == "bearer":
+        if scheme.lower() != "bearer" or not value.strip():
             raise InvalidApiKey("send the key as 'Authorization: Bearer <key>' or "
                                 "'X-API-Key: <key>'")
-        # else another scheme (a proxy's Basic, say) beside an X-API-Key: not this node's
+        bearer = value.strip()
     if bearer is not None and api_key is not None and bearer != api_key.strip():
         raise InvalidApiKey("two different keys were sent; send one key in one header")
     token = bearer if bearer is not None else api_key
