@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,12 @@ def load_node_config(project: Project, base_url: str | None = None) -> NodeConfi
         if key in node and not isinstance(node[key], str):
             problems.append(Problem(rel, _line_of(path, key), f"node.{key}",
                                     f"must be text in quotes, e.g. {key} = \"{example}\""))
+    node_id = node.get("id")
+    if isinstance(node_id, str) and node_id.strip() and not NODE_ID.fullmatch(node_id):
+        # it names the node to hubs and in every key: hubs read it as such a token
+        problems.append(Problem(rel, _line_of(path, "id"), "node.id",
+                                "must be letters, digits and . _ : - only (at most 200), "
+                                "e.g. a UUID: python3 -c 'import uuid; print(uuid.uuid4())'"))
     url = base_url or node.get("base_url", "")
     if isinstance(url, str) and url and (wrong := _url_problem(url)):
         problems.append(Problem(rel, _line_of(path, "base_url"), "node.base_url", wrong))
@@ -137,6 +144,7 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}".lower()
 
 
+NODE_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")  # as a hub reads a node id
 _CONTROLS = frozenset(chr(n) for n in (*range(32), *range(127, 160))) - {"\t", "\n", "\r"}
 
 

@@ -160,6 +160,9 @@ def issue(registry: Registry, secret: bytes, node_id: str, *, name: str, scopes:
           collections: list[str], groups: list[str], rate: int, expires: str | None,
           now: datetime) -> tuple[str, KeyRecord]:
     """Make a key, record it, and return the token (shown once) with its record."""
+    if not name.strip() or not name.isprintable():
+        raise KeyError_("--name must say whose key it is, in printable text, e.g. --name "
+                        "\"Scheldt hub\"")
     unknown = [s for s in scopes if s not in SCOPES]
     if unknown or not scopes:
         raise KeyError_(f"unknown scope {', '.join(unknown) or '(none given)'}; choose from "

@@ -152,6 +152,7 @@ def test_broken_node_toml(node: Node) -> None:
     ("base_url", "https://node.example.org/?x=1", "must not hold a ?query"),
     ("sidecar_url", "https://api.example.org:port", "must be a URL"),
     ("description", "A node\fwith a form feed", "holds a control character"),
+    ("id", "meuse valley node", "must be letters, digits and . _ : - only"),
 ])
 def test_node_toml_values_that_would_be_published_wrongly(node: Node, key: str, value: str,
                                                           says: str) -> None:

@@ -396,6 +396,11 @@ def test_cli_create_prints_the_key_alone(node: Node, export: Callable[..., Build
     bad = runner.invoke(main, ["keys", "create", "--project", str(node.root), "--name", "x",
                                "--scopes", "read,admin"])
     assert bad.exit_code == 1 and "unknown scope admin" in bad.output
+    for name in ("", "  ", "tab\tname"):
+        nameless = runner.invoke(main, ["keys", "create", "--project", str(node.root),
+                                        "--name", name])
+        assert nameless.exit_code == 1 and "--name must say whose key it is" in \
+            nameless.output, name
     missing = runner.invoke(main, ["keys", "revoke", "k_nope", "--project", str(node.root)])
     assert missing.exit_code == 1 and "no key with id 'k_nope'" in missing.output
 
