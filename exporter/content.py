@@ -344,6 +344,11 @@ def table_rows(reader: _csv.Reader, rel: str, width: int, problems: list[Problem
         yield start, row
 
 
+# A cell may be as long as a Markdown body may (the csv module's own limit, 128 KiB, made a
+# long one "not valid CSV"); the file's size bounds it.
+csv.field_size_limit(sys.maxsize)
+
+
 def _parse_csv(text: str, source: SourceFile, collection: Collection
                ) -> tuple[list[SourceRecord], list[Problem]]:
     # strict: a quote left open is an error, not the rest of the file read as one cell

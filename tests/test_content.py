@@ -134,6 +134,19 @@ def test_csv_rows_report_their_own_line(node: Node) -> None:
             "field") in found
 
 
+def test_a_long_cell_is_a_cell(node: Node) -> None:
+    """A CSV cell may be as long as a Markdown body (the csv module's limit of 128 KiB made
+    a longer one "not valid CSV")."""
+    table = node.root / "content" / "species" / "table.csv"
+    table.parent.mkdir(parents=True)
+    body = "A long description. " * 20_000  # 400 kB
+    table.write_text("id,scientificName,family,category,establishmentMeans,body\n"
+                     f"{species('x')['id']},Fallopia japonica,Polygonaceae,invasive,"
+                     f"introduced,\"{body}\"\n")
+    content = load(Project(node.root))
+    assert content.records[0].fields["body"].strip() == body.strip()
+
+
 def test_broken_node_toml(node: Node) -> None:
     (node.root / "content" / "node.toml").write_text('[node]\nname = "x"\nbase_url = "ftp://a"\n')
     found = problems(node.root)
