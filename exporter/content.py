@@ -33,7 +33,9 @@ FENCE = "+++"
 # The version of the rules of reading and validating content: a change of them drops
 # caches of records read under older rules (exporter.cache), since they may now be invalid.
 RULES = 2
-_KEY_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_-]*)\s*=")
+# A top-level key (bare or quoted; of a dotted key, its first part) and a table's header.
+_KEY_LINE = re.compile(r"""^\s*(?:([A-Za-z0-9_-]+)|"([^"\\]+)"|'([^']+)')\s*[=.]""")
+_TABLE_LINE = re.compile(r"""^\s*\[\[?\s*(?:([A-Za-z0-9_-]+)|"([^"\\]+)"|'([^']+)')""")
 _TOML_LINE = re.compile(r"line (\d+)")
 
 
@@ -303,11 +305,7 @@ def _parse_markdown(text: str, source: SourceFile, collection: Collection
         line = int(found.group(1)) + 1 if found else 1
         reason = re.sub(r" at line \d+ column \d+", "", str(exc)).strip()
         return [], [Problem(source.rel, line, "", f"front matter is not valid TOML: {reason}")]
-    field_lines: dict[str, int] = {}
-    for number, raw in enumerate(lines[1:end], start=2):
-        match = _KEY_LINE.match(raw)
-        if match:
-            field_lines.setdefault(match.group(1), number)
+    field_lines = _field_lines(lines[1:end], first=2)
     fields = {key: value if type(value) is str else _plain(value)
               for key, value in data.items()}
     body = "\n".join(lines[end + 1:]).strip("\n")
@@ -317,6 +315,32 @@ def _parse_markdown(text: str, source: SourceFile, collection: Collection
                                 "set twice: in the front matter and below it")]
         fields["body"] = body.rstrip() + "\n"
     return [SourceRecord.parsed(collection.name, source.rel, 1, fields, field_lines)], []
+
+
+def _field_lines(lines: list[str], first: int) -> dict[str, int]:
+    """The line of each top-level field of TOML front matter (numbered from `first`): its
+    key's line, or its table's header. Lines inside a multi-line string are not keys, nor
+    are the keys inside a table (a problem of `family` was named at the line of a
+    `family = ...` written inside a description)."""
+    found: dict[str, int] = {}
+    open_quote: str | None = None  # the delimiter of a multi-line string being read
+    in_table = False
+    for number, raw in enumerate(lines, start=first):
+        if open_quote is not None:
+            if raw.count(open_quote) % 2:
+                open_quote = None
+            continue
+        table = _TABLE_LINE.match(raw)
+        if table:
+            in_table = True
+            found.setdefault(next(g for g in table.groups() if g), number)
+        elif not in_table and (key := _KEY_LINE.match(raw)):
+            found.setdefault(next(g for g in key.groups() if g), number)
+        for quote in ('"""', "'''"):
+            if raw.count(quote) % 2:
+                open_quote = quote
+                break
+    return found
 
 
 def table_rows(reader: _csv.Reader, rel: str, width: int, problems: list[Problem]

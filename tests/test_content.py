@@ -51,6 +51,29 @@ def test_every_problem_is_listed_with_path_line_and_field(node: Node) -> None:
     assert len(found) == 4
 
 
+def test_a_problem_is_named_at_its_keys_line_however_the_key_is_written(node: Node) -> None:
+    """A quoted key, a key after a multi-line string that mentions it, and a table's header
+    each give their own line (they were named at line 1, or at a line inside the string)."""
+    path = node.path("species", "lines")
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        '+++\n'                                                     # 1
+        f'id = "{species("x")["id"]}"\n'                            # 2
+        'scientificName = "Fallopia japonica"\n'                    # 3
+        'habitat = """Riverbanks.\n'                                # 4
+        'category = "written inside the string"\n'                  # 5
+        '"""\n'                                                     # 6
+        '"category" = "weedy"\n'                                    # 7
+        'establishmentMeans = "introduced"\n'                       # 8
+        '[[distributions]]\n'                                       # 9
+        'locality = 5\n'                                            # 10
+        '+++\n')
+    found = problems(node.root)
+    assert any(p.startswith("content/species/lines.md:7: category: 'weedy'") for p in found), \
+        found
+    assert any(p.startswith("content/species/lines.md:9: distributions") for p in found), found
+
+
 def test_bad_toml_names_the_file_line(node: Node) -> None:
     path = node.path("species", "broken")
     path.parent.mkdir(parents=True)
