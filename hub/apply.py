@@ -17,6 +17,9 @@ from .report import SyncReport
 
 log = logging.getLogger("fednode.hub")
 CHUNK = 5_000  # records loaded by one statement in a full load
+# Bytes of fetched records a batch of changes holds before it writes them: a node serving
+# 200 records of 64 MiB in one batch would otherwise have needed gigabytes held at once.
+RUN_BYTES = 64 * 2**20
 
 
 class FullLoad:
@@ -79,18 +82,29 @@ async def apply_items(node: Node, index: Index, node_id: str, items: Sequence[It
     held = index.versions(list(latest))
     wanted = [item for key, item in latest.items()
               if item.op == "upsert" and held.get(key) != (item.content_hash, item.updated_at)]
-    bodies = await asyncio.gather(*(
-        node.get(node.url(record_path(item.collection, item.id)),
-                 cap=node.limits.json_bytes, missing_ok=True) for item in wanted))
     records: list[Record] = []
+    size = 0  # of the records fetched and not yet written
     gone = [key for key, item in latest.items() if item.op == "delete"]
-    for item, body in zip(wanted, bodies, strict=True):
-        key = (item.collection, item.id)
-        if body is None:  # gone, or no longer visible, since the list was made
-            gone.append(key)
-        else:
-            records.append(parse_record(body, urls[key], item.collection, item.id))
-    with index.transaction(sum(len(record.text) for record in records)):
+    at_once = 2 * node.limits.connections
+    for start in range(0, len(wanted), at_once):
+        group = wanted[start:start + at_once]
+        bodies = await asyncio.gather(*(
+            node.get(node.url(record_path(item.collection, item.id)),
+                     cap=node.limits.json_bytes, missing_ok=True) for item in group))
+        for item, body in zip(group, bodies, strict=True):
+            key = (item.collection, item.id)
+            if body is None:  # gone, or no longer visible, since the list was made
+                gone.append(key)
+            else:
+                records.append(parse_record(body, urls[key], item.collection, item.id))
+                size += len(body)
+        if size >= RUN_BYTES:
+            # Written now: memory holds a run, not the batch. The position moves with the
+            # batch's last run; a run resumed finds these held and fetches them no more.
+            with index.transaction(size):
+                report.count(*index.upsert(records, node_id), 0)
+            records, size = [], 0
+    with index.transaction(size):
         added, updated = index.upsert(records, node_id)
         report.count(added, updated, index.remove(gone))
         index.set_state(state)

@@ -5,7 +5,9 @@ from, the field and what was wrong with it."""
 
 from __future__ import annotations
 
+import io
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -285,6 +287,9 @@ def parse_record(body: bytes, where: str, collection: str,
     return record_of(value, where, collection, record_id, body.decode("utf-8"))
 
 
-def parse_snapshot(body: bytes, where: str, collection: str) -> list[Record]:
-    return [parse_record(line.strip(), f"{where}:{n}", collection)
-            for n, line in enumerate(body.split(b"\n"), start=1) if line.strip()]
+def parse_snapshot(body: bytes, where: str, collection: str) -> Iterator[Record]:
+    """A snapshot file's records, one line at a time: a caller holds a chunk of them, not
+    the file's (a 512 MiB file as Records and their line copies was gigabytes)."""
+    for n, line in enumerate(io.BytesIO(body), start=1):
+        if line.strip():
+            yield parse_record(line.strip(), f"{where}:{n}", collection)

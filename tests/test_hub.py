@@ -981,11 +981,15 @@ def test_a_node_that_went_back_is_reloaded_and_said_so(tmp_path: Path) -> None:
         assert quiet.summary() == "added 0, updated 0, removed 0; 7 records in the index"
 
 
-def test_records_as_large_as_the_limits_allow_are_synced(tmp_path: Path) -> None:
+def test_records_as_large_as_the_limits_allow_are_synced(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A record of 16 MiB (the hub takes up to 64 MiB) and a change of 40 records of 1 MiB,
     first loaded and then changed, with and without a key: DuckDB's memory limit of
     128 MiB refused each (a value is parsed whole; a transaction is held until its commit and
-    checkpointed after it), and the hub file could not be synced again."""
+    checkpointed after it), and the hub file could not be synced again. The batch of changes
+    is written in runs of at most 4 MiB here (`apply.RUN_BYTES`): what a hub holds at once."""
+    from hub import apply
+    monkeypatch.setattr(apply, "RUN_BYTES", 4 * 2**20)
     world = World(tmp_path)
     world.records["big"] = ("species", species("Species big"))
     world.node.write("species", "big", world.records["big"][1], "x" * (16 * 2**20))
