@@ -189,8 +189,12 @@ class Store:
         return self.snapshot
 
     async def _reload_aside(self) -> None:
-        async with self._reload_lock:
-            await self._reload()
+        try:
+            async with self._reload_lock:
+                await self._reload()
+        except Exception:  # nobody awaits this task: say it here, keep serving the old
+            log.exception("loading the new bundle aside failed; still serving build %s",
+                          self.snapshot.build)
 
     async def _reload(self) -> None:
         loop = asyncio.get_running_loop()
