@@ -294,37 +294,49 @@ def _csv_table(path: Path, extension: Extension | None,
     return _Table(shown, extension, header, rows())
 
 
-def _framed(path: Path, descriptor: object, shown: str) -> None:
-    """An archive table read as the reader reads it (its separator, quote and encoding),
+def _framed(path: Path, descriptor: object, shown: str, skip: int) -> None:
+    """An archive table read as the reader reads it (python-dwca-reader's `files`: with its
+    separator, quote, line ending and encoding, past the `skip` lines meta.xml ignores), but
     strictly: a quote left open (which the reader takes to the end of the table, so that
     every taxon after it was lost, and deleted with --prune) or a row of another width than
     the table's first (whose cells the reader shifts into other terms) is an error naming
-    its line."""
+    the line the row starts on."""
     separator = getattr(descriptor, "fields_terminated_by", ",") or ","
     quote = getattr(descriptor, "fields_enclosed_by", "") or ""
+    ending = getattr(descriptor, "lines_terminated_by", "\n") or "\n"
     encoding = ENCODINGS.get(str(getattr(descriptor, "file_encoding", "utf-8") or "utf-8")
                              .strip().lower().replace("_", "-"), "utf-8")
     if len(separator) != 1 or len(quote) > 1:
         return  # the reader refuses those itself
+    width = None
+
+    def check(cells: list[str], line: int) -> None:
+        nonlocal width
+        if width is None:
+            width = len(cells)
+        elif len(cells) != width:
+            raise ContentError([Problem(shown, line, "", f"{len(cells)} cells where the "
+                                                         f"table's first row has {width}; a "
+                                                         f"row has one cell a column")])
+
+    if not quote:  # as the reader: lines split at the declared ending, cells at the separator
+        with open(path, encoding=encoding, newline=ending) as handle:
+            for line, text in enumerate(handle, start=1):
+                if line > skip:
+                    check(text.rstrip(ending + "\r").split(separator), line)
+        return
     with open(path, encoding=encoding, newline="") as handle:
-        reader = csv.reader(handle, delimiter=separator, quotechar=quote or None,
-                            quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE,
-                            strict=True)
-        width = None
+        reader = csv.reader(handle, delimiter=separator, quotechar=quote, strict=True)
+        starts = 1
         try:
-            for cells in reader:
-                if not cells:
-                    continue  # a blank line: the reader passes over it too
-                if width is None:
-                    width = len(cells)
-                elif len(cells) != width:
-                    raise ContentError([Problem(shown, reader.line_num, "",
-                                                f"{len(cells)} cells where the table's first "
-                                                f"line has {width}; a row has one cell a "
-                                                f"column")])
+            for number, cells in enumerate(reader, start=1):
+                if number > skip and cells:  # (a blank line: no row)
+                    check(cells, starts)
+                starts = reader.line_num + 1
         except csv.Error as exc:
-            raise ContentError([Problem(shown, reader.line_num, "",
-                                        f"not valid CSV ({exc}): a quote left open?")]) from None
+            raise ContentError([Problem(shown, starts, "", f"not valid CSV ({exc}): a quote "
+                                                           f"left open in the row starting "
+                                                           f"here?")]) from None
 
 
 def _archive_tables(archive: DwCAReader, source: Path,
@@ -352,9 +364,9 @@ def _archive_tables(archive: DwCAReader, source: Path,
                                                       f"fednode reads "
                                                       f"{', '.join(BY_ROW_TYPE)}"))
                 continue
-        _framed(folder / descriptor.file_location, descriptor, shown)
         header = [short(f["term"]) for f in descriptor.fields]
         skip = descriptor.lines_to_ignore
+        _framed(folder / descriptor.file_location, descriptor, shown, skip)
 
         def rows(data: object = data, skip: int = skip, shown: str = shown,
                  core: bool = extension is None) -> Iterator[Row]:

@@ -702,8 +702,8 @@ def test_an_archive_that_unpacks_to_too_much_is_refused(node: Node, tmp_path: Pa
 
 
 @pytest.mark.parametrize("case, says", [
-    ("open quote", 'taxon.txt:3: not valid CSV (unexpected end of data)'),
-    ("ragged row", "taxon.txt:2: 4 cells where the table's first line has 3"),
+    ("open quote", 'taxon.txt:2: not valid CSV (unexpected end of data): a quote left open'),
+    ("ragged row", "taxon.txt:2: 4 cells where the table's first row has 3"),
     ("taxonID twice", "taxonID: duplicate: 't1' also at line 1"),
     ("taxonID with a line break", "taxonID: 't1\\nurn:evil' holds a control character"),
 ])
@@ -784,6 +784,20 @@ def test_an_empty_access_group_is_refused_not_public(node: Node, tmp_path: Path)
     result = run("import", "dwc", str(source), "--access", "", "--project", str(node.root))
     assert result.exit_code == 1 and "--access is empty" in result.output, result.output
     assert snapshot(node.root) == before
+
+
+def test_an_archive_table_is_framed_as_the_reader_frames_it(node: Node,
+                                                           tmp_path: Path) -> None:
+    """The strict reading follows the reader: the lines meta.xml says to ignore (a title of
+    another width) are not rows, and an unquoted table's lines end at its declared ending
+    only (a carriage return inside a cell is part of it)."""
+    meta = META.format(encoding="UTF-8", location="taxon.txt").replace(
+        'ignoreHeaderLines="0"', 'ignoreHeaderLines="2"')
+    rows = ("Alien plants of a valley\ntaxonID\tscientificName\tdatasetID\n" + ROWS
+            + "t2\tFallopia japonica (Houtt.) Ronse\rDecr.\turn:test\n")
+    source = archive(tmp_path / "checklist.zip", {"meta.xml": meta, "taxon.txt": rows})
+    result = run("import", "dwc", str(source), "--project", str(node.root))
+    assert result.exit_code == 0 and "2 added" in result.output, result.output
 
 
 def test_an_archives_dataset_folder_is_not_read(node: Node, tmp_path: Path) -> None:
