@@ -393,7 +393,7 @@ def keys_revoke(key_id: str, project_dir: Path) -> None:
     """Revoke a key; a running sidecar refuses it from its next request."""
     registry = _registry(project_dir)
     key = registry.revoke(key_id, datetime.now(UTC))
-    click.echo(f"revoked {key.id} ({key.name}) at {key.revoked_at}", err=True)
+    click.echo(f"revoked {key.id} ({printable(key.name)}) at {key.revoked_at}", err=True)
 
 
 @main.command()

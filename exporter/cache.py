@@ -150,7 +150,8 @@ class Cache:
             _replace(self._parts_file(group), marshal.dumps({"version": _version(),
                                                               "parts": parts}))
         for other in self.folder.iterdir():  # what older versions kept here
-            if other.name not in (FILE, LIBRARY_PAGES) and other.is_file():
+            if other.name not in (FILE, LIBRARY_PAGES) and other.is_file() and \
+                    not other.name.startswith(LIBRARY_PAGES + "."):  # another's, being saved
                 other.unlink()
 
 

@@ -165,7 +165,11 @@ def contract_headers(response: web.StreamResponse, caller: Caller | None) -> Non
     out["Access-Control-Expose-Headers"] = EXPOSED
 
 
-KEEPALIVE = 15.0  # seconds a connection may wait for its next whole request
+# Seconds a connection may wait for its next whole request: longer than the idle time of
+# the proxies put in front of a server (nginx and AWS load balancers keep an idle upstream
+# connection 60 s; closing first, the sidecar would make them fail requests they reuse it
+# for), far shorter than aiohttp's hour.
+KEEPALIVE = 75.0
 
 
 def create_app(config: SidecarConfig) -> web.Application:

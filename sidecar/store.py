@@ -174,29 +174,41 @@ class Store:
             if stamp != self.snapshot.stamp:
                 if public != self.snapshot.manifest:
                     async with self._reload_lock:
-                        await self._reload()
+                        await self._reload(ahead=False)
                 elif self._aside is None or self._aside.done():
                     self._aside = asyncio.ensure_future(self._reload_aside())
         return self.snapshot
 
     async def settled(self) -> Snapshot:
-        """The snapshot of the bundle as it is now, once any load aside has ended (for
-        tests, and tools that must see an export they just made)."""
-        self._checked = -math.inf
-        await self.current()
-        if self._aside is not None:
-            await asyncio.shield(self._aside)
+        """The snapshot of the bundle as it is now, once the loads it needs have ended (for
+        tests, and tools that must see an export they just made): a second export may land
+        while the first is being loaded aside."""
+        for _ in range(10):
+            self._checked = -math.inf
+            await self.current()
+            if self._aside is not None:
+                await asyncio.shield(self._aside)
+            try:
+                if os.stat(self.path / bundle.META).st_mtime_ns == self.snapshot.stamp:
+                    break
+            except OSError:
+                break
         return self.snapshot
 
     async def _reload_aside(self) -> None:
         try:
             async with self._reload_lock:
-                await self._reload()
+                await self._reload(ahead=True)
         except Exception:  # nobody awaits this task: say it here, keep serving the old
             log.exception("loading the new bundle aside failed; still serving build %s",
                           self.snapshot.build)
 
-    async def _reload(self) -> None:
+    async def _reload(self, *, ahead: bool) -> None:
+        """Load the bundle as it is now and swap it in. `prepare` runs on it before the
+        swap when it loads aside (`ahead`: the first poll of it then makes nothing), and
+        after the swap, aside, when a request is waiting for it (that request would
+        otherwise wait for the feed of every kind of caller that polled, and its time
+        would tell how many kinds had)."""
         loop = asyncio.get_running_loop()
         try:
             stamp = os.stat(self.path / bundle.META).st_mtime_ns
@@ -204,8 +216,10 @@ class Store:
             return
         if stamp == self.snapshot.stamp:
             return  # another reload, waited for on the lock, loaded it
+        replaced = self.snapshot
         try:
-            fresh = await loop.run_in_executor(self._pool, self._load, self.snapshot)
+            fresh = await loop.run_in_executor(self._pool, self._load,
+                                               replaced if ahead else None)
         except (BundleMissing, duckdb.Error) as exc:
             log.warning("bundle reload failed, still serving build %s: %s",
                         self.snapshot.build, exc)
@@ -213,12 +227,23 @@ class Store:
         if fresh.build != self.snapshot.build:
             log.info("bundle reloaded: build %s", fresh.build)
         self.snapshot = fresh
+        if not ahead:
+            loop.run_in_executor(self._pool, self._prepared, fresh, replaced)
 
-    def _load(self, replaced: Snapshot) -> Snapshot:
+    def _load(self, replaced: Snapshot | None) -> Snapshot:
         fresh = Snapshot(self.path)
-        if self.prepare is not None:
-            self.prepare(fresh, replaced)
+        if replaced is not None:
+            self._prepared(fresh, replaced)
         return fresh
+
+    def _prepared(self, fresh: Snapshot, replaced: Snapshot) -> None:
+        """`prepare`, its failure logged: the feeds it makes are made on demand anyway."""
+        if self.prepare is None:
+            return
+        try:
+            self.prepare(fresh, replaced)
+        except Exception:
+            log.exception("making the changes feeds of build %s ahead failed", fresh.build)
 
     async def query(self, fn: Query[T], *, on: Snapshot | None = None) -> T:
         """Run `fn(snapshot, connection)` on a worker thread under the time limit, on the
