@@ -317,30 +317,46 @@ def _parse_markdown(text: str, source: SourceFile, collection: Collection
     return [SourceRecord.parsed(collection.name, source.rel, 1, fields, field_lines)], []
 
 
+_LITERAL = re.compile(r"'[^'\n]*'")  # a one-line string of each kind
+_BASIC = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+
+
 def _field_lines(lines: list[str], first: int) -> dict[str, int]:
     """The line of each top-level field of TOML front matter (numbered from `first`): its
-    key's line, or its table's header. Lines inside a multi-line string are not keys, nor
-    are the keys inside a table (a problem of `family` was named at the line of a
-    `family = ...` written inside a description)."""
+    key's line, or its table's header. Lines inside a multi-line string or a multi-line
+    array or inline table are not keys, nor are the keys inside a table (a problem of
+    `family` was named at the line of a `family = ...` written inside a description)."""
     found: dict[str, int] = {}
     open_quote: str | None = None  # the delimiter of a multi-line string being read
+    depth = 0  # of brackets and braces open in a value that goes on to the next lines
     in_table = False
     for number, raw in enumerate(lines, start=first):
         if open_quote is not None:
             if raw.count(open_quote) % 2:
                 open_quote = None
             continue
+        for quote, other in (('"""', _LITERAL), ("'''", _BASIC)):
+            if other.sub("", raw).count(quote) % 2:  # a multi-line string opens here
+                open_quote = quote
+        if depth:
+            depth = max(0, depth + _nesting(raw))
+            continue
         table = _TABLE_LINE.match(raw)
         if table:
             in_table = True
             found.setdefault(next(g for g in table.groups() if g), number)
-        elif not in_table and (key := _KEY_LINE.match(raw)):
-            found.setdefault(next(g for g in key.groups() if g), number)
-        for quote in ('"""', "'''"):
-            if raw.count(quote) % 2:
-                open_quote = quote
-                break
+        elif (key := _KEY_LINE.match(raw)) is not None:
+            if not in_table:
+                found.setdefault(next(g for g in key.groups() if g), number)
+            depth = max(0, _nesting(raw[key.end():]))
     return found
+
+
+def _nesting(text: str) -> int:
+    """How many brackets and braces a line of TOML opens, less those it closes (quoted
+    text left out)."""
+    bare = _BASIC.sub("", _LITERAL.sub("", text.replace('"""', "").replace("'''", "")))
+    return bare.count("[") + bare.count("{") - bare.count("]") - bare.count("}")
 
 
 def table_rows(reader: _csv.Reader, rel: str, width: int, problems: list[Problem]

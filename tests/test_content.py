@@ -74,6 +74,20 @@ def test_a_problem_is_named_at_its_keys_line_however_the_key_is_written(node: No
     assert any(p.startswith("content/species/lines.md:9: distributions") for p in found), found
 
 
+@pytest.mark.parametrize("lines, expected", [
+    (['coords = [', '  [1, 2],', ']', 'family = "X"'], {"coords": 2, "family": 5}),
+    (["a = '\"\"\"'", 'family = "X"'], {"a": 2, "family": 3}),
+    (['x = """one line"""', 'family = "X"'], {"x": 2, "family": 3}),
+    (['t = { a = [', '1 ] }', 'family = "X"'], {"t": 2, "family": 4}),
+])
+def test_field_lines_pass_over_values_that_span_lines(lines: list[str],
+                                                      expected: dict[str, int]) -> None:
+    """A multi-line array (whose inner lines start with "[") and a quoted triple quote are
+    values, not table headers or multi-line strings: the keys after them keep their lines."""
+    from exporter.content import _field_lines
+    assert _field_lines(lines, 2) == expected
+
+
 def test_bad_toml_names_the_file_line(node: Node) -> None:
     path = node.path("species", "broken")
     path.parent.mkdir(parents=True)
