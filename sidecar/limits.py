@@ -51,7 +51,8 @@ class Limiter(Protocol):
 
 
 def _decision(allowed: bool, limit: int, count: int, oldest: float, now: float) -> Decision:
-    """From the window after the request: `count` requests in it, the oldest at `oldest`."""
+    """From the window after the request: `count` requests in it; `oldest`, the time of the
+    oldest (allowed), or of the one whose leaving the window lets one more in (refused)."""
     if not allowed:
         wait = max(1, math.ceil(oldest + WINDOW - now))
         return Decision(False, limit, 0, wait, wait)
@@ -78,7 +79,10 @@ class MemoryLimiter:
             hits.append(now)
         if len(self._hits) > 50_000:
             self._prune(now)
-        return _decision(allowed, limit, len(hits), hits[0], now)
+        # refused: when enough requests leave the window that one more fits (not when the
+        # oldest leaves: a key whose rate was lowered is over its limit by more than one)
+        return _decision(allowed, limit, len(hits),
+                         hits[0] if allowed else hits[len(hits) - limit], now)
 
     def _prune(self, now: float) -> None:
         for bucket in [b for b, h in self._hits.items() if not h or h[-1] <= now - WINDOW]:
@@ -90,7 +94,8 @@ class MemoryLimiter:
 
 # KEYS[1]: the bucket's sorted set (members: requests, scores: their times in microseconds).
 # ARGV: window (µs), limit, a member name unique to this request. Returns allowed (0/1), the
-# count in the window after the request, the oldest request's time and the server's time.
+# count in the window after the request, the time of its oldest request (refused: of the one
+# whose leaving lets one more in) and the server's time.
 _WINDOW_SCRIPT = """
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
@@ -104,7 +109,9 @@ if count < tonumber(ARGV[2]) then
   count = count + 1
   allowed = 1
 end
-local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local index = 0
+if allowed == 0 then index = count - tonumber(ARGV[2]) end  -- the one whose leaving frees one
+local oldest = redis.call('ZRANGE', KEYS[1], index, index, 'WITHSCORES')
 return {allowed, count, oldest[2] or tostring(now), tostring(now)}
 """
 

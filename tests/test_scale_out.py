@@ -185,3 +185,38 @@ def test_a_redis_outage_fails_closed_and_recovers(node: tuple[Path, str],
     finally:
         log = stop(process)
     assert "rate limiter: Redis at redis://127.0.0.1" in log
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_retry_after_is_when_a_request_fits_again(kind: str, tmp_path: Path) -> None:
+    """Refused, a caller is told to wait until enough requests leave the window that one more
+    fits: after its key's rate was lowered (100 a minute to 5), that is not when the oldest
+    leaves (before, waiting so long was refused again). Both limiters, the real Redis too."""
+    from sidecar.limits import MemoryLimiter, RedisLimiter
+    if kind == "redis":
+        server = Redis(debian_tool("redis-server", "redis-server"), tmp_path)
+        server.start()
+        limiter: Any = RedisLimiter(server.url, "node")
+        spread = 0.0  # Redis keeps its own clock: the requests come at once
+    else:
+        now = [0.0]
+        limiter = MemoryLimiter(clock=lambda: now[0])
+        spread = 0.5
+    try:
+        for n in range(20):
+            if kind == "memory":
+                now[0] = n * spread  # 20 requests over 10 s
+            assert (await limiter.hit("key:k", 100)).allowed
+        if kind == "memory":
+            now[0] = 10.0
+        refused = await limiter.hit("key:k", 5)
+        assert not refused.allowed
+        # the 16th request of 20 must leave the window before a 6th fits in 5
+        assert refused.retry_after == (58 if kind == "memory" else 60), refused
+        if kind == "memory":
+            now[0] = 10.0 + refused.retry_after
+            assert (await limiter.hit("key:k", 5)).allowed
+    finally:
+        await limiter.close()
+        if kind == "redis":
+            server.stop()
