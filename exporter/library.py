@@ -361,17 +361,19 @@ def _bounded(sentences: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
 
 def published(documents: list[Document]) -> list[OutputFile]:
     """The public PDFs, for site_out/library/ (restricted ones never)."""
-    return [_file(d) for d in documents if d.access == PUBLIC]
+    return [_file(d, f"{LIBRARY}/{d.file_name()}") for d in documents if d.access == PUBLIC]
 
 
 def private(documents: list[Document]) -> list[OutputFile]:
-    """Every PDF, for the bundle's library/."""
-    return [_file(d) for d in documents]
+    """Every PDF, for the bundle's library/<access group>/: a sidecar still answering from
+    an older snapshot (in which a document was public) reads the folder of the group that
+    snapshot knows, never a newer export's PDF of another group written into the build it
+    was loaded from (one served a partners-only revision to anonymous callers)."""
+    return [_file(d, f"{LIBRARY}/{d.access}/{d.file_name()}") for d in documents]
 
 
-def _file(document: Document) -> OutputFile:
-    return OutputFile(f"{LIBRARY}/{document.file_name()}", document.sha256,
-                      lambda: document.pdf.read_bytes())
+def _file(document: Document, path: str) -> OutputFile:
+    return OutputFile(path, document.sha256, lambda: document.pdf.read_bytes())
 
 
 def build(bundle: Path, live: Path | None, documents: list[Document]) -> str:

@@ -440,9 +440,10 @@ async def library_file(store: Store, caller: Caller, name: str) -> bytes:
     body = None
     if row is not None and records.collection[row] == "resources" and \
             caller.may_see(records, row):
+        # from the folder of the access group this snapshot knows (`library.private`)
         try:
             body = await asyncio.to_thread(
-                (snapshot.path / LIBRARY / f"{record_id}.pdf").read_bytes)
+                (snapshot.path / LIBRARY / records.access[row] / f"{record_id}.pdf").read_bytes)
         except FileNotFoundError:
             pass
     if body is None:

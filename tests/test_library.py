@@ -70,6 +70,29 @@ def test_fednode_ask_shows_a_title_escaped(tmp_path: Path) -> None:
     assert "[1] Knotweed \\x1b[2J guide, page 1" in shown and "\x1b" not in shown
 
 
+def test_a_stale_snapshot_never_serves_a_pdf_of_another_group(tmp_path: Path) -> None:
+    """A sidecar still answering from an older snapshot (one export ago: the guide public)
+    reads its PDF from the build it loaded, which two exports later is rewritten: there, the
+    guide is restricted, with a new PDF. The PDF of another access group is never what an
+    anonymous caller gets (it was, through library/<id>.pdf: now library/<group>/<id>.pdf)."""
+    node = library_node(tmp_path / "node", restricted=False)
+    build(Project(node.root))
+    with ServerThread(app_for(node.root, anonymous_rate=0, reload_interval=3600)) as server:
+        url = f"{server.url}/library/{GUIDE}.pdf"
+        assert http_get(url)[0] == 200
+        guide = node.root / "content" / "library" / "guide.md"
+        guide.write_text(guide.read_text().replace('kind = "document"',
+                                                   'kind = "document"\naccess = "partners"'))
+        secret = "Partners only: the injection doses."
+        make_pdf(node.root / "content" / "library" / "guide.pdf", [secret] * 2)
+        partners_pdf = (node.root / "content" / "library" / "guide.pdf").read_bytes()
+        build(Project(node.root))
+        node.write("species", "other", species("Impatiens glandulifera"))
+        build(Project(node.root))  # rewrites the build the sidecar holds
+        status, _, body = http_get(url)
+        assert body != partners_pdf and status in (200, 404)
+
+
 def library_node(root: Path, *, restricted: bool = True) -> Node:
     node = Node(root, NODE_TOML + 'sidecar_url = "https://api.example.org"\n')
     node.write("species", "knotweed", species("Fallopia japonica"))

@@ -16,7 +16,9 @@ holds restricted records, so its folder is 0700 and its files 0600.
 - `search/<group>/` the search index of one access group's records (`exporter.search`):
   tantivy's files, `vectors.npy` and `state.json`
 - `passages/<group>/` the library's passages of one access group (`exporter.library`)
-- `library/<id>.pdf` every PDF of the library, public and restricted
+- `library/<group>/<id>.pdf` every PDF of the library, in the folder of its access group
+  (`public` too): a sidecar answering from an older snapshot reads the folder that snapshot
+  knows the document by, never a PDF of another group written since into the same build
 - `../site/` not the bundle's own: the public tree of the same build, whose pages for people
   the sidecar serves as they are
 """
@@ -30,7 +32,7 @@ import pyarrow as pa
 
 from .feed import EVENT_FIELDS
 
-FORMAT = 5
+FORMAT = 6  # 6: the library's PDFs by access group (session 22)
 META = "meta.json"
 MANIFEST = "manifest.json"
 SCHEMA = "schema.json"
