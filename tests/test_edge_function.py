@@ -22,6 +22,15 @@ KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"  # a public species
 
 
 @pytest.mark.slow
+def test_the_edge_functions_folder_holds_functions_only() -> None:
+    """Netlify bundles every file of netlify/edge-functions/ as a function, and fails the
+    deploy on one without a default export: the function's test lives beside it instead
+    (netlify/edge-tests/)."""
+    folder = REPO / "netlify" / "edge-functions"
+    for path in folder.iterdir():
+        assert "export default" in path.read_text(), path.name
+
+
 def test_the_edge_function_forwards_keyed_requests(tmp_path: Path) -> None:
     binary = npm_tool("deno", "2", "deno")
     root = copy_sample(tmp_path / "node")
@@ -31,7 +40,7 @@ def test_the_edge_function_forwards_keyed_requests(tmp_path: Path) -> None:
         result = subprocess.run(
             [str(binary), "test", "--allow-net=127.0.0.1", "--allow-env", "--no-remote",
              f"--allow-read={(root / 'site_out').resolve()}",
-             str(REPO / "netlify" / "edge-functions" / "keyed_test.ts")],
+             str(REPO / "netlify" / "edge-tests" / "keyed_test.ts")],
             capture_output=True, text=True, timeout=300,
             env={**os.environ, "SIDECAR": sidecar.url, "KEY": key, "HIDDEN": PARTNER_SURVEY,
                  "SITE": str((root / "site_out").resolve()), "PUBLIC": KNOTWEED,

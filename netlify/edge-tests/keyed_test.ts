@@ -2,7 +2,7 @@
 // SIDECAR (a real sidecar on 127.0.0.1), KEY (granted the partners group), HIDDEN (the id of
 // a partners-only resource), SITE (the exported site_out/) and PUBLIC (the id of a public
 // species) in the environment. No network beyond 127.0.0.1.
-import { forward } from "./keyed.ts";
+import { forward } from "../edge-functions/keyed.ts";
 
 const sidecar = Deno.env.get("SIDECAR")!;
 const key = Deno.env.get("KEY")!;
