@@ -46,7 +46,7 @@ def test_the_edge_function_forwards_keyed_requests(tmp_path: Path) -> None:
                  "SITE": str((root / "site_out").resolve()), "PUBLIC": KNOTWEED,
                  "DENO_DIR": str(tmp_path / "deno-cache"), "NO_COLOR": "1"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "5 passed" in result.stdout
+    assert "7 passed" in result.stdout
 
 
 def test_the_edge_function_runs_on_every_path_of_the_endpoint_table() -> None:

@@ -36,8 +36,10 @@ export async function recordFile(url: URL): Promise<URL | undefined> {
   return new URL(`/api/${collection}/${shard}/${id}.json`, url);
 }
 
+// `sidecar`: its address, undefined where FEDNODE_SIDECAR_URL is not set (then the public
+// site is still served; a keyed request gets the node's JSON error saying what is missing).
 export async function forward(
-  request: Request, sidecar: string, next: Next,
+  request: Request, sidecar: string | undefined, next: Next,
 ): Promise<Response | URL> {
   if (!keyed(request)) {
     const file = request.method === "GET" || request.method === "HEAD"
@@ -45,8 +47,18 @@ export async function forward(
       : undefined;
     return file ?? next();  // a URL: Netlify serves that same-site file, with a 200
   }
+  if (!sidecar) {
+    return Response.json({
+      error: {
+        code: "unavailable",
+        message: "this site does not know where the node's sidecar answers keyed requests: " +
+          "its operator sets FEDNODE_SIDECAR_URL (the manifest's node.sidecar_url)",
+      },
+    }, { status: 503 });
+  }
   const url = new URL(request.url);
-  const target = new URL(url.pathname + url.search, sidecar);
+  // the sidecar's own path, if it has one, goes before the request's (as _redirects does)
+  const target = new URL(sidecar.replace(/\/+$/, "") + url.pathname + url.search);
   const headers = new Headers(request.headers);
   headers.delete("host");
   const body = request.method === "GET" || request.method === "HEAD"
@@ -55,14 +67,11 @@ export async function forward(
   return await fetch(target, { method: request.method, headers, body, redirect: "manual" });
 }
 
-function sidecarUrl(): string {
+function sidecarUrl(): string | undefined {
   // deno-lint-ignore no-explicit-any
   const netlify = (globalThis as any).Netlify;
-  const url = netlify?.env?.get("FEDNODE_SIDECAR_URL") ?? Deno.env.get("FEDNODE_SIDECAR_URL");
-  if (!url) {
-    throw new Error("set FEDNODE_SIDECAR_URL to the sidecar's address (node.sidecar_url)");
-  }
-  return url;
+  return netlify?.env?.get("FEDNODE_SIDECAR_URL") ?? Deno.env.get("FEDNODE_SIDECAR_URL") ??
+    undefined;
 }
 
 export default (request: Request, context: { next: Next }): Promise<Response | URL> =>

@@ -104,3 +104,33 @@ Deno.test("an anonymous record read is rewritten to the record's file in its sha
     check(cdnFile.called(), `${path}: the CDN was not asked`);
   }
 });
+
+Deno.test("without FEDNODE_SIDECAR_URL the public site is served and a key is told why not", async () => {
+  const cdnFile = staticFile();
+  await forward(new Request(`${cdn}/species/`), undefined, cdnFile.next);
+  check(cdnFile.called(), "an anonymous page was not served from the CDN");
+  const answer = response(await forward(
+    new Request(`${cdn}/api/resources/${hidden}`, { headers: { "X-API-Key": key } }), undefined,
+    staticFile().next));
+  check(answer.status === 503, `status ${answer.status}`);
+  const body = await answer.json();
+  check(body.error.code === "unavailable" && body.error.message.includes("FEDNODE_SIDECAR_URL"),
+        JSON.stringify(body));
+});
+
+Deno.test("a sidecar address with a path keeps it", async () => {
+  const seen: string[] = [];
+  const served = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (request) => {
+    seen.push(new URL(request.url).pathname);
+    return new Response("{}", { headers: { "Content-Type": "application/json" } });
+  });
+  try {
+    const { port } = served.addr as Deno.NetAddr;
+    await (response(await forward(
+      new Request(`${cdn}/api/species?limit=1`, { headers: { "X-API-Key": key } }),
+      `http://127.0.0.1:${port}/fednode/`, staticFile().next))).body?.cancel();
+    check(seen[0] === "/fednode/api/species", `the sidecar was asked for ${seen[0]}`);
+  } finally {
+    await served.shutdown();
+  }
+});
