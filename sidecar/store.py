@@ -140,9 +140,10 @@ class Store:
     def __init__(self, path: Path, *, query_timeout: float = 10.0, threads: int = 4,
                  reload_interval: float = 1.0,
                  prepare: Callable[[Snapshot, Snapshot], None] | None = None) -> None:
-        """`prepare(fresh, replaced)` runs on a worker thread before a reloaded snapshot is
-        swapped in: what callers had made of the one it replaces is made of it ahead of
-        them (the service layer's changes feeds)."""
+        """`prepare(fresh, replaced)` runs on a worker thread for a reloaded snapshot: what
+        callers had made of the one it replaces is made of it ahead of them (the service
+        layer's changes feeds); before the swap when it loads aside, after it otherwise
+        (`_reload`)."""
         self.path = path
         self.reload_interval = reload_interval
         self.query_timeout = query_timeout
