@@ -42,6 +42,19 @@ def request(url: str, method: str = "GET", body: Any = None,
 
 
 @pytest.mark.slow
+def test_the_cdn_allows_the_preflight_the_sidecar_allows() -> None:
+    """A browser's preflight of a keyed call carries no key, so the CDN answers it: its
+    headers must allow what the sidecar's preflight allows (a keyed call from a page failed
+    its preflight on the CDN)."""
+    import tomllib
+
+    from sidecar.app import PREFLIGHT
+    config = tomllib.loads((REPO / "netlify.toml").read_text())
+    every = next(rule["values"] for rule in config["headers"] if rule["for"] == "/*")
+    for name, value in PREFLIGHT.items():
+        assert every.get(name) == value, name
+
+
 def test_requests_land_where_the_exported_redirects_say(tmp_path: Path) -> None:
     cli = npm_tool("netlify-cli", "26.2.0", "netlify")
     root = copy_sample(tmp_path / "node")
