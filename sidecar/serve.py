@@ -141,12 +141,27 @@ def _supervise(options: Options, workers: int, say: Callable[[str], None]) -> No
             return
         say(f"fednode sidecar on http://{options.host}:{options.port}/api/manifest, "
             f"{workers} workers, rate limits in Redis at {where_of(options.redis or '')}")
+        # A worker that dies soon after it started (Redis gone, say) is started again after
+        # a pause that doubles up to RESTART_MAX; one that had run a while, at once. Why it
+        # could not start (its report) is logged: it was lost, and 19 restarts in 12 s burnt
+        # a core.
+        born = [time.monotonic()] * workers
+        pause = [0.0] * workers
+        due: list[float | None] = [None] * workers  # when a dead worker's slot starts again
         while not stopping:
+            _log_reports(reports)
+            now = time.monotonic()
             for n, process in enumerate(running):
-                if process.exitcode is not None and not stopping:
-                    log.warning("worker %s ended (exit code %s); starting another",
-                                process.pid, process.exitcode)
-                    running[n] = start()
+                when = due[n]
+                if when is not None:
+                    if now >= when and not stopping:
+                        running[n], born[n], due[n] = start(), now, None
+                elif process.exitcode is not None and not stopping:
+                    pause[n] = 0.0 if now - born[n] > RESTART_MAX else \
+                        min(max(1.0, 2 * pause[n]), RESTART_MAX)
+                    log.warning("worker %s ended (exit code %s); starting another in %.0f s",
+                                process.pid, process.exitcode, pause[n])
+                    due[n] = now + pause[n]
             time.sleep(0.2)
     finally:
         for process in running:
@@ -158,6 +173,20 @@ def _supervise(options: Options, workers: int, say: Callable[[str], None]) -> No
                 process.kill()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+RESTART_MAX = 30.0  # seconds between restarts of a worker that keeps dying at once
+
+
+def _log_reports(reports: multiprocessing.Queue[tuple[str, str]]) -> None:
+    """What workers reported since the last look: why one could not start."""
+    while True:
+        try:
+            kind, text = reports.get_nowait()
+        except queue.Empty:
+            return
+        if kind == "error":
+            log.error("a worker could not start: %s", text)
 
 
 def _worker(options: Options, reports: multiprocessing.Queue[tuple[str, str]]) -> None:
