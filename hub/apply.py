@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from types import TracebackType
 
 from .errors import SyncError, one_line
@@ -40,17 +40,23 @@ class FullLoad:
         self.index.start_full_load()
         return self
 
-    def add(self, records: Sequence[Record], what: str, *, milestone: bool = False) -> None:
-        """Load records, a chunk of at least CHUNK at a time. Progress goes to the log at
-        INFO for each chunk and each `milestone` (a file), at DEBUG for the rest."""
-        self.buffer += records
-        self.staged += len(records)
-        if len(self.buffer) >= CHUNK:
-            self.index.load(self.buffer, self.node_id)
-            self.buffer = []
-            milestone = True
+    def add(self, records: Iterable[Record], what: str, *, milestone: bool = False) -> int:
+        """Load records, a chunk of CHUNK at a time, taking them as they come (a snapshot
+        file's are parsed one by one: memory holds a chunk, not the file); return how many.
+        Progress goes to the log at INFO for each chunk and each `milestone` (a file), at
+        DEBUG for the rest."""
+        taken = 0
+        for record in records:
+            self.buffer.append(record)
+            taken += 1
+            if len(self.buffer) >= CHUNK:
+                self.index.load(self.buffer, self.node_id)
+                self.buffer = []
+                milestone = True
+        self.staged += taken
         log.log(logging.INFO if milestone else logging.DEBUG, "loading %s: %d of %d records",
                 what, self.staged, self.expected)
+        return taken
 
     def finish(self, state: dict[str, str | None]) -> None:
         self.index.load(self.buffer, self.node_id)

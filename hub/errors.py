@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from exporter.contract.errors import FednodeError
+from exporter.errors import printable
 
 
 class SyncError(FednodeError):
@@ -15,7 +16,5 @@ def one_line(text: str, limit: int = 200) -> str:
     log: runs of white space made one space, and every character that is not printable (a
     control such as ESC, which would let a node write escape sequences to the operator's
     terminal, a direction override, a zero-width mark) written as its escape."""
-    flat = " ".join(str(text).split())
-    if not flat.isprintable():
-        flat = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in flat)
+    flat = printable(" ".join(str(text).split()))
     return flat if len(flat) <= limit else flat[:limit - 1] + "…"

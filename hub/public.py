@@ -10,10 +10,10 @@ from __future__ import annotations
 import hashlib
 import logging
 
-from .apply import CHUNK, FullLoad, apply_items
+from .apply import FullLoad, apply_items
 from .errors import SyncError
 from .index import Index
-from .messages import Item, Manifest, Record, changes_after, parse_manifest, parse_snapshot
+from .messages import Item, Manifest, changes_after, parse_manifest, parse_snapshot
 from .node import Node, roots_of
 from .report import SyncReport
 
@@ -108,18 +108,11 @@ async def load_all(node: Node, index: Index, manifest: Manifest,
                             f"gives, and the manifest is unchanged: the node's sync files "
                             f"disagree; tell its publisher")
                     break
-                count = 0
-                chunk: list[Record] = []
-                for record in parse_snapshot(body, str(url), snap.collection):
-                    chunk.append(record)
-                    count += 1
-                    if len(chunk) == CHUNK:  # a chunk held at a time, not the file
-                        load.add(chunk, snap.collection)
-                        chunk = []
+                count = load.add(parse_snapshot(body, str(url), snap.collection),
+                                 snap.collection, milestone=True)
                 if count != snap.records:
                     raise SyncError(f"{url}: {count} records where the manifest "
                                     f"announces {snap.records}")
-                load.add(chunk, snap.collection, milestone=True)
             else:
                 load.finish({"position": str(manifest.seq), "position_at": manifest.updated_at,
                              "changes_sha256": manifest.changes_sha256})
