@@ -139,7 +139,7 @@ def sweep(callers: list[list[Judged]]
     for parts in itertools.product(grid, repeat=4):
         if not any(parts):
             continue
-        weights = tuple(round(p / sum(parts), 3) for p in parts)
+        weights = tuple(p / sum(parts) for p in parts)  # as the code will hold them
         for step in range(60, 121):
             threshold = step / 200
             there = [figures(judged, weights, threshold) for judged in callers]
@@ -183,8 +183,8 @@ def main() -> None:
                 print(f"| {name} | {label} | {got.answerable} | {got.unanswerable} | "
                       f"{hit_rate} | {got.precision:.2f} | {refused} |")
         if args.sweep:  # settings are chosen on the tuning questions alone
-            print("\n| passages | support | evidence weights (passage words, meaning; "
-                  "sentence words, two sentences' words) | threshold | hit rate | refused | "
+            print("\n| passages | support | evidence weights (passage words, meaning, "
+                  "sense by the encoder; two sentences' words) | threshold | hit rate | refused | "
                   "with `sensitive`: hit rate | refused | held out: hit rate | refused |\n"
                   "|---|---|---|---|---|---|---|---|---|---|")
             best = []

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import search
+import numpy as np
+
+from . import encoder, search
 from .aside import Aside, in_child
 from .cache import LIBRARY_PAGES
 from .content import LIBRARY, SourceRecord
@@ -385,7 +387,7 @@ def build(bundle: Path, live: Path | None, documents: list[Document]) -> str:
     groups: dict[str, list[Document]] = {}
     for document in documents:
         groups.setdefault(document.access, []).append(document)
-    made = f"{search.SEARCH_VERSION}:{PASSAGE_CHARS}:{PASSAGE_FORMAT}".encode()
+    made = f"{search.SEARCH_VERSION}:{PASSAGE_CHARS}:{PASSAGE_FORMAT}:{encoder.VERSION}".encode()
     digest = hashlib.sha256(made)
     for group in sorted(groups):
         mark = hashlib.sha256(made)
@@ -411,9 +413,45 @@ def _group(folder: Path, live: Path | None, documents: list[Document], mark: str
     titles = {d.id: d.title for d in documents}
     search.save_vectors(folder / search.VECTORS, search.Embedder.embed(
         [f"{titles[str(row[0])]}: {row[3]}" for row in rows]))
+    search.save_vectors(folder / search.SENSES, _senses([str(row[3]) for row in rows], live))
     (folder / search.PASSAGE_ROWS).write_text(json.dumps(
         {"mark": mark, "titles": titles, "rows": rows}, ensure_ascii=False), "utf-8")
     search.seal(folder)
+
+
+# Passages this process encoded last (text -> vector), at most ENCODED_KEPT of them: a
+# process that exports several nodes with the same library (the test suite, a script) encodes
+# each passage once. A node's own exports take them from its live build (`_senses`).
+ENCODED_KEPT = 10_000  # about 15 MB
+_encoded: dict[str, np.ndarray] = {}
+
+
+def _senses(texts: list[str], live: Path | None) -> np.ndarray:
+    """Each passage's vector by the sentence encoder: taken from the live build's group
+    where it holds the same text (an unchanged PDF beside a changed one is not encoded
+    again), or from what this process encoded last, encoded otherwise (about 45 ms a
+    passage)."""
+    known: dict[str, np.ndarray] = dict(_encoded)
+    if live is not None:
+        try:
+            rows = json.loads((live / search.PASSAGE_ROWS).read_bytes())["rows"]
+            vectors = np.load(live / search.SENSES)
+            if vectors.shape == (len(rows), encoder.DIMENSIONS):
+                known.update((str(row[3]), vector)
+                             for row, vector in zip(rows, vectors, strict=True))
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            pass  # none there (an older build), or unreadable: encoded again
+    out = np.zeros((len(texts), encoder.DIMENSIONS), np.float32)
+    new = [n for n, text in enumerate(texts) if text not in known]
+    for n, text in enumerate(texts):
+        if text in known:
+            out[n] = known[text]
+    if new:
+        out[new] = encoder.Encoder.shared().encode([texts[n] for n in new])
+        if len(_encoded) + len(new) > ENCODED_KEPT:
+            _encoded.clear()
+        _encoded.update((texts[n], out[n].copy()) for n in new[:ENCODED_KEPT])
+    return out
 
 
 def _mark(folder: Path) -> str | None:

@@ -38,6 +38,9 @@ STATE = "state.json"  # per group: the version and the rows, in the order of VEC
 PASSAGE_ROWS = "passages.json"  # per library group: [document id, page, label, text,
 # headings] a row (headings: the spans of its heading sentences in text, `library.passages`)
 VECTORS = "vectors.npy"  # per group: float32 (rows, DIMENSIONS), unit length
+# per library group: float32 (rows, encoder.DIMENSIONS), each passage's text by the sentence
+# encoder (`exporter.encoder`), unit length, in the order of PASSAGE_ROWS
+SENSES = "senses.npy"
 DIMENSIONS = 256
 MODEL = {"config": "l2_supercat", "dim": DIMENSIONS}
 EMBED_CHARS = 600  # of a record's text: static vectors are averages, and a long tail blurs them
@@ -698,9 +701,11 @@ class Passages:
         self.index = open_index(folder)
         self.searcher = self.index.searcher()
         self.vectors = np.load(folder / VECTORS, mmap_mode="r")
-        if len(self.rows) != self.vectors.shape[0]:
+        self.senses = np.load(folder / SENSES, mmap_mode="r")
+        if not len(self.rows) == self.vectors.shape[0] == self.senses.shape[0]:
             raise ValueError(f"passages/{name}: {len(self.rows)} rows but "
-                             f"{self.vectors.shape[0]} vectors")
+                             f"{self.vectors.shape[0]} vectors and {self.senses.shape[0]} "
+                             f"senses")
 
     def keyword(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
         """(row, BM25) of the passages best matching these stemmed terms."""

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from exporter import search
+from exporter import encoder, search
 from exporter.contract.wire import PUBLIC, document_url
 
 from .store import Snapshot
@@ -27,12 +27,12 @@ DEPTH = 20  # passages each side of retrieval brings, per group
 # closeness in meaning).
 SUPPORT = 0.25
 # The question is answered only if its evidence reaches EVIDENCE: the weighted sum of the
-# best passage's share of the question's words, the best passage's closeness in meaning, the
-# best sentence's share, and the best share of two sentences that follow each other
-# (`Evidence`). These four settings are calibrated on bench/library_judged.json with
+# best passage's share of the question's words, the best passage's closeness in meaning by
+# word vectors and by the sentence encoder, and the best share of two sentences that follow
+# each other (`Evidence`). These four settings are calibrated on bench/library_judged.json with
 # bench/library_quality.py --sweep: see docs/library.md.
-EVIDENCE_WEIGHTS = (1 / 6, 2 / 3, 0.0, 1 / 6)
-EVIDENCE = 0.45
+EVIDENCE_WEIGHTS = (0.1, 0.3, 0.4, 0.2)
+EVIDENCE = 0.47
 NO_ANSWER = ("The library holds no passage that answers this question; try other words, or "
              "ask about what its documents cover (GET /api/resources lists them).")
 # A word the tokenizer of the embedding model splits into this many pieces or more is rare in
@@ -56,14 +56,18 @@ class Candidate(NamedTuple):
 
 
 class Evidence(NamedTuple):
-    """How well the library covers a question, each part 0..1: the best passage's weighted
-    share of the question's words and its closeness in meaning, the best share of a sentence
-    of the passages retrieved, and of two sentences that follow each other in one of them
-    (where the question's words stand close together, the passage is more likely about what
-    it asks). Each is the best of its kind, not necessarily of one passage."""
+    """How well the library covers a question, each part 0..1, of the passages retrieved:
+    the best passage's weighted share of the question's words; its closeness in meaning by
+    word vectors (wordllama's, which retrieval uses too); its closeness by the sentence
+    encoder (`exporter.encoder`, which reads words in their context: a question put in other
+    words than the passage's comes close by it, where word vectors cannot tell a passage that
+    answers from one that uses the same words); and the best share of two sentences that
+    follow each other in one passage (where the question's words stand close together, the
+    passage is more likely about what it asks). Each is the best of its kind, not
+    necessarily of one passage."""
     passage_words: float
     passage_meaning: float
-    sentence_words: float
+    passage_sense: float
     pair_words: float
 
     def weighed(self, weights: Sequence[float] = ()) -> float:
@@ -136,12 +140,12 @@ def weigh(indexes: list[search.Passages], question: str) -> Weighed:
         found += [Candidate(group.name, row, score) for row, score in scores.items()]
     found.sort(key=lambda c: (-c.score, c.group, c.row))
     by_name = {group.name: group for group in indexes}
-    passages = [(by_name[c.group].rows[c.row], by_name[c.group].vectors[c.row])
-                for c in found[:PASSAGES]]
+    passages = [(by_name[c.group].rows[c.row], by_name[c.group].vectors[c.row],
+                 by_name[c.group].senses[c.row]) for c in found[:PASSAGES]]
     if not passages:
         return NOTHING
     found_in = [(row, search.statements(str(row[3]), row[4] if len(row) > 4 else ()))
-                for row, _ in passages]
+                for row, _, _ in passages]
     split = [(row, [weighed for weighed, _ in statements]) for row, statements in found_in]
     # (weighed, quoted, passage): one sentence may be weighed alike in two passages but
     # quoted apart (under a heading in one, not in the other): each is quoted from its own.
@@ -155,9 +159,11 @@ def weigh(indexes: list[search.Passages], question: str) -> Weighed:
     # Each sentence with the next, if any (the analyzer splits words at the space between).
     pairs = [share(stems[sentences[n]].union(*(stems[s] for s in sentences[n + 1:n + 2])))
              for _, sentences in split for n in range(len(sentences))]
-    evidence = Evidence(max(share(set(search.all_stems(str(row[3])))) for row, _ in passages),
-                        max(max(0.0, float(v @ vector)) for _, v in passages),
-                        max(words.values(), default=0.0), max(pairs, default=0.0))
+    sense = encoder.Encoder.shared().encode([question])[0]
+    evidence = Evidence(max(share(set(search.all_stems(str(row[3])))) for row, _, _ in passages),
+                        max(max(0.0, float(v @ vector)) for _, v, _ in passages),
+                        max(max(0.0, float(s @ sense)) for _, _, s in passages),
+                        max(pairs, default=0.0))
     quotes = [Quote(quoted, row, 0.5 * words[sentence] + 0.5 * meaning[sentence])
               for sentence, quoted, row in in_order]
     quotes.sort(key=lambda q: -q.score)  # stable: the better passage first among equals

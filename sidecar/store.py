@@ -23,7 +23,7 @@ from typing import TypeVar
 import duckdb
 import pyarrow as pa
 
-from exporter import search
+from exporter import encoder, search
 from exporter.contract import bundle
 from exporter.contract.errors import FednodeError
 
@@ -150,8 +150,14 @@ class Store:
         self.prepare = prepare
         self.snapshot = Snapshot(path)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="duckdb")
-        # The embedding model loads in the background: the first search need not wait.
+        # The embedding models load in the background: the first search or question need not wait.
         self._pool.submit(search.Embedder.serving)
+        if self.snapshot.passages:
+            # The library's encoder, at once: files that are not the published model stop
+            # the start with their message (ExportError), not each question with an error
+            # 500. A node with no library never loads it (100 MB); one whose library
+            # appears later loads it at its first question.
+            encoder.Encoder.shared()
         self._checked = time.monotonic()
         self._reload_lock = asyncio.Lock()
         self._aside: asyncio.Task[None] | None = None

