@@ -34,8 +34,11 @@ from .contract.layout import FOLDER_LIMIT, record_file
 from .contract.wire import (
     COLLECTIONS,
     LIST_LIMIT_DEFAULT,
+    NO_ENDPOINT,
+    NO_ENDPOINT_FILE,
     PUBLIC,
     encode,
+    error_body,
     format_time,
     list_page,
     parse_time,
@@ -459,7 +462,8 @@ def _static_files(node: NodeConfig, public: dict[str, Public], manifest_bytes: b
                   schema_bytes: bytes, index_bytes: bytes) -> Iterator[OutputFile]:
     """Every public file but the sync files."""
     for path, data in (("api/manifest.json", manifest_bytes), ("api/schema.json", schema_bytes),
-                       ("index.html", index_bytes)):
+                       ("index.html", index_bytes),
+                       (NO_ENDPOINT_FILE, error_body("not_found", NO_ENDPOINT))):
         yield constant(path, data, hashlib.sha256(data).hexdigest())
     for name, group in public.items():
         items, prints = group.records, group.prints

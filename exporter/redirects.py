@@ -16,6 +16,9 @@ The rules, in the order Netlify tries them (the first that matches applies):
    the request to the sidecar, not forced. On Netlify the Edge Function rewrites anonymous
    record reads to the shard file before these rules (netlify/edge-functions/keyed.ts).
 
+4. Any other path under /api/ gets the contract's JSON 404 (`NO_ENDPOINT_FILE`, the body
+   the sidecar answers for a path without an endpoint) with status 404, not the CDN's page.
+
 Every other open path (pages, sync files, PDFs, /api/openapi.json) is a file at its own URL
 and needs no rule. Netlify placeholders match whole path segments only; `{name}` segments
 of the table become `:name` placeholders, one for one.
@@ -28,6 +31,7 @@ from collections.abc import Sequence
 
 from .contract.endpoints import ENDPOINTS
 from .contract.layout import RECORD_RULES_MAX, record_file
+from .contract.wire import COLLECTIONS, NO_ENDPOINT_FILE
 
 FILE = "_redirects"
 _SEGMENT = re.compile(r"\{(\w+)\}")
@@ -55,13 +59,20 @@ def rules(sidecar_url: str, records: Sequence[tuple[str, str]]
         if not (e.public and e.static):
             continue
         if "{shard}" not in e.static:
-            out.append((_pattern(e.path), "", _pattern(e.static), "200"))
+            # One rule per collection, not a `:collection` placeholder: a rewrite to a file
+            # that is not there ends in the CDN's own 404 page, where a path no rule names
+            # reaches rule 4's JSON.
+            names = COLLECTIONS if "{collection}" in e.path else ("",)
+            out.extend((_pattern(e.path.replace("{collection}", name)), "",
+                        _pattern(e.static.replace("{collection}", name)), "200")
+                       for name in names)
             continue
         if len(records) <= RECORD_RULES_MAX:
             out.extend((f"/api/{collection}/{record_id}", "",
                         "/" + record_file(collection, record_id), "200")
                        for collection, record_id in records)
         out.append((_pattern(e.path), "", sidecar + _pattern(e.path), "200"))
+    out.append(("/api/*", "", "/" + NO_ENDPOINT_FILE, "404"))
     return out
 
 

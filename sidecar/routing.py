@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from exporter.contract.endpoints import Endpoint
+from exporter.contract.wire import NO_ENDPOINT
 
 from .errors import APIError, MethodNotAllowed, NotFound
 
@@ -101,7 +102,7 @@ class Router:
             part = part.rpartition("/")[0] or "/"
         if allowed:
             return _not_allowed(method, allowed)
-        return NotFound("no endpoint at this path; see /api/manifest for the endpoints")
+        return NotFound(NO_ENDPOINT)
 
 
 def _not_allowed(method: str, allowed: Iterable[str]) -> MethodNotAllowed:

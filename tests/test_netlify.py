@@ -107,6 +107,11 @@ def test_requests_land_where_the_exported_redirects_say(tmp_path: Path) -> None:
                 ("GET", record_href("species", KNOTWEED), None, {}, "static", 200),
                 ("GET", "/sitemap.xml", None, {}, "static", 200),
                 ("GET", "/robots.txt", None, {}, "static", 200),
+                # A path under /api/ without an endpoint: the contract's JSON 404, not the
+                # CDN's HTML page (before session 23, Netlify's "Not Found" page).
+                ("GET", "/api/no-such-collection", None, {}, "static", 404),
+                ("GET", "/api/sync/a/b/c", None, {}, "static", 404),
+                ("GET", "/api/a/b/c", None, {}, "static", 404),
                 ("GET", "/api/species?limit=2", None, {}, "sidecar", 200),
                 ("GET", "/api/species?offset=10", None, {}, "sidecar", 200),
                 ("GET", "/api/team?updated_since=2020-01-01T00:00:00Z", None, {}, "sidecar", 200),
@@ -127,8 +132,13 @@ def test_requests_land_where_the_exported_redirects_say(tmp_path: Path) -> None:
                     assert json.loads(data)["limit"] == (2 if "limit" in path else 50)
             # A static answer is the sidecar's answer, byte for byte.
             for path in ("/api/manifest", f"/api/species/{KNOTWEED}", "/api/species", "/",
-                         "/species/", record_href("species", KNOTWEED), "/sitemap.xml"):
+                         "/species/", record_href("species", KNOTWEED), "/sitemap.xml",
+                         "/api/sync/a/b/c", "/api/a/b/c"):
                 assert request(base + path)[2] == request(sidecar.url + path)[2], path
+            # The sidecar names the collections where the CDN cannot know the path meant one.
+            cdn, sidecar_says = (json.loads(request(url + "/api/no-such-collection")[2])
+                                 for url in (base, sidecar.url))
+            assert cdn["error"]["code"] == sidecar_says["error"]["code"] == "not_found"
         finally:
             dev.terminate()
             try:

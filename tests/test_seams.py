@@ -22,7 +22,7 @@ from test_cli_serve import ENV, FEDNODE, free_port
 from exporter.build import load
 from exporter.config import Project
 from exporter.contract.endpoints import ENDPOINTS, capabilities
-from exporter.contract.wire import PUBLIC
+from exporter.contract.wire import COLLECTIONS, NO_ENDPOINT, PUBLIC
 from sidecar.app import ROUTER, NodeRunner, SidecarConfig, create_app, dispatch
 from sidecar.handlers import HANDLERS
 from sidecar.state import RUNNING
@@ -84,6 +84,10 @@ def test_redirects_send_every_dynamic_endpoint_to_the_sidecar(sample_root: Path)
     rules = [line.split() for line in (sample_root / "site_out" / "_redirects").read_text()
              .splitlines() if line and not line.startswith("#")]
     first_static = next(i for i, rule in enumerate(rules) if not rule[-1].endswith("!"))
+    # Last: any other path under /api/ gets the contract's JSON 404, not the CDN's page.
+    assert rules[-1] == ["/api/*", "/api/404.json", "404"]
+    assert json.loads((sample_root / "site_out" / "api" / "404.json").read_bytes()) == \
+        {"error": {"code": "not_found", "message": NO_ENDPOINT}}
     site = sample_root / "site_out"
     for endpoint in ENDPOINTS:
         path = re.sub(r"\{(\w+)\}", r":\1", endpoint.path)
@@ -102,8 +106,12 @@ def test_redirects_send_every_dynamic_endpoint_to_the_sidecar(sample_root: Path)
             for _, target, status in named:
                 assert status == "200" and (site / target.lstrip("/")).is_file(), target
         elif endpoint.static:
-            static = re.sub(r"\{(\w+)\}", r":\1", endpoint.static)
-            assert rules.index([path, static, "200"]) >= first_static
+            # one rule per collection (a placeholder's missing file is the CDN's own 404)
+            for name in COLLECTIONS if "{collection}" in endpoint.path else ("",):
+                static = re.sub(r"\{(\w+)\}", r":\1",
+                                endpoint.static.replace("{collection}", name))
+                assert rules.index([path.replace(":collection", name), static, "200"]) \
+                    >= first_static
             for param in endpoint.params:  # a bare target forwards the whole query string
                 assert rules.index([path, f"{param.name}=:{param.name}", sidecar + path,
                                     "200!"]) < first_static

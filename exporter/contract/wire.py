@@ -179,6 +179,13 @@ def error_body(code: str, message: str) -> bytes:
     return encode({"error": {"code": code, "message": message}})
 
 
+# What a path under /api/ without an endpoint gets, from the sidecar and from the CDN alike:
+# the export writes this body to NO_ENDPOINT_FILE, and site_out/_redirects serves it with a
+# 404 for any /api/ path no earlier rule or file answers (`exporter.redirects`).
+NO_ENDPOINT = "no endpoint at this path; see /api/manifest for the endpoints"
+NO_ENDPOINT_FILE = "api/404.json"
+
+
 SHOWN_CHARS = 40  # of a value given, echoed back in an error message
 
 
