@@ -32,7 +32,7 @@ from .tomltext import toml_string
 FENCE = "+++"
 # The version of the rules of reading and validating content: a change of them drops
 # caches of records read under older rules (exporter.cache), since they may now be invalid.
-RULES = 2
+RULES = 3  # 3: control characters refused in any field (session 23)
 # A top-level key (bare or quoted; of a dotted key, its first part) and a table's header.
 _KEY_LINE = re.compile(r"""^\s*(?:([A-Za-z0-9_-]+)|"([^"\\]+)"|'([^']+)')\s*[=.]""")
 _TABLE_LINE = re.compile(r"""^\s*\[\[?\s*(?:([A-Za-z0-9_-]+)|"([^"\\]+)"|'([^']+)')""")
@@ -528,6 +528,13 @@ def validate(record: SourceRecord, collection: Collection) -> list[Problem]:
     for name in _numeric(collection):
         if name in fields and _too_large(fields[name]):
             problems.append(Problem(record.path, record.line_of(name), name, OUT_OF_RANGE))
+    for name, value in fields.items():
+        found = _control_in(value)
+        if found is not None:
+            problems.append(Problem(record.path, record.line_of(name), name, (
+                f"holds the control character U+{ord(found):04X}, which no reader shows and "
+                f"a terminal may act on: remove it (text copied from a terminal or a word "
+                f"processor can carry one)")))
     for name in _integers(collection):
         # JSON Schema takes 10.0 (and 1e300) for an integer; a reader of the record would
         # not: 1e300 became NULL in a hub's BIGINT column
@@ -536,6 +543,24 @@ def validate(record: SourceRecord, collection: Collection) -> list[Problem]:
                                     f"expected a whole number, found {fields[name]!r}: write "
                                     f"it without a decimal point or exponent (10, not 10.0)"))
     return list(dict.fromkeys(problems))  # each once (a validator may say one thing twice)
+
+
+# C0 and C1 control characters, and DEL, but the tab and line breaks: in a published record
+# they reach CSV downloads, archives and pages as they are (a terminal runs ESC sequences; XML
+# refuses most of them).
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def _control_in(value: Any) -> str | None:
+    """The first control character in a field's text (in a list or table too), if any."""
+    if type(value) is str:
+        found = _CONTROL.search(value)
+        return found.group() if found else None
+    if isinstance(value, list):
+        return next(filter(None, map(_control_in, value)), None)
+    if isinstance(value, dict):
+        return next(filter(None, map(_control_in, (*value, *value.values()))), None)
+    return None
 
 
 @functools.cache

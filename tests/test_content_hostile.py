@@ -412,3 +412,50 @@ def test_a_cache_made_under_older_reading_rules_is_not_trusted(node: Node) -> No
         build(Project(node.root), now=NOW)
     assert [p.field for p in caught.value.problems] == ["access"]
     assert not (node.root / "site_out").exists()
+
+
+CONTROLS = [chr(c) for c in (*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20),
+                             *range(0x7F, 0xA0))]
+
+
+@SETTINGS
+@given(before=st.text(st.characters(codec="utf-8", exclude_categories=["Cc", "Cs"]),
+                      max_size=20),
+       control=st.sampled_from(CONTROLS), where=st.sampled_from(["title", "body", "tags"]))
+def test_a_control_character_in_any_field_is_refused_with_its_place(
+        before: str, control: str, where: str) -> None:
+    """ESC, NUL, DEL, C1 controls and the like in a field reached CSV downloads (a terminal
+    runs ESC sequences), archives and pages as they were. Each is refused, naming its file,
+    line and field, and nothing is published; a tab or a line break is text."""
+    text = "Title " + before + control + "x"
+    fields: dict[str, object] = {"id": row_id(1), "title": "Clean title", "kind": "page",
+                                 "summary": "A page about nothing at all."}
+    body = "A body.\n"
+    if where == "title":
+        fields["title"] = text
+    elif where == "tags":
+        fields["tags"] = ["ok", text]
+    else:
+        body = f"A body.\n\n{text}\n"
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        node = Node(root)
+        path = node.write("resources", "page", fields, body)
+        if where != "body":  # TOML's own escape, for what record_text writes as it is
+            path.write_text(path.read_text("utf-8").replace("\x7f", "\\u007f"), "utf-8")
+        lines = path.read_text("utf-8").split("\n")
+        with pytest.raises(ContentError) as caught:
+            build(Project(root), now=NOW)
+        assert not (root / "site_out").exists()
+    line = 1 if where == "body" else next(n for n, one in enumerate(lines, 1)
+                                          if one.startswith(f"{where} ="))
+    assert [str(p) for p in caught.value.problems] == [
+        f"content/resources/page.md:{line}: {where}: holds the control character "
+        f"U+{ord(control):04X}, which no reader shows and a terminal may act on: remove it "
+        f"(text copied from a terminal or a word processor can carry one)"]
+
+
+def test_a_tab_and_line_breaks_are_text(node: Node) -> None:
+    node.write("resources", "page", {"id": row_id(1), "title": "Tabs\tand breaks",
+                                     "kind": "page", "summary": "A page about nothing at all."}, "One\r\ntwo\n")
+    build(Project(node.root), now=NOW)
