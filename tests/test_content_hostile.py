@@ -457,5 +457,6 @@ def test_a_control_character_in_any_field_is_refused_with_its_place(
 
 def test_a_tab_and_line_breaks_are_text(node: Node) -> None:
     node.write("resources", "page", {"id": row_id(1), "title": "Tabs\tand breaks",
-                                     "kind": "page", "summary": "A page about nothing at all."}, "One\r\ntwo\n")
+                                     "kind": "page", "summary": "A page about nothing at all."},
+               "One\r\ntwo\n")
     build(Project(node.root), now=NOW)
