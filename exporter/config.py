@@ -108,7 +108,7 @@ def load_node_config(project: Project, base_url: str | None = None) -> NodeConfi
                                 "must be letters, digits and . _ : - only (at most 200), "
                                 "e.g. a UUID: python3 -c 'import uuid; print(uuid.uuid4())'"))
     url = base_url or node.get("base_url", "")
-    if isinstance(url, str) and url and (wrong := _url_problem(url)):
+    if isinstance(url, str) and url and (wrong := _url_problem(url) or _path_problem(url)):
         problems.append(Problem(rel, _line_of(path, "base_url"), "node.base_url", wrong))
     # The sidecar's own address, when it is configured apart from base_url; otherwise it
     # is the base URL, and follows --base-url.
@@ -166,6 +166,17 @@ def _url_problem(url: str) -> str | None:
         return "must not hold a user name or password: it is published on every page"
     if parts.query or parts.fragment or url.endswith(("?", "#")):
         return "must not hold a ?query or #fragment: paths are added to it"
+    return None
+
+
+def _path_problem(url: str) -> str | None:
+    """Why `url` cannot be the site's address for its path, or None. Pages link from the
+    root of their site (`/species/...`), and so do the CDN's rules and the sidecar's pages:
+    under a path, every link of every page pointed past the node's files."""
+    if urlsplit(url).path.strip("/"):
+        return (f"must be the site's origin, with no path ({origin_of(url)}, not {url}): "
+                f"pages and the CDN's rules link from the root of the site; give the node a "
+                f"host of its own, such as a subdomain")
     return None
 
 

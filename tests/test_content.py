@@ -200,6 +200,9 @@ def test_broken_node_toml(node: Node) -> None:
     ("base_url", "https://admin:hunter2@node.example.org", "must not hold a user name"),
     ("base_url", "https://", "must be a URL starting with http:// or https://, then a host"),
     ("base_url", "https://node.example.org/?x=1", "must not hold a ?query"),
+    # pages link from the site's root: under a path every page's links missed the node
+    ("base_url", "https://example.org/meuse", "must be the site's origin, with no path "
+     "(https://example.org, not https://example.org/meuse)"),
     ("sidecar_url", "https://api.example.org:port", "must be a URL"),
     ("description", "A node\fwith a form feed", "holds a control character"),
     ("id", "meuse valley node", "must be letters, digits and . _ : - only"),
