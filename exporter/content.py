@@ -308,12 +308,15 @@ def _parse_markdown(text: str, source: SourceFile, collection: Collection
     field_lines = _field_lines(lines[1:end], first=2)
     fields = {key: value if type(value) is str else _plain(value)
               for key, value in data.items()}
-    body = "\n".join(lines[end + 1:]).strip("\n")
+    below = "\n".join(lines[end + 1:])
+    body = below.strip("\n")
     if body.strip():
         if "body" in fields:
             return [], [Problem(source.rel, field_lines.get("body", 1), "body",
                                 "set twice: in the front matter and below it")]
         fields["body"] = body.rstrip() + "\n"
+        # its first line: after the closing fence and the empty lines left out
+        field_lines["body"] = end + 2 + len(below) - len(below.lstrip("\n"))
     return [SourceRecord.parsed(collection.name, source.rel, 1, fields, field_lines)], []
 
 
@@ -531,7 +534,10 @@ def validate(record: SourceRecord, collection: Collection) -> list[Problem]:
     for name, value in fields.items():
         found = _control_in(value)
         if found is not None:
-            problems.append(Problem(record.path, record.line_of(name), name, (
+            line = record.line_of(name)
+            if name == "body" and type(value) is str:  # the line it is on, below the fence
+                line += value[:_CONTROL.search(value).start()].count("\n")  # type: ignore[union-attr]
+            problems.append(Problem(record.path, line, name, (
                 f"holds the control character U+{ord(found):04X}, which no reader shows and "
                 f"a terminal may act on: remove it (text copied from a terminal or a word "
                 f"processor can carry one)")))
@@ -545,10 +551,11 @@ def validate(record: SourceRecord, collection: Collection) -> list[Problem]:
     return list(dict.fromkeys(problems))  # each once (a validator may say one thing twice)
 
 
-# C0 and C1 control characters, and DEL, but the tab and line breaks: in a published record
+# C0 and C1 control characters, and DEL, but the tab and line breaks (LF, CRLF; a lone CR
+# sends a terminal back to the line's start, over what it printed): in a published record
 # they reach CSV downloads, archives and pages as they are (a terminal runs ESC sequences; XML
 # refuses most of them).
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")  # (a lone CR too)
 
 
 def _control_in(value: Any) -> str | None:

@@ -415,7 +415,8 @@ def _group(folder: Path, live: Path | None, documents: list[Document], mark: str
         [f"{titles[str(row[0])]}: {row[3]}" for row in rows]))
     search.save_vectors(folder / search.SENSES, _senses([str(row[3]) for row in rows], live))
     (folder / search.PASSAGE_ROWS).write_text(json.dumps(
-        {"mark": mark, "titles": titles, "rows": rows}, ensure_ascii=False), "utf-8")
+        {"mark": mark, "titles": titles, "rows": rows, "senses": encoder.VERSION},
+        ensure_ascii=False), "utf-8")
     search.seal(folder)
 
 
@@ -434,12 +435,15 @@ def _senses(texts: list[str], live: Path | None) -> np.ndarray:
     known: dict[str, np.ndarray] = dict(_encoded)
     if live is not None:
         try:
-            rows = json.loads((live / search.PASSAGE_ROWS).read_bytes())["rows"]
+            state = json.loads((live / search.PASSAGE_ROWS).read_bytes())
+            rows = state["rows"]
             vectors = np.load(live / search.SENSES)
-            if vectors.shape == (len(rows), encoder.DIMENSIONS):
+            # made by this encoder (another version's vectors mean something else)
+            if state.get("senses") == encoder.VERSION and \
+                    vectors.shape == (len(rows), encoder.DIMENSIONS):
                 known.update((str(row[3]), vector)
                              for row, vector in zip(rows, vectors, strict=True))
-        except (OSError, ValueError, KeyError, TypeError, IndexError):
+        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
             pass  # none there (an older build), or unreadable: encoded again
     out = np.zeros((len(texts), encoder.DIMENSIONS), np.float32)
     new = [n for n, text in enumerate(texts) if text not in known]

@@ -26,6 +26,7 @@ import pyarrow as pa
 from exporter import encoder, search
 from exporter.contract import bundle
 from exporter.contract.errors import FednodeError
+from exporter.errors import ExportError
 
 from .changes import Feeds
 from .errors import Unavailable
@@ -156,7 +157,7 @@ class Store:
             # The library's encoder, at once: files that are not the published model stop
             # the start with their message (ExportError), not each question with an error
             # 500. A node with no library never loads it (100 MB); one whose library
-            # appears later loads it at its first question.
+            # appears later loads it with that bundle (`_load`).
             encoder.Encoder.shared()
         self._checked = time.monotonic()
         self._reload_lock = asyncio.Lock()
@@ -227,7 +228,7 @@ class Store:
         try:
             fresh = await loop.run_in_executor(self._pool, self._load,
                                                replaced if ahead else None)
-        except (BundleMissing, duckdb.Error) as exc:
+        except (BundleMissing, ExportError, duckdb.Error) as exc:
             log.warning("bundle reload failed, still serving build %s: %s",
                         self.snapshot.build, exc)
             return
@@ -239,6 +240,8 @@ class Store:
 
     def _load(self, replaced: Snapshot | None) -> Snapshot:
         fresh = Snapshot(self.path)
+        if fresh.passages:  # a library now: its encoder loads here, not at a question
+            encoder.Encoder.shared()
         if replaced is not None:
             self._prepared(fresh, replaced)
         return fresh

@@ -83,3 +83,33 @@ def test_a_sidecar_with_a_library_will_not_start_on_other_files(
     monkeypatch.setattr(encoder, "MODEL_SHA256", "0" * 64)
     with pytest.raises(ExportError, match="is not all-MiniLM-L6-v2's as published"):
         Store(root / ".fednode" / "bundle")
+
+
+def test_a_library_exported_while_the_sidecar_runs_loads_the_encoder_with_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sidecar started without a library loads the encoder with the first bundle that has
+    one, before serving from it: not at the first question, which would take a quarter of a
+    second longer than the next (its time telling that nobody had asked before)."""
+    import asyncio
+
+    from builders import copy_sample
+
+    from exporter.build import build
+    from exporter.config import Project
+    from sidecar.store import Store
+    root = copy_sample(tmp_path / "node")
+    library = root / "content" / "library"
+    aside = tmp_path / "library"
+    library.rename(aside)
+    build(Project(root))
+    monkeypatch.setattr(Encoder, "_shared", None)
+
+    async def run() -> None:
+        store = Store(root / ".fednode" / "bundle", reload_interval=0.0)
+        assert not (await store.current()).passages and Encoder._shared is None
+        aside.rename(library)
+        build(Project(root))
+        monkeypatch.setattr(Encoder, "_shared", None)  # (the export loaded its own)
+        assert (await store.current()).passages
+        assert Encoder._shared is not None
+    asyncio.run(run())

@@ -57,18 +57,20 @@ PROTOCOL_PAGES = [
 ]
 
 
-def test_fednode_ask_shows_a_title_escaped(tmp_path: Path) -> None:
-    """A document's title holding an escape sequence (the schema lets it through) is shown
-    escaped by `fednode ask`: it cannot clear the publisher's screen."""
+def test_a_title_with_an_escape_sequence_never_reaches_fednode_ask(tmp_path: Path) -> None:
+    """A document's title holding an escape sequence could clear the publisher's screen
+    when `fednode ask` cites it. Until session 23 the schema let it through and `ask` showed
+    it escaped; now the export refuses it, naming the file, line and field (and `ask`
+    still escapes what it prints)."""
     node = library_node(tmp_path / "node", restricted=False)
     guide = node.root / "content" / "library" / "guide.md"
     guide.write_text(guide.read_text().replace('title = "Knotweed control guide"',
                                                'title = "Knotweed \\u001b[2J guide"'))
-    build(Project(node.root))
-    shown = subprocess.run([str(Path(sys.executable).parent / "fednode"), "ask",
-                            "When should knotweed stems be injected?", "--project",
-                            str(node.root)], capture_output=True, text=True, check=True).stdout
-    assert "[1] Knotweed \\x1b[2J guide, page 1" in shown and "\x1b" not in shown
+    with pytest.raises(ContentError) as caught:
+        build(Project(node.root))
+    line = guide.read_text().split("\n").index('title = "Knotweed \\u001b[2J guide"') + 1
+    assert [(p.path, p.line, p.field) for p in caught.value.problems] == [
+        ("content/library/guide.md", line, "title")]
 
 
 def test_a_stale_snapshot_never_serves_a_pdf_of_another_group(tmp_path: Path) -> None:
@@ -413,6 +415,34 @@ def test_a_passage_is_encoded_once(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     for group in groups:
         fresh = encode(encoder.Encoder.shared(), [str(row[3]) for row in group.rows])
         assert np.abs(np.asarray(group.senses) - fresh).max() < 1e-5
+    # Another version of the encoder: every passage is encoded again, none taken from the
+    # build before (its vectors meant something else).
+    encoded.clear()
+    monkeypatch.setattr(encoder, "VERSION", "another-model:1")
+    monkeypatch.setattr(library, "_encoded", {})
+    build(Project(node.root))
+    assert sorted(encoded) == sorted(str(row[3]) for group in groups for row in group.rows)
+
+
+def test_passages_of_the_wrong_shape_are_an_unusable_bundle(tmp_path: Path) -> None:
+    """A damaged senses.npy (or vectors.npy) is refused when the bundle loads, with what to
+    do, rather than failing every question later with an error 500."""
+    from exporter.contract.bundle import PASSAGES
+    from sidecar.store import BundleMissing, Snapshot
+    node = library_node(tmp_path / "node", restricted=False)
+    build(Project(node.root))
+    bundle = node.root / ".fednode" / "bundle"
+    for name, width in ((search.SENSES, 383), (search.VECTORS, 255)):
+        path = bundle / PASSAGES / "public" / name
+        kept = path.read_bytes()
+        rows = np.load(path).shape[0]
+        path.unlink()  # (a file of the build: replaced, not written into)
+        np.save(path, np.zeros((rows, width), np.float32))
+        with pytest.raises(BundleMissing, match="run `fednode export` again"):
+            Snapshot(bundle)
+        path.unlink()
+        path.write_bytes(kept)
+    Snapshot(bundle)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
