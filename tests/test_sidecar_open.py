@@ -11,6 +11,7 @@ from aiohttp.test_utils import TestClient
 from builders import Node, app_for, species, team
 
 from exporter.build import BuildReport
+from exporter.contract.wire import NO_ENDPOINT_FILE
 
 
 def static_url(relative: str) -> str | None:
@@ -41,6 +42,11 @@ async def test_every_static_file_equals_the_sidecar_answer(sample_root: Path,
     for path in files:
         relative = str(path.relative_to(site))
         if relative == "_redirects":  # the CDN's rules: not served (tests/test_seams.py)
+            continue
+        if relative == NO_ENDPOINT_FILE:  # the CDN's answer for a path without an endpoint
+            response = await sample_client.get("/api/no/such/endpoint")
+            assert response.status == 404
+            assert await response.read() == path.read_bytes()
             continue
         url = static_url(relative)
         assert url is not None, f"no open URL serves {relative}"
