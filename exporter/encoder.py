@@ -14,8 +14,8 @@ importing it, and refused unless their SHA-256 are those of the model as publish
 (`MODEL_SHA256`, `TOKENIZER_SHA256`): whoever packaged them, these are the model's bytes.
 tests/test_encoder.py checks a published similarity.
 
-Speed: about 45 ms of CPU a passage of 600 characters (about 125 tokens), batched; a
-question of a line, a few milliseconds. The export encodes each passage once: a library
+Speed: about 50 ms of CPU a passage of 600 characters (about 125 tokens), on one BLAS
+thread; a question of a line, under 10 ms. The export encodes each passage once: a library
 group rebuilt takes the vectors of its unchanged passages from the build before
 (`exporter.library`)."""
 

@@ -430,7 +430,7 @@ _encoded: dict[str, np.ndarray] = {}
 def _senses(texts: list[str], live: Path | None) -> np.ndarray:
     """Each passage's vector by the sentence encoder: taken from the live build's group
     where it holds the same text (an unchanged PDF beside a changed one is not encoded
-    again), or from what this process encoded last, encoded otherwise (about 45 ms a
+    again), or from what this process encoded last, encoded otherwise (about 50 ms a
     passage)."""
     known: dict[str, np.ndarray] = dict(_encoded)
     if live is not None:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import tantivy
 
+from . import encoder
 from .contract.wire import COLLECTIONS
 from .errors import ExportError
 
@@ -41,7 +42,6 @@ VECTORS = "vectors.npy"  # per group: float32 (rows, DIMENSIONS), unit length
 # per library group: float32 (rows, encoder.DIMENSIONS), each passage's text by the sentence
 # encoder (`exporter.encoder`), unit length, in the order of PASSAGE_ROWS
 SENSES = "senses.npy"
-SENSE_DIMENSIONS = 384  # all-MiniLM-L6-v2's (`encoder.DIMENSIONS`; tests/test_encoder.py)
 DIMENSIONS = 256
 MODEL = {"config": "l2_supercat", "dim": DIMENSIONS}
 EMBED_CHARS = 600  # of a record's text: static vectors are averages, and a long tail blurs them
@@ -703,9 +703,8 @@ class Passages:
         self.searcher = self.index.searcher()
         self.vectors = np.load(folder / VECTORS, mmap_mode="r")
         self.senses = np.load(folder / SENSES, mmap_mode="r")
-        # (the encoder's width: `exporter.encoder.DIMENSIONS`, which imports nothing heavy)
         if not (self.vectors.shape == (len(self.rows), DIMENSIONS)
-                and self.senses.shape == (len(self.rows), SENSE_DIMENSIONS)):
+                and self.senses.shape == (len(self.rows), encoder.DIMENSIONS)):
             raise ValueError(f"passages/{name}: {len(self.rows)} rows but vectors of shape "
                              f"{self.vectors.shape} and senses of shape {self.senses.shape}")
 

@@ -151,7 +151,7 @@ class Store:
         self.prepare = prepare
         self.snapshot = Snapshot(path)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="duckdb")
-        # The embedding models load in the background: the first search or question need not wait.
+        # The embedding model loads in the background: the first search need not wait.
         self._pool.submit(search.Embedder.serving)
         if self.snapshot.passages:
             # The library's encoder, at once: files that are not the published model stop
