@@ -537,10 +537,7 @@ def validate(record: SourceRecord, collection: Collection) -> list[Problem]:
             line = record.line_of(name)
             if name == "body" and type(value) is str:  # the line it is on, below the fence
                 line += value[:_CONTROL.search(value).start()].count("\n")  # type: ignore[union-attr]
-            problems.append(Problem(record.path, line, name, (
-                f"holds the control character U+{ord(found):04X}, which no reader shows and "
-                f"a terminal may act on: remove it (text copied from a terminal or a word "
-                f"processor can carry one)")))
+            problems.append(Problem(record.path, line, name, control_problem(found)))
     for name in _integers(collection):
         # JSON Schema takes 10.0 (and 1e300) for an integer; a reader of the record would
         # not: 1e300 became NULL in a hub's BIGINT column
@@ -561,13 +558,24 @@ _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")  # (a lo
 def _control_in(value: Any) -> str | None:
     """The first control character in a field's text (in a list or table too), if any."""
     if type(value) is str:
-        found = _CONTROL.search(value)
-        return found.group() if found else None
+        return control_character(value)
     if isinstance(value, list):
         return next(filter(None, map(_control_in, value)), None)
     if isinstance(value, dict):
         return next(filter(None, map(_control_in, (*value, *value.values()))), None)
     return None
+
+
+def control_character(text: str) -> str | None:
+    """The first control character a field may not hold in `text` (`_CONTROL`), if any."""
+    found = _CONTROL.search(text)
+    return found.group() if found else None
+
+
+def control_problem(found: str) -> str:
+    return (f"holds the control character U+{ord(found):04X}, which no reader shows and a "
+            f"terminal may act on: remove it (text copied from a terminal or a word processor "
+            f"can carry one)")
 
 
 @functools.cache

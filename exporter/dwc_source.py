@@ -20,7 +20,7 @@ from xml.etree import ElementTree
 from dwca.exceptions import InvalidArchive
 from dwca.read import DwCAReader
 
-from .content import table_rows
+from .content import control_character, control_problem, table_rows
 from .dwc_terms import (
     BY_ROW_TYPE,
     CORE_TERMS,
@@ -408,6 +408,13 @@ def _check(source: str, found: tuple[list[_Table], list[Problem]]) -> Checklist:
             if not taxon_id.isprintable():  # a line break would make two ids one
                 problems.append(Problem(row.file, row.line, TAXON_ID,
                                         f"{taxon_id[:60]!r} holds a control character"))
+                continue
+            # A term's text holding one would be imported, then refused by every export.
+            held = [(name, character) for name, value in row.terms.items()
+                    if (character := control_character(value))]
+            if held:
+                problems.extend(Problem(row.file, row.line, name, control_problem(character))
+                                for name, character in held)
                 continue
             if table.extension is None:
                 if taxon_id in taxa:

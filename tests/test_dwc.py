@@ -740,7 +740,8 @@ def test_a_line_separator_inside_a_cell_is_part_of_the_cell(node: Node, tmp_path
                                                            char: str) -> None:
     """A CSV folder's lines end at line feeds and carriage returns only: U+2028, U+0085, a
     form feed or U+001E inside a cell cut the row there (the rest of the cell lost, a wrong
-    line named in the error)."""
+    line named in the error). U+2028 is text; the control characters are refused (session
+    23), each named on the line of its own row: the rows were not cut."""
     source = tmp_path / "list"
     source.mkdir()
     (source / "taxon.csv").write_text(
@@ -749,6 +750,11 @@ def test_a_line_separator_inside_a_cell_is_part_of_the_cell(node: Node, tmp_path
         f't2,Acer negundo L.,urn:x,"quoted{char}x"\n'
         "t3,Betula pendula Roth,urn:x,\n", encoding="utf-8")
     result = run("import", "dwc", str(source), "--project", str(node.root))
+    if char != "\u2028":
+        assert result.exit_code == 1, result.output
+        assert [line.split(": ")[0].rsplit(":", 1)[1] for line in result.output.splitlines()
+                if "control character" in line] == ["2", "3"], result.output
+        return
     assert result.exit_code == 0 and "3 added" in result.output, result.output
     text = (node.root / "content" / "species" / "rosa-rugosa.md").read_text()
     assert "twice" in text
@@ -790,12 +796,18 @@ def test_an_archive_table_is_framed_as_the_reader_frames_it(node: Node,
                                                            tmp_path: Path) -> None:
     """The strict reading follows the reader: the lines meta.xml says to ignore (a title of
     another width) are not rows, and an unquoted table's lines end at its declared ending
-    only (a carriage return inside a cell is part of it)."""
+    only (a carriage return inside a cell is part of it: refused as a control character
+    since session 23, on the line of its own row)."""
     meta = META.format(encoding="UTF-8", location="taxon.txt").replace(
         'ignoreHeaderLines="0"', 'ignoreHeaderLines="2"')
     rows = ("Alien plants of a valley\ntaxonID\tscientificName\tdatasetID\n" + ROWS
             + "t2\tFallopia japonica (Houtt.) Ronse\rDecr.\turn:test\n")
     source = archive(tmp_path / "checklist.zip", {"meta.xml": meta, "taxon.txt": rows})
+    result = run("import", "dwc", str(source), "--project", str(node.root))
+    assert result.exit_code == 1 and "checklist.zip!taxon.txt:4: scientificName: holds the " \
+        "control character U+000D" in result.output, result.output
+    rows = rows.replace("\rDecr.", " Decr.")
+    source = archive(tmp_path / "checklist2.zip", {"meta.xml": meta, "taxon.txt": rows})
     result = run("import", "dwc", str(source), "--project", str(node.root))
     assert result.exit_code == 0 and "2 added" in result.output, result.output
 
@@ -887,3 +899,22 @@ def test_csv_lines_are_what_the_csv_module_writes(rows: list[list[Any]], end: st
         assert text == expected.getvalue()
     cells = [["" if cell is None else str(cell) for cell in row] for row in rows]
     assert list(csv.reader(io.StringIO(text, newline=""))) == cells
+
+
+@pytest.mark.parametrize("control", ["\x1b", "\x00", "\x7f", "\x85"])
+def test_a_control_character_in_a_cell_is_refused_before_anything_is_written(
+        tmp_path: Path, control: str) -> None:
+    """A term's text holding a control character was imported, and then every export
+    refused the record it made: the import refuses it, naming the file, line and term."""
+    folder = tmp_path / "checklist"
+    folder.mkdir()
+    (folder / "taxon.csv").write_text(
+        "taxonID,scientificName,vernacularName\n"
+        "t1,Impatiens glandulifera Royle,Himalayan balsam\n"
+        f"t2,Rosa rugosa Thunb.,\"Japanese{control}rose\"\n", "utf-8", newline="")
+    project = Project(Node(tmp_path / "node").root)
+    with pytest.raises(ContentError) as caught:
+        plan_import(project, read_checklist(folder), dataset="urn:x")
+    assert [(p.line, p.field) for p in caught.value.problems] == [(3, "vernacularName")]
+    assert f"U+{ord(control):04X}" in caught.value.problems[0].message
+    assert not (project.content / "species").exists()
