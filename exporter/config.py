@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .errors import ContentError, Problem
+from .errors import ContentError, Problem, control_character
 
 NODE_FILE = "node.toml"
 REQUIRED = ("id", "name", "description", "publisher", "contact", "licence", "base_url",
@@ -91,7 +91,7 @@ def load_node_config(project: Project, base_url: str | None = None) -> NodeConfi
             problems.append(Problem(rel, _line_of(path, key), f"node.{key}", "required text"))
     for key in (*REQUIRED, *OPTIONAL):
         value = node.get(key)
-        if isinstance(value, str) and any(c in _CONTROLS for c in value):
+        if isinstance(value, str) and control_character(value):
             # These go into pages, the Darwin Core archive's eml.xml (where XML forbids
             # them: GBIF would refuse the archive) and the terminal.
             problems.append(Problem(rel, _line_of(path, key), f"node.{key}",
@@ -145,7 +145,6 @@ def origin_of(url: str) -> str:
 
 
 NODE_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")  # as a hub reads a node id
-_CONTROLS = frozenset(chr(n) for n in (*range(32), *range(127, 160))) - {"\t", "\n", "\r"}
 
 
 def _url_problem(url: str) -> str | None:

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import rtoml
 
 from .contract.wire import PUBLIC
-from .errors import ExportError, Problem
+from .errors import CONTROL, ExportError, Problem, control_character, control_problem
 from .schemas import Collection, collections
 from .tomltext import toml_string
 
@@ -93,11 +93,18 @@ class SourceFile(NamedTuple):
 
     @property
     def version(self) -> tuple[int, int, int, int]:
-        """What tells this version of the file from another without reading it: its time,
-        size, change time and inode. The time and size alone can be kept by an edit (`cp -p`,
-        `tar`, `touch -r` restore the time; a same-size edit within a coarse clock tick),
-        and a file whose access changed would then be taken as unchanged: published still."""
+        """What tells this version of the file from another without reading it
+        (`version_of`)."""
         return self.mtime_ns, self.size, self.changed_ns, self.inode
+
+
+def version_of(info: os.stat_result) -> tuple[int, int, int, int]:
+    """A file's version, from its `stat`: its time, size, change time and inode. The time
+    and size alone can be kept by an edit (`cp -p`, `tar`, `touch -r` restore the time; a
+    same-size edit within a coarse clock tick), and a file whose access changed would then be
+    taken as unchanged: published still. Content files, the library's PDFs and `--watch`'s
+    polling all tell versions by this."""
+    return info.st_mtime_ns, info.st_size, info.st_ctime_ns, info.st_ino
 
 
 def is_read(name: str) -> bool:
@@ -181,8 +188,7 @@ def discover(content: Path, known: dict[str, Collection]
                                                     "or .csv (a table of records)"))
                 continue
             assert info is not None
-            files.append(SourceFile(collection, item.path, rel, info.st_mtime_ns,
-                                    info.st_size, info.st_ctime_ns, info.st_ino))
+            files.append(SourceFile(collection, item.path, rel, *version_of(info)))
     return files, problems
 
 
@@ -536,7 +542,7 @@ def validate(record: SourceRecord, collection: Collection) -> list[Problem]:
         if found is not None:
             line = record.line_of(name)
             if name == "body" and type(value) is str:  # the line it is on, below the fence
-                line += value[:_CONTROL.search(value).start()].count("\n")  # type: ignore[union-attr]
+                line += value[:CONTROL.search(value).start()].count("\n")  # type: ignore[union-attr]
             problems.append(Problem(record.path, line, name, control_problem(found)))
     for name in _integers(collection):
         # JSON Schema takes 10.0 (and 1e300) for an integer; a reader of the record would
@@ -548,13 +554,6 @@ def validate(record: SourceRecord, collection: Collection) -> list[Problem]:
     return list(dict.fromkeys(problems))  # each once (a validator may say one thing twice)
 
 
-# C0 and C1 control characters, and DEL, but the tab and line breaks (LF, CRLF; a lone CR
-# sends a terminal back to the line's start, over what it printed): in a published record
-# they reach CSV downloads, archives and pages as they are (a terminal runs ESC sequences; XML
-# refuses most of them).
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")  # (a lone CR too)
-
-
 def _control_in(value: Any) -> str | None:
     """The first control character in a field's text (in a list or table too), if any."""
     if type(value) is str:
@@ -564,18 +563,6 @@ def _control_in(value: Any) -> str | None:
     if isinstance(value, dict):
         return next(filter(None, map(_control_in, (*value, *value.values()))), None)
     return None
-
-
-def control_character(text: str) -> str | None:
-    """The first control character a field may not hold in `text` (`_CONTROL`), if any."""
-    found = _CONTROL.search(text)
-    return found.group() if found else None
-
-
-def control_problem(found: str) -> str:
-    return (f"holds the control character U+{ord(found):04X}, which no reader shows and a "
-            f"terminal may act on: remove it (text copied from a terminal or a word processor "
-            f"can carry one)")
 
 
 @functools.cache

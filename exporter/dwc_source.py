@@ -20,7 +20,7 @@ from xml.etree import ElementTree
 from dwca.exceptions import InvalidArchive
 from dwca.read import DwCAReader
 
-from .content import control_character, control_problem, table_rows
+from .content import table_rows
 from .dwc_terms import (
     BY_ROW_TYPE,
     CORE_TERMS,
@@ -31,7 +31,7 @@ from .dwc_terms import (
     Extension,
     short,
 )
-from .errors import ContentError, Problem
+from .errors import ContentError, Problem, control_character, control_problem
 
 
 @dataclass

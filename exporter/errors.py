@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .contract.errors import FednodeError
@@ -40,6 +41,26 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+# C0 and C1 control characters, and DEL, but the tab and line breaks (LF, CRLF; a lone CR
+# sends a terminal back to the line's start, over what it printed): in a published record
+# they reach CSV downloads, archives and pages as they are (a terminal runs ESC sequences; XML
+# refuses most of them).
+# Content, node.toml and Darwin Core terms are all checked with this one rule.
+CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")  # (a lone CR too)
+
+
+def control_character(text: str) -> str | None:
+    """The first control character text may not hold (`CONTROL`), if any."""
+    found = CONTROL.search(text)
+    return found.group() if found else None
+
+
+def control_problem(found: str) -> str:
+    return (f"holds the control character U+{ord(found):04X}, which no reader shows and a "
+            f"terminal may act on: remove it (text copied from a terminal or a word processor "
+            f"can carry one)")
 
 
 class ExportError(FednodeError):

@@ -28,7 +28,7 @@ import numpy as np
 from . import encoder, search
 from .aside import Aside, in_child
 from .cache import LIBRARY_PAGES
-from .content import LIBRARY, SourceRecord
+from .content import LIBRARY, SourceRecord, version_of
 from .contract.bundle import PASSAGES
 from .contract.wire import PUBLIC
 from .errors import Problem
@@ -100,8 +100,7 @@ def documents(root: Path, records: list[SourceRecord], cache: Path
         try:
             info = pdf.stat()
             entry = remembered.get(rel)
-            # its time, size, change time and inode (`content.SourceFile.version`)
-            version = [info.st_mtime_ns, info.st_size, info.st_ctime_ns, info.st_ino]
+            version = list(version_of(info))  # (a list, as the cache's JSON holds it)
             if not (isinstance(entry, dict) and entry.get("version") == version):
                 data = _bytes_of(pdf)
                 with _warnings_named(rel):

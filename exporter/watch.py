@@ -15,7 +15,7 @@ import select
 import time
 from pathlib import Path
 
-from .content import is_read
+from .content import is_read, version_of
 from .inotify import IN_DELETE_SELF, IN_IGNORED, IN_ISDIR, IN_MOVE_SELF, IN_Q_OVERFLOW, Inotify
 
 QUIET = 0.1  # seconds without events before an export starts: a save is often several writes
@@ -146,7 +146,7 @@ class ContentWatch:
             time.sleep(POLL if deadline is None else min(POLL, self._remaining(deadline) or 0))
 
     def _look(self) -> set[tuple[str, int, int, int, int]]:
-        """What each file the export reads is (name, size, time, change time, inode), for
+        """What each file the export reads is (name, and its version: `version_of`), for
         polling: a time restored by a tool still changes the change time."""
         seen = set()
         for folder in [self.content, *self._collections()]:
@@ -161,6 +161,5 @@ class ContentWatch:
                     info = entry.stat()
                 except OSError:
                     continue
-                seen.add((entry.path, info.st_size, info.st_mtime_ns, info.st_ctime_ns,
-                          info.st_ino))
+                seen.add((entry.path, *version_of(info)))
         return seen
