@@ -203,36 +203,40 @@ class _Progress:
                    "(a failed export is reported and the last good one kept); Ctrl-C stops.")
 def export(project_dir: Path, frozen: bool, base_url: str | None, watch: bool) -> None:
     """Write site_out/ (public) and the private bundle in .fednode/."""
-    from exporter.build import build
+    from exporter.build import BuildReport, build
 
     project = Project(project_dir)
 
-    def once() -> None:
-        progress = _Progress()
-        try:
-            report = build(project, frozen=frozen, base_url=base_url, progress=progress)
-        finally:
-            progress.end()
+    def said(report: BuildReport) -> None:
         click.echo(report.summary())
         for warning in report.warnings:
             click.echo(f"Warning: {warning}", err=True)
 
     if not watch:
-        once()
+        progress = _Progress()
+        try:
+            said(build(project, frozen=frozen, base_url=base_url, progress=progress))
+        finally:
+            progress.end()
         return
+    from exporter.delta import Session
     from exporter.watch import ContentWatch
 
+    session = Session(project, frozen=frozen, base_url=base_url)
     with ContentWatch(project.content) as changes:  # made first: no edit is ever missed
         click.echo(f"watching {project.content} (Ctrl-C stops)", err=True)
         try:
             while True:
+                progress = _Progress()
                 try:
-                    once()
+                    said(session.export(changes.taken(), progress))
                 except FednodeError as exc:
                     for line in _error_lines(exc):
                         click.echo(line, err=True)
                     click.echo("the last good export is still in place; waiting for a fix",
                                err=True)
+                finally:
+                    progress.end()
                 changes.wait()
         except KeyboardInterrupt:
             click.echo("stopped", err=True)

@@ -12,7 +12,7 @@ import hashlib
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -75,6 +75,7 @@ class BuildReport:
     site: TreeStats | None = None
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)  # said after the summary
+    made: Made | None = None  # what the export left, if asked to keep it (`build(keep=)`)
 
     def summary(self) -> str:
         counts = ", ".join(f"{name} {self.public[name] + self.restricted[name]}"
@@ -94,6 +95,27 @@ class Content:
     paths: set[str]  # every content file read
     sort_keys: dict[str, SortKey]  # record id -> its place in lists (before the id)
     documents: list[library.Document]  # the library's PDFs, read
+
+
+@dataclass
+class Made:
+    """What a whole export left in memory: where `delta` starts the next one from."""
+
+    project: Project
+    content: Content
+    ordered: list[SourceRecord]  # every record, in list order
+    rendered: list[Rendered]  # the same, as served
+    ledger: Ledger
+    public: dict[str, Public]
+    changes: PublicChanges
+    people: pages.Site
+    related: pages.Related
+    sources: dict[str, SourceRecord]  # each public record's content, by id
+    schema: bytes
+    openapi: bytes
+    index: bytes  # the home page
+    search: tuple[str, str]  # digests of the search index and of the library's passages
+    release: Release  # the build now current, with what both builds hold
 
 
 def load(project: Project, *, base_url: str | None = None,
@@ -163,28 +185,29 @@ def _duplicates(records: list[SourceRecord]) -> list[Problem]:
 
 def build(project: Project, *, now: datetime | None = None, frozen: bool = False,
           base_url: str | None = None, progress: Progress | None = None,
-          folder_limit: int = FOLDER_LIMIT) -> BuildReport:
-    """Export the project: static files to site_out/, the private bundle to .fednode/."""
+          folder_limit: int = FOLDER_LIMIT, keep: bool = False) -> BuildReport:
+    """Export the project: static files to site_out/, the private bundle to .fednode/.
+    `keep`: the report holds what the export left in memory (`BuildReport.made`)."""
     # An export allocates millions of objects and frees almost none before it ends: the
     # cyclic garbage collector would only walk them again and again (a third of the time).
     collecting = gc.isenabled()
     gc.disable()
     try:
         return _build(project, now=now, frozen=frozen, base_url=base_url,
-                      progress=progress or _quiet, folder_limit=folder_limit)
+                      progress=progress or _quiet, folder_limit=folder_limit, keep=keep)
     finally:
         if collecting:
             gc.enable()
 
 
 def _build(project: Project, *, now: datetime | None, frozen: bool, base_url: str | None,
-           progress: Progress, folder_limit: int) -> BuildReport:
+           progress: Progress, folder_limit: int, keep: bool) -> BuildReport:
     started = time.perf_counter()
     try:
         content = load(project, base_url=base_url, progress=progress)  # (writes caches)
         with exclusive(project.private):
             report = _write_all(project, content, now=now, frozen=frozen, progress=progress,
-                                folder_limit=folder_limit)
+                                folder_limit=folder_limit, keep=keep)
     except OSError as exc:
         raise ExportError(f"cannot write the export: {exc.strerror}: {exc.filename}; "
                           f"site_out/ and the bundle still hold one whole build. Free space "
@@ -194,38 +217,13 @@ def _build(project: Project, *, now: datetime | None, frozen: bool, base_url: st
 
 
 def _write_all(project: Project, content: Content, *, now: datetime | None, frozen: bool,
-               progress: Progress, folder_limit: int) -> BuildReport:
+               progress: Progress, folder_limit: int, keep: bool) -> BuildReport:
     """Ledger, rendering and both trees, under the export lock."""
     progress("ledger", 0, len(content.records))
     ledger = Ledger.load(project.ledger)
-    stamp = _second_of(datetime.now(UTC))
-    if now is None:
-        # The second of the last export here, with events or without (`_claim`), and of
-        # the ledger's last event (a killed export's, or one made elsewhere).
-        last_at = max(filter(None, (ledger.last_at, _claimed(project))), default=None)
-        if last_at and format_time(stamp) <= last_at:
-            last = parse_time(last_at)
-            if last - datetime.now(UTC) <= timedelta(seconds=2):
-                # The last export began in this second (or, killed by an older fednode,
-                # stamped the next): this one's events get the second after it, once that
-                # has come.
-                _wait_for(last + timedelta(seconds=1))
-                stamp = _second_of(datetime.now(UTC))
-        _claim(project, stamp)
-    events = ledger.reconcile(
-        (Current(r.collection, r.id, r.hash, r.access) for r in content.records),
-        now or stamp)
-    if frozen and events:
-        raise ExportError(
-            f"the ledger is behind the content ({len(events)} change(s)); run `fednode export` "
-            f"where the content is edited and commit {project.ledger.name} with it")
-    if events and now is None and ledger.last_at and format_time(stamp) <= ledger.last_at:
-        # Stamping last+1s would make the time of these events depend on earlier ones,
-        # restricted ones included: refuse rather than let that be read.
-        raise ExportError(
-            f"this machine's clock ({format_time(stamp)}) is behind the last event in "
-            f"{project.ledger.name} ({ledger.last_at}); set the clock right (or wait until "
-            f"then) and export again")
+    events = stamped_events(project, ledger, (
+        Current(r.collection, r.id, r.hash, r.access) for r in content.records),
+        now=now, frozen=frozen, whole=True)
     ledger.apply(events)  # in memory; written once the whole public tree is known to be fine
     progress("ledger", len(content.records), len(content.records))
     with ExitStack() as aside:  # work done in other processes, stopped if the export fails
@@ -241,7 +239,43 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
                                    {r.id: r for r in content.records}, content.collections)
         aside.callback(index.cancel)
         return _write_trees(project, content, ordered, ledger, events, release, from_ledger,
-                            index, aside, progress=progress, folder_limit=folder_limit)
+                            index, aside, progress=progress, folder_limit=folder_limit,
+                            keep=keep)
+
+
+def stamped_events(project: Project, ledger: Ledger, current: Iterable[Current], *,
+                   now: datetime | None, frozen: bool, whole: bool) -> list[Event]:
+    """The events that bring the ledger to `current` (`whole`: every record; else only
+    those given, as `Ledger.reconcile` says), stamped with this export's second, which is
+    claimed (`_claim`). Refused where the ledger must not change (`frozen`) or where the
+    clock is behind it."""
+    stamp = _second_of(datetime.now(UTC))
+    if now is None:
+        # The second of the last export here, with events or without (`_claim`), and of
+        # the ledger's last event (a killed export's, or one made elsewhere).
+        last_at = max(filter(None, (ledger.last_at, _claimed(project))), default=None)
+        if last_at and format_time(stamp) <= last_at:
+            last = parse_time(last_at)
+            if last - datetime.now(UTC) <= timedelta(seconds=2):
+                # The last export began in this second (or, killed by an older fednode,
+                # stamped the next): this one's events get the second after it, once that
+                # has come.
+                _wait_for(last + timedelta(seconds=1))
+                stamp = _second_of(datetime.now(UTC))
+        _claim(project, stamp)
+    events = ledger.reconcile(current, now or stamp, whole=whole)
+    if frozen and events:
+        raise ExportError(
+            f"the ledger is behind the content ({len(events)} change(s)); run `fednode export` "
+            f"where the content is edited and commit {project.ledger.name} with it")
+    if events and now is None and ledger.last_at and format_time(stamp) <= ledger.last_at:
+        # Stamping last+1s would make the time of these events depend on earlier ones,
+        # restricted ones included: refuse rather than let that be read.
+        raise ExportError(
+            f"this machine's clock ({format_time(stamp)}) is behind the last event in "
+            f"{project.ledger.name} ({ledger.last_at}); set the clock right (or wait until "
+            f"then) and export again")
+    return events
 
 
 def _from_ledger(events: list[Event], base_url: str) -> tuple[PublicChanges, bytes]:
@@ -252,7 +286,8 @@ def _from_ledger(events: list[Event], base_url: str) -> tuple[PublicChanges, byt
 def _write_trees(project: Project, content: Content, ordered: list[SourceRecord],
                  ledger: Ledger, events: list[Event], release: Release,
                  from_ledger: Aside[tuple[PublicChanges, bytes]], index: search_index.Index,
-                 aside: ExitStack, *, progress: Progress, folder_limit: int) -> BuildReport:
+                 aside: ExitStack, *, progress: Progress, folder_limit: int,
+                 keep: bool) -> BuildReport:
     """Render every output and write both trees into the build, then switch it in."""
     previous = Renderings.read(project.bundle)
     rendered = _render(content, ordered, ledger, previous, progress)
@@ -274,10 +309,10 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     openapi_bytes = encode(openapi.document(node, known))
     people = pages.site_of(node, known, dict(report.public))
     index_bytes = pages.home(people)
-    page_files = pages.files(people, known, {name: group.records for name, group
-                                             in public.items()},
-                             {r.id: r for r in content.records if r.access == PUBLIC},
-                             content.cache)
+    sources = {r.id: r for r in content.records if r.access == PUBLIC}
+    listed = {name: group.records for name, group in public.items()}
+    related = pages.relations(listed, sources, content.cache)
+    page_files = pages.files(people, known, listed, sources, related)
 
     routing = redirects.redirects_file(
         node.sidecar_url, [(name, r.id) for name, group in public.items() for r in group.records])
@@ -301,9 +336,9 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     # What needs nothing of the index is made while it ends aside.
     records = bundle_writer.records_table(rendered, _positions(rendered), previous)
     progress("indexing", 0, len(rendered))
-    search = library.build(release.tree("bundle"), release.live_tree("bundle"),
-                           content.documents)
-    search = index.result() + search
+    passages = library.build(release.tree("bundle"), release.live_tree("bundle"),
+                             content.documents)
+    indexed = index.result()
     progress("indexing", len(rendered), len(rendered))
     checkpoint("indexed")
     progress("writing bundle", 0, len(rendered))
@@ -312,7 +347,7 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
         manifest=manifest_bytes, schema=schema_bytes, openapi=openapi_bytes, index=index_bytes,
         changes=changes.body,
         records=records,
-        events=events_arrow, search=search,
+        events=events_arrow, search=indexed + passages,
         origins=node.allowed_origins)]
     release.write("bundle", private)
     progress("writing bundle", len(rendered), len(rendered))
@@ -324,6 +359,10 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
         # Published already: the export succeeded, and says so; only the next one is slower.
         report.warnings.append(f"the export is published, but its cache could not be saved "
                                f"({exc}); the next export reads every file again")
+    if keep:
+        report.made = Made(project, content, ordered, rendered, ledger, public, changes, people,
+                           related, sources, schema_bytes, openapi_bytes, index_bytes,
+                           (indexed, passages), release)
     return report
 
 

@@ -91,8 +91,11 @@ class Ledger:
     def last_at(self) -> str | None:
         return self.events[-1].at if self.events else None
 
-    def reconcile(self, current: Iterable[Current], now: datetime) -> list[Event]:
-        """The events that bring the ledger to the content as it is now (not yet applied)."""
+    def reconcile(self, current: Iterable[Current], now: datetime, *,
+                  whole: bool = True) -> list[Event]:
+        """The events that bring the ledger to the content as it is now (not yet applied).
+        `whole`: `current` is every record, and a record it lacks was deleted; otherwise it
+        is some records only (an export of edited files, `delta`), and nothing is deleted."""
         at = format_time(now)
         if self.last_at and at <= self.last_at:
             # Each export's events get a time of their own, after every earlier event, so
@@ -116,7 +119,7 @@ class Ledger:
             else:
                 op = "access" if entry.access != record.access else "update"
             pending.append((op, record.collection, record.id, record.hash, record.access))
-        for record_id, entry in self.entries.items():
+        for record_id, entry in self.entries.items() if whole else ():
             if record_id not in seen and not entry.deleted:
                 pending.append(("delete", entry.collection, record_id, entry.hash, entry.access))
         # Deletes first: a record moved to another collection leaves the old one before it

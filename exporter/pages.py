@@ -50,7 +50,7 @@ TEMPLATES = ("base.html", "nav.html", "footer.html", "index.html", "collection.h
 
 # The fields that name species in other collections, and the section title they get on a
 # species page.
-_NAMES_SPECIES = {"treatments": ("targetSpecies", "Treatments"),
+NAMES_SPECIES = {"treatments": ("targetSpecies", "Treatments"),
                   "resources": ("relatedSpecies", "Resources"),
                   "germination": ("species", "Germination results")}
 
@@ -158,31 +158,35 @@ def home(site: Site) -> bytes:
 
 
 def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rendered]],
-          sources: dict[str, SourceRecord], remembered: Cache) -> list[OutputFile]:
+          sources: dict[str, SourceRecord], related: Related) -> list[OutputFile]:
     """Every page but the home page, for the public records given (by collection, in list
-    order). `sources` has each public record's content."""
-    related = _relations(public, sources, remembered)
-    hrefs = {r.id: record_href(name, r.id) for name, items in public.items() for r in items}
+    order). `sources` has each public record's content; `related` is `relations(...)`."""
     out: list[OutputFile] = []
     for name, items in public.items():
-        out.extend(_collection_pages(site, known[name], items, hrefs))
-        for r in items:
-            links = related.get(r.id, [])
-            print_ = fingerprint("record page", site.print_, r.key,
-                                 *(f"{section}\x1e{x.collection}/{x.id}\x1e{x.title}"
-                                   for section, x in links))
-            out.append(OutputFile(file_of(hrefs[r.id]), print_, functools.partial(
-                _record_page, site, known[name], r, sources[r.id], links)))
-    sitemap = _sitemaps(site.node.base_url, public, hrefs)
+        out.extend(collection_pages(site, known[name], items))
+        out.extend(record_page(site, known[name], r, sources[r.id], related.get(r.id, []))
+                   for r in items)
+    out.extend(sitemaps(site.node.base_url, public))
     robots = _robots(site.node.base_url).encode()
     style = resources.files("exporter").joinpath("templates/site.css").read_bytes()
-    for path, data in (*sitemap, ("robots.txt", robots), ("site.css", style)):
+    for path, data in (("robots.txt", robots), ("site.css", style)):
         out.append(constant(path, data, hashlib.sha256(data).hexdigest()))
     return out
 
 
-def _collection_pages(site: Site, collection: Collection, items: list[Rendered],
-                      hrefs: dict[str, str]) -> Iterator[OutputFile]:
+def record_page(site: Site, collection: Collection, r: Rendered, source: SourceRecord,
+                links: list[tuple[str, Rendered]]) -> OutputFile:
+    """One public record's page; `links`: its related records, with their sections."""
+    print_ = fingerprint("record page", site.print_, r.key,
+                         *(f"{section}\x1e{x.collection}/{x.id}\x1e{x.title}"
+                           for section, x in links))
+    return OutputFile(file_of(record_href(collection.name, r.id)), print_, functools.partial(
+        _record_page, site, collection, r, source, links))
+
+
+def collection_pages(site: Site, collection: Collection, items: list[Rendered]
+                     ) -> Iterator[OutputFile]:
+    """The pages listing a collection's public records (`items`, in list order)."""
     total = len(items)
     pages = max(1, -(-total // PAGE_SIZE))
     for page in range(1, pages + 1):
@@ -190,7 +194,7 @@ def _collection_pages(site: Site, collection: Collection, items: list[Rendered],
         print_ = fingerprint("collection page", site.print_, collection.name, str(page),
                              str(total), *(f"{r.id}\x1e{r.title}" for r in chunk))
         href = collection_href(collection.name, page)
-        listed = [{"href": hrefs[r.id], "title": r.title or r.id}
+        listed = [{"href": record_href(collection.name, r.id), "title": r.title or r.id}
                   for r in chunk]
         render = functools.partial(
             site.render, "collection.html", collection=collection, items=listed, total=total,
@@ -200,8 +204,11 @@ def _collection_pages(site: Site, collection: Collection, items: list[Rendered],
         yield OutputFile(file_of(href), print_, render)
 
 
-def _relations(public: dict[str, list[Rendered]], sources: dict[str, SourceRecord],
-               remembered: Cache) -> dict[str, list[tuple[str, Rendered]]]:
+Related = dict[str, list[tuple[str, Rendered]]]
+
+
+def relations(public: dict[str, list[Rendered]], sources: dict[str, SourceRecord],
+              remembered: Cache) -> Related:
     """For each public record, the public records it links to, with a section title each:
     a species to the treatments, resources and germination results naming it, and those
     back to the species. The names of a record rendered by this export are its fields'
@@ -212,17 +219,15 @@ def _relations(public: dict[str, list[Rendered]], sources: dict[str, SourceRecor
     related: dict[str, list[tuple[str, Rendered]]] = {}
     known = remembered.names
     kept: dict[str, list[str]] = {}
-    for name, (field, section) in _NAMES_SPECIES.items():
+    for name, (field, section) in NAMES_SPECIES.items():
         items = public.get(name, [])
         unknown = [r for r in items if r.key not in known]
         for r in unknown:
             if r.fresh is not None:
-                named = sources[r.id].fields.get(field)
-                known[r.key] = [named] if isinstance(named, str) else list(named or [])
+                known[r.key] = names_of(sources[r.id].fields.get(field))
         unknown = [r for r in unknown if r.key not in known]
         for r, served in zip(unknown, json_of(unknown), strict=True):
-            named = json.loads(served).get(field)
-            known[r.key] = [named] if isinstance(named, str) else list(named or [])
+            known[r.key] = names_of(json.loads(served).get(field))
         for r in items:
             kept[r.key] = names = known[r.key]
             for scientific in names:
@@ -232,6 +237,11 @@ def _relations(public: dict[str, list[Rendered]], sources: dict[str, SourceRecor
                     related.setdefault(r.id, []).append(("Species", taxon))
     remembered.names = kept
     return related
+
+
+def names_of(value: Any) -> list[str]:
+    """The species a record's naming field (`NAMES_SPECIES`) names."""
+    return [value] if isinstance(value, str) else list(value or [])
 
 
 _WORDS = re.compile(r"(?<=[a-z])(?=[A-Z])")
@@ -332,8 +342,7 @@ def _script_json(data: dict[str, Any]) -> Markup:
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
-def _sitemaps(base_url: str, public: dict[str, list[Rendered]], hrefs: dict[str, str]
-              ) -> list[tuple[str, bytes]]:
+def sitemaps(base_url: str, public: dict[str, list[Rendered]]) -> list[OutputFile]:
     """`sitemap.xml`, and when the node has more URLs than one sitemap holds, the files it
     indexes under `sitemaps/`."""
     entries = [(f"{base_url}/", "")]
@@ -341,7 +350,12 @@ def _sitemaps(base_url: str, public: dict[str, list[Rendered]], hrefs: dict[str,
         pages = max(1, -(-len(items) // PAGE_SIZE))
         entries.extend((base_url + collection_href(name, page), "")
                        for page in range(1, pages + 1))
-        entries.extend((base_url + hrefs[r.id], r.updated_at) for r in items)
+        entries.extend((base_url + record_href(name, r.id), r.updated_at) for r in items)
+    return [constant(path, data, hashlib.sha256(data).hexdigest())
+            for path, data in _sitemap_files(base_url, entries)]
+
+
+def _sitemap_files(base_url: str, entries: list[tuple[str, str]]) -> list[tuple[str, bytes]]:
     if len(entries) <= SITEMAP_MAX:
         return [("sitemap.xml", _urlset(entries))]
     chunks = [entries[start:start + SITEMAP_MAX]

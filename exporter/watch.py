@@ -25,12 +25,16 @@ POLL = 1.0  # seconds between looks at the files, where there is no inotify
 
 class ContentWatch:
     """`wait()` returns once something the export reads may have changed since the last
-    call (or since the watch was made), and the edits have settled for `QUIET` seconds."""
+    call (or since the watch was made), and the edits have settled for `QUIET` seconds.
+    `taken()` says which files changed, where inotify named them all."""
 
     def __init__(self, content: Path, *, inotify: bool = True) -> None:
         self.content = content
         self._inotify = Inotify.open() if inotify else None
         self._folders: dict[int, Path] = {}  # watch descriptor -> folder
+        # The files of collection folders that changed since `taken` was last called; None
+        # where something else changed, or what changed is not known (the first export).
+        self._changed: set[Path] | None = None
         # What the files were at the last look, when polling. With inotify, polling is only
         # a stand-in while content/ cannot be watched (gone), and starts from nothing.
         self._seen = self._look() if self._inotify is None else set()
@@ -44,6 +48,7 @@ class ContentWatch:
         if self._inotify is not None and not self._folders:
             self._watch_all()  # content/ had gone, or was too big to watch: try again
             if self._folders and self._look() != self._seen:
+                self._unknown()
                 return True  # what it holds changed since polling last looked (or is back)
         if self._inotify is None or not self._folders:
             return self._poll(deadline)
@@ -54,6 +59,15 @@ class ContentWatch:
         while self._changes(QUIET) and time.monotonic() < settled:
             pass
         return True
+
+    def taken(self) -> set[Path] | None:
+        """The files that changed since the last call (None: not known, or not only files
+        in collection folders), and from now on, none."""
+        changed, self._changed = self._changed, set()
+        return changed
+
+    def _unknown(self) -> None:
+        self._changed = None
 
     def close(self) -> None:
         if self._inotify is not None:
@@ -79,6 +93,7 @@ class ContentWatch:
         matters = False
         for event in self._inotify.read():
             if event.mask & IN_Q_OVERFLOW:
+                self._unknown()
                 self._watch_all()  # events were lost: watch every folder afresh
                 self._polling_from_now()
                 return True
@@ -87,11 +102,16 @@ class ContentWatch:
                 self._folders.pop(event.wd, None)  # that folder went
             if folder == self.content and event.mask & (IN_IGNORED | IN_DELETE_SELF
                                                         | IN_MOVE_SELF):
+                self._unknown()
                 self._drop_all()  # content/ went, or moved away with its folders
                 return True
             if folder is None or (event.name and not is_read(event.name)):
                 continue
             matters = True
+            if folder == self.content or not event.name or event.mask & IN_ISDIR:
+                self._unknown()  # node.toml, a folder, or the collection folder itself
+            elif self._changed is not None:
+                self._changed.add(folder / event.name)
             if folder == self.content and event.mask & IN_ISDIR:
                 self._watch_all()  # a collection folder came, went or was renamed
                 if not self._folders:
@@ -140,6 +160,7 @@ class ContentWatch:
             seen = self._look()
             if seen != self._seen:
                 self._seen = seen
+                self._unknown()
                 return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False

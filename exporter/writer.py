@@ -144,6 +144,9 @@ class Release:
         self.outputs: dict[str, dict[str, str]] = {}
         self._kept: dict[str, dict[str, str]] = {}  # what the build holds already
         self._previous: dict[str, dict[str, str]] = {}  # what the current build holds
+        # the version of the current build's record of its outputs when read, and of this
+        # build's once written (`resume` checks that neither changed)
+        self._versions: dict[str, tuple[int, ...] | None] = {}
 
     @classmethod
     def stage(cls, private: Path, links: dict[str, Path]) -> Release:
@@ -162,8 +165,75 @@ class Release:
         private_folder(release.folder, PASSAGE)
         release._kept = kept
         if release.live:
+            release._versions[release.live] = _version(release.builds / release.live)
             release._previous = _read_outputs(release.builds / release.live) or {}
         return release
+
+    @classmethod
+    def resume(cls, last: Release) -> Release | None:
+        """The build after `last`, which this process published: the one `last` replaced,
+        made ready to be brought up to date from what `last` knew both builds to hold,
+        without reading either. None where either is not as `last` left it (another export
+        ran since, or was killed), or there is no such build."""
+        if last.live is None or _current(last.private) != last.name or any(
+                _version(last.builds / name) != last._versions.get(name)
+                for name in (last.name, last.live)):
+            return None
+        release = cls(last.private, last.links)
+        release._kept, release._previous = last._previous, last.outputs
+        release._versions = dict(last._versions)
+        (release.folder / OUTPUTS).unlink()  # written back once the build is whole again
+        return release
+
+    def stale(self, tree: str) -> set[str]:
+        """The paths at which the build before this one differs from this one, once
+        published: what `write_changes` of the next build must bring up to date."""
+        before, now = self._previous.get(tree, {}), self.outputs.get(tree, {})
+        return {path for path, print_ in now.items() if before.get(path) != print_} | (
+            before.keys() - now.keys())
+
+    def write_changes(self, tree: str, files: Sequence[OutputFile], stale: set[str]
+                      ) -> tuple[TreeStats, set[str]]:
+        """Bring one tree of a resumed build (`resume`) to the current build's outputs with
+        `files` in place of theirs. The build differs from the current one at the `stale`
+        paths alone (`stale` of the last release): only those and `files` are looked at.
+        Returns the stats and the paths at which this build differs from the current one."""
+        mode = TREES[tree]
+        stage = str(self.tree(tree))
+        kept, previous = self._kept.get(tree, {}), self._previous.get(tree, {})
+        live = str(self.builds / self.live / tree) if self.live else ""
+        given = {item.path: item for item in files}
+        if len(given) != len(files):
+            raise ExportError("two outputs claim the same path")
+        outputs = dict(previous)
+        outputs.update((path, item.fingerprint) for path, item in given.items())
+        written = 0
+        with _Writes() as writes:
+            for path in sorted(stale | given.keys()):
+                want, have = outputs.get(path), kept.get(path)
+                if want == have:
+                    continue
+                if want is None:
+                    _remove(stage, path)
+                    continue
+                destination = safe_join(stage, path)
+                if have is not None:
+                    os.unlink(destination)  # never write into a file: another build may share it
+                else:
+                    _makedirs(destination.rpartition("/")[0],
+                              0o700 if tree == "bundle" else 0o777)
+                if previous.get(path) == want:
+                    try:
+                        os.link(safe_join(live, path), destination)
+                        continue
+                    except OSError:
+                        if path not in given:
+                            raise
+                writes.put(destination, given[path].render(), mode)
+                written += 1
+        self.outputs[tree] = outputs
+        differs = {path for path, item in given.items() if previous.get(path) != item.fingerprint}
+        return TreeStats(written, len(outputs) - written, 0), differs
 
     def tree(self, tree: str) -> Path:
         """The folder of one tree of the build being written."""
@@ -232,6 +302,7 @@ class Release:
         record = self.folder / OUTPUTS
         _write(str(record) + ".tmp", marshal.dumps(self.outputs), 0o600, replace=True)
         os.replace(str(record) + ".tmp", record)
+        self._versions[self.name] = _version(self.folder)
         checkpoint("recorded")
         _symlink(f"{BUILDS}/{self.name}", self.private / CURRENT)
         checkpoint("flipped")
@@ -252,6 +323,15 @@ def _current(private: Path) -> str | None:
         return None
     name = target.rpartition("/")[2]
     return name if target == f"{BUILDS}/{name}" and name in NAMES else None
+
+
+def _version(folder: Path) -> tuple[int, ...] | None:
+    """The version of a build's record of its outputs (`version_of`), None if it has none."""
+    try:
+        info = os.stat(folder / OUTPUTS)
+    except OSError:
+        return None
+    return info.st_mtime_ns, info.st_size, info.st_ctime_ns, info.st_ino
 
 
 def _read_outputs(folder: Path) -> dict[str, dict[str, str]] | None:

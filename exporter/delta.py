@@ -1,0 +1,325 @@
+"""An export brought up to date from the last one this process made, for `fednode export
+--watch` (docs/architecture.md, "Delta exports").
+
+A whole export passes over every record some twenty times; at 100,000 records that is
+seconds even when one file changed. Under `--watch` the process keeps what its last export
+made (`build.Made`), and inotify names the files saved since. When each of them is a record
+file read before, and every record in it keeps its id, collection, access and place in the
+lists, and the species it names (the publisher's usual edit: a field, a body, a title),
+only the outputs that hold a changed record are made again:
+
+- its record file and page, the list page and snapshot chunk holding it, the collection's
+  downloads, the sitemaps (their `lastmod`), the manifest and the public change list;
+- the collection's pages for people, where its title changed (a title no other page
+  shows: a record that other pages link to keeps its title, or the export is whole);
+- in the bundle: the records table, the events table and the search index (one document).
+
+Each is made by the same function a whole export uses, from the same inputs, so its bytes
+are the same (`tests/test_delta.py` compares every file with a whole export's after runs of
+edits). The writer brings the other build up to date from the paths the last two exports
+changed, not by comparing every output. Anything else (a file added, removed or renamed, an
+id, access or order changed, node.toml, the library, a file another export wrote meanwhile)
+is a whole export, as before."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import bundle_writer, downloads, dwc_archive, library, pages, search_index
+from .aside import Aside
+from .build import (
+    BuildReport,
+    Made,
+    Progress,
+    _from_ledger,
+    _positions,
+    _quiet,
+    _static_files,
+    _sync_files,
+    build,
+    stamped_events,
+)
+from .config import Project
+from .content import LIBRARY, SourceFile, SourceRecord, is_read, read, version_of
+from .errors import ContentError
+from .ledger import Current
+from .render import Rendered, manifest, render_record
+from .renderings import Renderings
+from .writer import OutputFile, Release, checkpoint, exclusive
+
+
+def _ledger_version(project: Project) -> tuple[int, ...] | None:
+    try:
+        return version_of(os.stat(project.ledger))
+    except OSError:
+        return None
+
+
+@dataclass
+class State:
+    """What the last export of this process left, and where each record is in it."""
+
+    made: Made
+    counts: tuple[Counter[str], Counter[str]]  # public, restricted records by collection
+    row: dict[str, int]  # record id -> its index in `made.ordered` and `made.rendered`
+    place: dict[str, int]  # public record id -> its index in its collection's public list
+    held: dict[str, list[str]]  # content file -> the ids of its records, in order
+    stale: dict[str, set[str]]  # tree -> paths at which the other build differs
+    named: set[str]  # the scientific names some public record names (pages link by them)
+    ledger: tuple[int, ...] | None  # the ledger file's version as the export left it
+    renderings: Renderings  # the whole export's records table, which reused rows are of
+    pending: set[str] = field(default_factory=set)  # files an export refused, read again
+
+    @classmethod
+    def after(cls, made: Made, report: BuildReport) -> State:
+        """The state of a whole export just published. Every rendering is taken from its
+        bundle from now on (the records table is spliced from it)."""
+        renderings = Renderings.read(made.project.bundle)
+        row: dict[str, int] = {}
+        for n, r in enumerate(made.rendered):
+            row[r.id] = n
+            r.row, r.source, r.fresh = renderings.rows[r.id], renderings, None
+        held: dict[str, list[str]] = {}
+        for record in made.content.records:
+            held.setdefault(record.path, []).append(record.id)
+        place = {r.id: n for group in made.public.values() for n, r in enumerate(group.records)}
+        named = {name for names in made.content.cache.names.values() for name in names}
+        release = made.release
+        return cls(made, (report.public.copy(), report.restricted.copy()), row, place, held,
+                   {tree: release.stale(tree) for tree in ("site", "bundle")}, named,
+                   _ledger_version(made.project), renderings)
+
+
+class Session:
+    """The exports of one `fednode export --watch`: whole, or brought up to date (`delta`)
+    where the files saved since allow it."""
+
+    def __init__(self, project: Project, *, frozen: bool = False,
+                 base_url: str | None = None) -> None:
+        self.project = project
+        self.frozen = frozen
+        self.base_url = base_url
+        self.state: State | None = None
+        self.whole = 0  # exports made whole, and brought up to date: for tests and benches
+        self.deltas = 0
+
+    def export(self, changed: set[Path] | None, progress: Progress = _quiet) -> BuildReport:
+        """Export after the files `changed` were saved (None: not known, or the first)."""
+        state, self.state = self.state, None  # dropped unless the export ends well
+        if state is not None and changed is not None and not self.frozen:
+            paths = state.pending | {str(path) for path in changed}
+            try:
+                report = export(state, paths)
+            except ContentError:
+                state.pending = paths  # nothing written: read them again next time
+                self.state = state
+                raise
+            if report is not None:
+                self.deltas += 1
+                self.state = state
+                return report
+        report = build(self.project, frozen=self.frozen, base_url=self.base_url,
+                       progress=progress, keep=True)
+        self.whole += 1
+        assert report.made is not None
+        self.state = State.after(report.made, report)
+        report.made = None
+        return report
+
+
+@dataclass
+class _Edit:
+    """One changed record: as it was and as it is."""
+
+    before: Rendered
+    record: SourceRecord
+    row: int
+
+
+def export(state: State, paths: Iterable[str]) -> BuildReport | None:
+    """Bring the export up to date with the files at `paths`; None where it must be whole
+    (the module's docstring says when). Raises ContentError, touching nothing, where a file
+    has problems."""
+    started = time.perf_counter()
+    made = state.made
+    project, content = made.project, made.content
+    if _ledger_version(project) != state.ledger:
+        return None
+    sources = []
+    for path in sorted(paths):
+        source = _source(project, content.paths, path)
+        if source is None:
+            return None
+        sources.append(source)
+    read_now = [(source, *read(source, content.collections[source.collection]))
+                for source in sources]
+    problems = [problem for _, _, found in read_now for problem in found]
+    if problems:  # what a whole export would say: every other file is as it found it
+        raise ContentError(problems)
+    edits: list[_Edit] = []
+    for source, records, _ in read_now:
+        if [r.id for r in records] != state.held[source.rel]:
+            return None
+        for record in records:
+            n = state.row[record.id]
+            before = made.rendered[n]
+            if record.hash != before.content_hash:
+                edits.append(_Edit(before, record, n))
+    if any(not _in_place(state, edit) for edit in edits):
+        return None
+    with exclusive(project.private):
+        return _write(state, edits, started)
+
+
+def _source(project: Project, read_before: set[str], path: str) -> SourceFile | None:
+    """The content file at `path`, if an export may bring it up to date: a record file of
+    a collection (not the library's) that the last export read."""
+    try:
+        rel = Path(path).resolve().relative_to(project.root.resolve()).as_posix()
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    parts = rel.split("/")
+    if len(parts) != 3 or parts[0] != "content" or parts[1] == LIBRARY or \
+            not is_read(parts[2]) or rel not in read_before:
+        return None
+    return SourceFile(parts[1], str(project.root / rel), rel, *version_of(info))
+
+
+def _in_place(state: State, edit: _Edit) -> bool:
+    """Whether the record's edit leaves every other output as it was: same access and
+    place in the lists, and, for pages, the same links."""
+    made, record, before = state.made, edit.record, edit.before
+    collection = made.content.collections[record.collection]
+    if record.access != before.access or record.collection != before.collection:
+        return False
+    key = (collection.sort_key(record.fields), record.id)
+    for neighbour, later in ((edit.row - 1, True), (edit.row + 1, False)):
+        if 0 <= neighbour < len(made.ordered):
+            other = made.ordered[neighbour]
+            if other.collection != record.collection:
+                continue
+            theirs = (made.content.sort_keys[other.id], other.id)
+            if (theirs > key) if later else (theirs < key):
+                return False
+    if not before.public:
+        return True
+    field = pages.NAMES_SPECIES.get(record.collection, ("", ""))[0]
+    if field and pages.names_of(record.fields.get(field)) != made.content.cache.names.get(
+            before.key, []):
+        return False  # it links to other species now
+    title = str(record.fields.get(collection.title_field, ""))
+    if title != before.title and (made.related.get(record.id) or (
+            record.collection == "species" and title in state.named)):
+        return False  # other pages show its title, or would link to it now
+    return True
+
+
+def _write(state: State, edits: list[_Edit], started: float) -> BuildReport | None:
+    made = state.made
+    project, content, ledger = made.project, made.content, made.ledger
+    node, known = content.node, content.collections
+    report = BuildReport(public=state.counts[0].copy(), restricted=state.counts[1].copy())
+    release = Release.resume(made.release) if edits else None
+    if edits and release is None:
+        return None  # the builds are not as this process left them: another export ran
+    events = stamped_events(project, ledger, (
+        Current(e.record.collection, e.record.id, e.record.hash, e.record.access)
+        for e in edits), now=None, frozen=False, whole=False)
+    if release is None:  # saved as it was: nothing to export, but the second is claimed
+        report.seconds = time.perf_counter() - started
+        return report
+    report.events = len(events)
+    ledger.apply(events)
+    touched: set[str] = set()
+    retitled: set[str] = set()
+    fresh: list[Rendered] = []
+    for edit in edits:
+        record = edit.record
+        r = render_record(record, ledger.entries[record.id], known[record.collection], node,
+                          Renderings.empty())
+        fresh.append(r)
+        made.rendered[edit.row] = r
+        made.ordered[edit.row] = record
+        content.sort_keys[record.id] = known[record.collection].sort_key(record.fields)
+        if r.public:
+            group = made.public[r.collection]
+            at = state.place[r.id]
+            group.records[at], group.prints[at] = r, r.key
+            made.sources[r.id] = record
+            touched.add(r.collection)
+            if r.title != edit.before.title:
+                retitled.add(r.collection)
+            for _, other in made.related.get(r.id, []):
+                made.related[other.id] = [(section, r if x is edit.before else x)
+                                          for section, x in made.related[other.id]]
+            content.cache.names[r.key] = content.cache.names.get(edit.before.key, [])
+    by_id = {e.record.id: e.record for e in edits}
+    content.records[:] = [by_id.get(r.id, r) for r in content.records]
+
+    with ExitStack() as aside:
+        from_ledger = Aside(_from_ledger, ledger.events, node.base_url)
+        aside.callback(from_ledger.cancel)
+        index = search_index.Index(release.tree("bundle"), release.live_tree("bundle"),
+                                   [(r.collection, r.id, r.hash, r.access)
+                                    for r in made.ordered],
+                                   {r.id: r for r in content.records}, known)
+        aside.callback(index.cancel)
+        public = {name: made.public[name] for name in touched}
+        changes, events_arrow = from_ledger.result()
+        sync_files, sync_section = _sync_files(node, made.public, changes, content.cache)
+        download_files = [
+            f for f in downloads.download_files(
+                node, known, {name: (group.records, group.prints)
+                              for name, group in public.items()},
+                content.cache, lambda path, print_: False, aside)
+            if "species" in touched or f.path != dwc_archive.ARCHIVE_PATH]
+        manifest_bytes = manifest(node, known, dict(report.public), changes.updated_at,
+                                  sync_section, downloads.manifest_section(
+                                      node, dict(report.public), list(known)))
+        site_files: list[OutputFile] = [
+            *_static_files(node, public, manifest_bytes, made.schema, made.index),
+            *sync_files, *download_files,
+            *pages.sitemaps(node.base_url, {name: group.records
+                                            for name, group in made.public.items()})]
+        for name in retitled:
+            site_files.extend(pages.collection_pages(made.people, known[name],
+                                                     made.public[name].records))
+        site_files.extend(pages.record_page(made.people, known[r.collection], r,
+                                            made.sources[r.id], made.related.get(r.id, []))
+                          for r in fresh if r.public)
+        live = release._previous.get("site", {})
+        site_files = [f for f in site_files if live.get(f.path) != f.fingerprint]
+        ledger.write(events)
+        checkpoint("ledger")
+        report.site, state.stale["site"] = release.write_changes("site", site_files,
+                                                                 state.stale["site"])
+        checkpoint("site")
+        records = bundle_writer.records_table(made.rendered, _positions(made.rendered),
+                                              state.renderings)
+        passages = library.build(release.tree("bundle"), release.live_tree("bundle"),
+                                 content.documents)
+        indexed = index.result()
+        private = [*download_files, *bundle_writer.bundle_files(
+            node_id=node.id, base_url=node.base_url, sidecar_url=node.sidecar_url,
+            manifest=manifest_bytes, schema=made.schema, openapi=made.openapi,
+            index=made.index, changes=changes.body, records=records, events=events_arrow,
+            search=indexed + passages, origins=node.allowed_origins)]
+        live = release._previous.get("bundle", {})
+        private = [f for f in private if live.get(f.path) != f.fingerprint]
+        _, state.stale["bundle"] = release.write_changes("bundle", private,
+                                                         state.stale["bundle"])
+        checkpoint("bundle")
+        release.publish()
+    made.release, made.changes, made.search = release, changes, (indexed, passages)
+    state.ledger = _ledger_version(project)
+    state.pending = set()
+    report.seconds = time.perf_counter() - started
+    return report
+

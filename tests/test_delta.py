@@ -1,0 +1,209 @@
+"""Exports brought up to date (`exporter.delta`, under `fednode export --watch`) give every
+file a whole export gives, byte for byte, after any run of edits; and only the edits that
+leave every other output as it was are brought up to date."""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from builders import copy_sample, search_ids
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from exporter.build import build
+from exporter.config import Project
+from exporter.delta import Session
+from exporter.errors import ContentError
+
+Edit = Callable[[Path, random.Random], set[Path]]
+
+
+def markdown(root: Path, pick: random.Random, restricted: bool | None = None) -> Path:
+    files = [p for p in sorted((root / "content").glob("*/*.md"))
+             if p.parent.name != "library"
+             and (restricted is None or ("\naccess = " in p.read_text()) == restricted)]
+    return pick.choice(files)
+
+
+def body(root: Path, pick: random.Random) -> set[Path]:
+    """A paragraph added to a record's body: the usual edit."""
+    path = markdown(root, pick)
+    path.write_text(path.read_text() + f"\nA paragraph added {pick.random()}.\n")
+    return {path}
+
+
+def retitle(root: Path, pick: random.Random) -> set[Path]:
+    """A record's title changed: brought up to date when no other page shows it."""
+    path = markdown(root, pick)
+    path.write_text(re.sub(r'^((?:title|name|scientificName) = "[^"]*)"', r'\1 again"',
+                           path.read_text(), count=1, flags=re.M))
+    return {path}
+
+
+def csv_cell(root: Path, pick: random.Random) -> set[Path]:
+    """One germination row's program renamed: one record of a file of many."""
+    path = root / "content" / "germination" / "results.csv"
+    lines = path.read_text().split("\n")
+    row = pick.randrange(1, len([line for line in lines if line]))
+    lines[row] = lines[row].replace("Meuse Valley seed bank", "Meuse seed bank", 1)
+    path.write_text("\n".join(lines))
+    return {path}
+
+
+def access(root: Path, pick: random.Random) -> set[Path]:
+    """A public record restricted: a whole export (lists and counts change)."""
+    path = markdown(root, pick, restricted=False)
+    head, rest = path.read_text().split("\n", 1)
+    path.write_text(f'{head}\naccess = "partners"\n{rest}')
+    return {path}
+
+
+def touch(root: Path, pick: random.Random) -> set[Path]:
+    """Saved as it was."""
+    path = markdown(root, pick)
+    path.write_text(path.read_text())
+    return {path}
+
+
+def node_toml(root: Path, pick: random.Random) -> set[Path]:
+    path = root / "content" / "node.toml"
+    path.write_text(re.sub(r'^description = "', 'description = "Again: ', path.read_text(),
+                           count=1, flags=re.M))
+    return {path}
+
+
+EDITS: list[Edit] = [body, body, retitle, csv_cell, access, touch, node_toml]
+
+
+def engine(relative: str) -> bool:
+    """A file tantivy names at random (in the search index and the library's passages):
+    builds of equal content differ there, and are compared by what they answer instead."""
+    parts = relative.split("/")
+    return parts[0] in ("search", "passages") and len(parts) == 3 and \
+        parts[2] not in ("state.json", "vectors.npy", "senses.npy", "passages.json")
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and not engine(str(p.relative_to(root)))}
+
+
+def assert_whole(root: Path, elsewhere: Path) -> None:
+    """Every file of the node's export is what a whole export of its content and ledger
+    gives."""
+    shutil.rmtree(elsewhere, ignore_errors=True)
+    shutil.copytree(root / "content", elsewhere / "content")
+    shutil.copy(root / "ledger.jsonl", elsewhere / "ledger.jsonl")
+    build(Project(elsewhere))
+    for name in ("site_out", ".fednode/bundle"):
+        ours, theirs = tree(root / name), tree(elsewhere / name)
+        assert ours.keys() == theirs.keys()
+        assert [path for path in ours if ours[path] != theirs[path]] == []
+    bundle = ".fednode/bundle"
+    for words, groups in (("knotweed", ("public",)), ("paragraph added", ("public",)),
+                          ("again", ("public", "partners", "sensitive"))):
+        assert search_ids(root / bundle, words, groups) == \
+            search_ids(elsewhere / bundle, words, groups)
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample exported twice (the second export leaves both builds), to copy from."""
+    root = copy_sample(tmp_path_factory.mktemp("delta") / "node")
+    build(Project(root))
+    build(Project(root))
+    return root
+
+
+def watched(sample: Path, folder: Path) -> tuple[Path, Session]:
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(sample, folder, symlinks=True)
+    session = Session(Project(folder))
+    session.export(None)
+    return folder, session
+
+
+@settings(max_examples=4, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(EDITS), min_size=1, max_size=4), st.randoms(use_true_random=False))
+def test_any_run_of_edits_exports_what_a_whole_export_does(
+        sample: Path, tmp_path: Path, edits: list[Edit], pick: random.Random) -> None:
+    root, session = watched(sample, tmp_path / "node")
+    for edit in edits:
+        session.export(edit(root, pick))
+    assert_whole(root, tmp_path / "elsewhere")
+
+
+def test_the_usual_edits_are_brought_up_to_date(sample: Path, tmp_path: Path) -> None:
+    root, session = watched(sample, tmp_path / "node")
+    pick = random.Random(7)
+    restricted = markdown(root, pick, restricted=True)
+    restricted.write_text(restricted.read_text() + "\nPartners only.\n")
+    report = session.export({restricted})
+    # nothing public changed: not a byte of the site (a restricted edit is absent there)
+    assert report.site is not None and report.site.written == 0 and report.events == 1
+    for edit in (body, csv_cell, touch):
+        session.export(edit(root, pick))
+    team = root / "content" / "team" / "wouter-haesaerts.md"
+    session.export(retitle(root, random.Random(1)) | {team})  # several files at once
+    assert (session.whole, session.deltas) == (1, 5)
+    assert_whole(root, tmp_path / "elsewhere")
+
+
+@pytest.mark.parametrize("edit", [access, node_toml])
+def test_other_edits_are_exported_whole(sample: Path, tmp_path: Path, edit: Edit) -> None:
+    root, session = watched(sample, tmp_path / "node")
+    session.export(edit(root, random.Random(3)))
+    assert (session.whole, session.deltas) == (2, 0)
+    assert_whole(root, tmp_path / "elsewhere")
+
+
+def test_a_new_file_or_a_changed_id_is_exported_whole(sample: Path, tmp_path: Path) -> None:
+    root, session = watched(sample, tmp_path / "node")
+    source = markdown(root, random.Random(5), restricted=False)
+    added = source.with_name("copy-of-it.md")
+    added.write_text(re.sub(r'^id = "[^"]*"', 'id = "00000000-0000-4000-8000-0000000000aa"',
+                            source.read_text(), count=1, flags=re.M))
+    session.export({added})
+    source.write_text(re.sub(r'^id = "[^"]*"', 'id = "00000000-0000-4000-8000-0000000000bb"',
+                             source.read_text(), count=1, flags=re.M))
+    session.export({source})
+    assert (session.whole, session.deltas) == (3, 0)
+    assert_whole(root, tmp_path / "elsewhere")
+
+
+def test_a_broken_file_stops_every_export_until_it_is_fixed(sample: Path,
+                                                            tmp_path: Path) -> None:
+    root, session = watched(sample, tmp_path / "node")
+    pick = random.Random(11)
+    broken = markdown(root, pick, restricted=False)
+    text = broken.read_text()
+    broken.write_text(text.replace("\nid = ", '\nnoSuchField = "x"\nid = ', 1))
+    site = tree(root / "site_out")
+    with pytest.raises(ContentError) as raised:
+        session.export({broken})
+    assert [p.path for p in raised.value.problems] == [str(broken.relative_to(root))]
+    other = body(root, pick) - {broken}
+    with pytest.raises(ContentError):  # another file saved: the broken one still stops it
+        session.export(other)
+    assert tree(root / "site_out") == site  # the last good export, untouched
+    broken.write_text(text)
+    session.export({broken})
+    assert session.deltas == 1
+    assert_whole(root, tmp_path / "elsewhere")
+
+
+def test_an_export_by_another_command_meanwhile_makes_the_next_whole(
+        sample: Path, tmp_path: Path) -> None:
+    root, session = watched(sample, tmp_path / "node")
+    pick = random.Random(13)
+    session.export(body(root, pick))
+    build(Project(root))  # `fednode export` run by hand beside the watch
+    session.export(body(root, pick))
+    assert (session.whole, session.deltas) == (2, 1)
+    assert_whole(root, tmp_path / "elsewhere")
