@@ -505,20 +505,26 @@ def _static_files(node: NodeConfig, public: dict[str, Public], manifest_bytes: b
                        (NO_ENDPOINT_FILE, error_body("not_found", NO_ENDPOINT))):
         yield constant(path, data, hashlib.sha256(data).hexdigest())
     for name, group in public.items():
-        items, prints = group.records, group.prints
-        for r, print_ in zip(items, prints, strict=True):
+        for r, print_ in zip(group.records, group.prints, strict=True):
             yield OutputFile(record_file(name, r.id), print_, r.served)
-        total = len(items)
-        for offset in range(0, max(total, 1), LIST_LIMIT_DEFAULT):
-            page = items[offset:offset + LIST_LIMIT_DEFAULT]
-            page_print = fingerprint(node.base_url, name, str(offset), str(total),
-                                     *prints[offset:offset + LIST_LIMIT_DEFAULT])
+        yield from list_pages(node, name, group)
 
-            def render(page: list[Rendered] = page, offset: int = offset,
-                       total: int = total, name: str = name) -> bytes:
-                return list_page(node.base_url, name, json_of(page), total=total,
-                                 limit=LIST_LIMIT_DEFAULT, offset=offset)
 
-            yield OutputFile(f"api/{name}/offset/{offset}.json", page_print, render)
-            if offset == 0:
-                yield OutputFile(f"api/{name}/index.json", page_print, render)
+def list_pages(node: NodeConfig, name: str, group: Public,
+               offsets: Iterable[int] | None = None) -> Iterator[OutputFile]:
+    """A collection's list pages (those at `offsets` only, if given: multiples of the page
+    size)."""
+    items, prints = group.records, group.prints
+    total = len(items)
+    for offset in range(0, max(total, 1), LIST_LIMIT_DEFAULT) if offsets is None else offsets:
+        page = items[offset:offset + LIST_LIMIT_DEFAULT]
+        page_print = fingerprint(node.base_url, name, str(offset), str(total),
+                                 *prints[offset:offset + LIST_LIMIT_DEFAULT])
+
+        def render(page: list[Rendered] = page, offset: int = offset) -> bytes:
+            return list_page(node.base_url, name, json_of(page), total=total,
+                             limit=LIST_LIMIT_DEFAULT, offset=offset)
+
+        yield OutputFile(f"api/{name}/offset/{offset}.json", page_print, render)
+        if offset == 0:
+            yield OutputFile(f"api/{name}/index.json", page_print, render)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import io
 from collections.abc import Iterator
-from typing import Any
 
 import pyarrow as pa
 
@@ -82,15 +81,20 @@ def records_table(ordered: list[Rendered], positions: list[int], previous: Rende
 
 
 def events_table(events: list[Event]) -> bytes:
+    return events_parquet(events_arrow(events))
+
+
+def events_arrow(events: list[Event]) -> pa.Table:
+    """The events as the bundle's events table holds them."""
     columns = {name: [getattr(e, name) for e in events] for name, _ in EVENT_COLUMNS}
-    return _parquet(columns, _arrow(EVENT_COLUMNS))
+    return pa.Table.from_pydict(columns, schema=_arrow(EVENT_COLUMNS))
 
 
-def _parquet(columns: dict[str, list[Any]], schema: pa.Schema) -> bytes:
+def events_parquet(table: pa.Table) -> bytes:
     import pyarrow.parquet as pq  # here: the events table is made aside, in a process of its own
 
     sink = io.BytesIO()
-    pq.write_table(pa.Table.from_pydict(columns, schema=schema), sink, compression="zstd")
+    pq.write_table(table.combine_chunks(), sink, compression="zstd")
     return sink.getvalue()
 
 

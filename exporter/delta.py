@@ -23,6 +23,7 @@ is a whole export, as before."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections import Counter
@@ -31,27 +32,31 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+
 from . import bundle_writer, downloads, dwc_archive, library, pages, search_index
 from .aside import Aside
 from .build import (
     BuildReport,
     Made,
     Progress,
-    _from_ledger,
     _positions,
     _quiet,
-    _static_files,
     _sync_files,
     build,
+    list_pages,
     stamped_events,
 )
 from .config import Project
 from .content import LIBRARY, SourceFile, SourceRecord, is_read, read, version_of
+from .contract.feed import Event, PublicChanges, Seen, change_line, visible_events
+from .contract.layout import record_file
+from .contract.wire import LIST_LIMIT_DEFAULT, PUBLIC
 from .errors import ContentError
 from .ledger import Current
 from .render import Rendered, manifest, render_record
 from .renderings import Renderings
-from .writer import OutputFile, Release, checkpoint, exclusive
+from .writer import OutputFile, Release, checkpoint, constant, exclusive
 
 
 def _ledger_version(project: Project) -> tuple[int, ...] | None:
@@ -59,6 +64,40 @@ def _ledger_version(project: Project) -> tuple[int, ...] | None:
         return version_of(os.stat(project.ledger))
     except OSError:
         return None
+
+
+@dataclass
+class Feed:
+    """The public change list line by line, by record, latest last (as `public_changes`
+    makes it), and the bundle's events table: each brought up to date by appending."""
+
+    lines: dict[tuple[str, str], bytes]
+    changes: PublicChanges
+    events: pa.Table
+
+    @classmethod
+    def of(cls, events: list[Event], changes: PublicChanges) -> Feed:
+        keys: dict[tuple[str, str], None] = {}
+        for seen in visible_events(events, (PUBLIC,)):
+            key = (seen.event.collection, seen.event.id)
+            keys.pop(key, None)
+            keys[key] = None
+        lines = [line + b"\n" for line in changes.body.split(b"\n")[:-1]]
+        return cls(dict(zip(keys, lines, strict=True)), changes,
+                   bundle_writer.events_arrow(events))
+
+    def add(self, events: list[Event], base_url: str) -> None:
+        """Events of records that keep their access: a public one's is seen by everyone."""
+        number, updated_at = self.changes.seq, self.changes.updated_at
+        for event in events:
+            if event.live_for((PUBLIC,), None):
+                number += 1
+                key = (event.collection, event.id)
+                self.lines.pop(key, None)
+                self.lines[key] = change_line(Seen(number, event, True), base_url)
+                updated_at = event.at
+        self.changes = PublicChanges(b"".join(self.lines.values()), number, updated_at)
+        self.events = pa.concat_tables([self.events, bundle_writer.events_arrow(events)])
 
 
 @dataclass
@@ -70,10 +109,16 @@ class State:
     row: dict[str, int]  # record id -> its index in `made.ordered` and `made.rendered`
     place: dict[str, int]  # public record id -> its index in its collection's public list
     held: dict[str, list[str]]  # content file -> the ids of its records, in order
+    source_at: dict[str, int]  # record id -> its index in `made.content.records`
     stale: dict[str, set[str]]  # tree -> paths at which the other build differs
     named: set[str]  # the scientific names some public record names (pages link by them)
     ledger: tuple[int, ...] | None  # the ledger file's version as the export left it
     renderings: Renderings  # the whole export's records table, which reused rows are of
+    sitemap: list[pages.Entry]  # the sitemaps' entries
+    entry: dict[str, int]  # public record id -> its entry in `sitemap`
+    feed: Feed
+    groups: search_index.Groups  # the search index's rows, by access group
+    group_row: dict[str, int]  # record id -> its row in its group
     pending: set[str] = field(default_factory=set)  # files an export refused, read again
 
     @classmethod
@@ -82,18 +127,30 @@ class State:
         bundle from now on (the records table is spliced from it)."""
         renderings = Renderings.read(made.project.bundle)
         row: dict[str, int] = {}
+        groups: search_index.Groups = {}
+        group_row: dict[str, int] = {}
         for n, r in enumerate(made.rendered):
             row[r.id] = n
             r.row, r.source, r.fresh = renderings.rows[r.id], renderings, None
+            rows = groups.setdefault(r.access, [])
+            group_row[r.id] = len(rows)
+            rows.append((r.collection, r.id, r.content_hash))
         held: dict[str, list[str]] = {}
         for record in made.content.records:
             held.setdefault(record.path, []).append(record.id)
         place = {r.id: n for group in made.public.values() for n, r in enumerate(group.records)}
         named = {name for names in made.content.cache.names.values() for name in names}
+        listed = {name: group.records for name, group in made.public.items()}
+        sitemap = pages.sitemap_entries(made.content.node.base_url, listed)
+        base = len(made.content.node.base_url)
+        entry = {url[base:].rpartition("/")[2][:-5]: n for n, (url, modified)
+                 in enumerate(sitemap) if modified}
         release = made.release
         return cls(made, (report.public.copy(), report.restricted.copy()), row, place, held,
+                   {r.id: n for n, r in enumerate(made.content.records)},
                    {tree: release.stale(tree) for tree in ("site", "bundle")}, named,
-                   _ledger_version(made.project), renderings)
+                   _ledger_version(made.project), renderings, sitemap, entry,
+                   Feed.of(made.ledger.events, made.changes), groups, group_row)
 
 
 class Session:
@@ -260,19 +317,22 @@ def _write(state: State, edits: list[_Edit], started: float) -> BuildReport | No
                 made.related[other.id] = [(section, r if x is edit.before else x)
                                           for section, x in made.related[other.id]]
             content.cache.names[r.key] = content.cache.names.get(edit.before.key, [])
-    by_id = {e.record.id: e.record for e in edits}
-    content.records[:] = [by_id.get(r.id, r) for r in content.records]
+    for edit in edits:
+        record = edit.record
+        content.records[state.source_at[record.id]] = record
+        rows = state.groups[record.access]
+        at = state.group_row[record.id]
+        rows[at] = (record.collection, record.id, record.hash)
+    state.feed.add(events, node.base_url)
+    changes = state.feed.changes
 
     with ExitStack() as aside:
-        from_ledger = Aside(_from_ledger, ledger.events, node.base_url)
-        aside.callback(from_ledger.cancel)
-        index = search_index.Index(release.tree("bundle"), release.live_tree("bundle"),
-                                   [(r.collection, r.id, r.hash, r.access)
-                                    for r in made.ordered],
-                                   {r.id: r for r in content.records}, known)
+        bundle, live_bundle = release.tree("bundle"), release.live_tree("bundle")
+        assert live_bundle is not None
+        index = Aside(search_index.update, bundle, live_bundle, search_index.index_version(known),
+                      state.groups, {e.record.id: e.record for e in edits}, known)
         aside.callback(index.cancel)
         public = {name: made.public[name] for name in touched}
-        changes, events_arrow = from_ledger.result()
         sync_files, sync_section = _sync_files(node, made.public, changes, content.cache)
         download_files = [
             f for f in downloads.download_files(
@@ -284,16 +344,28 @@ def _write(state: State, edits: list[_Edit], started: float) -> BuildReport | No
                                   sync_section, downloads.manifest_section(
                                       node, dict(report.public), list(known)))
         site_files: list[OutputFile] = [
-            *_static_files(node, public, manifest_bytes, made.schema, made.index),
-            *sync_files, *download_files,
-            *pages.sitemaps(node.base_url, {name: group.records
-                                            for name, group in made.public.items()})]
+            constant("api/manifest.json", manifest_bytes,
+                     hashlib.sha256(manifest_bytes).hexdigest()),
+            *sync_files, *download_files]
         for name in retitled:
             site_files.extend(pages.collection_pages(made.people, known[name],
                                                      made.public[name].records))
-        site_files.extend(pages.record_page(made.people, known[r.collection], r,
-                                            made.sources[r.id], made.related.get(r.id, []))
-                          for r in fresh if r.public)
+        entries: set[int] = set()
+        for r in fresh:
+            if not r.public:
+                continue
+            group = made.public[r.collection]
+            offset = state.place[r.id] // LIST_LIMIT_DEFAULT * LIST_LIMIT_DEFAULT
+            site_files.append(OutputFile(record_file(r.collection, r.id), r.key, r.served))
+            site_files.extend(list_pages(node, r.collection, group, [offset]))
+            site_files.append(pages.record_page(made.people, known[r.collection], r,
+                                                made.sources[r.id],
+                                                made.related.get(r.id, [])))
+            n = state.entry[r.id]
+            state.sitemap[n] = (state.sitemap[n][0], r.updated_at)
+            entries.add(n)
+        if entries:
+            site_files.extend(pages.sitemap_files(node.base_url, state.sitemap, entries))
         live = release._previous.get("site", {})
         site_files = [f for f in site_files if live.get(f.path) != f.fingerprint]
         ledger.write(events)
@@ -306,10 +378,11 @@ def _write(state: State, edits: list[_Edit], started: float) -> BuildReport | No
         passages = library.build(release.tree("bundle"), release.live_tree("bundle"),
                                  content.documents)
         indexed = index.result()
+        events_table = bundle_writer.events_parquet(state.feed.events)
         private = [*download_files, *bundle_writer.bundle_files(
             node_id=node.id, base_url=node.base_url, sidecar_url=node.sidecar_url,
             manifest=manifest_bytes, schema=made.schema, openapi=made.openapi,
-            index=made.index, changes=changes.body, records=records, events=events_arrow,
+            index=made.index, changes=changes.body, records=records, events=events_table,
             search=indexed + passages, origins=node.allowed_origins)]
         live = release._previous.get("bundle", {})
         private = [f for f in private if live.get(f.path) != f.fingerprint]

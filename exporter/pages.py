@@ -345,27 +345,46 @@ def _script_json(data: dict[str, Any]) -> Markup:
 def sitemaps(base_url: str, public: dict[str, list[Rendered]]) -> list[OutputFile]:
     """`sitemap.xml`, and when the node has more URLs than one sitemap holds, the files it
     indexes under `sitemaps/`."""
+    return sitemap_files(base_url, sitemap_entries(base_url, public))
+
+
+Entry = tuple[str, str]  # a sitemap's URL, and its lastmod (or "")
+
+
+def sitemap_entries(base_url: str, public: dict[str, list[Rendered]]) -> list[Entry]:
+    """Every URL of the sitemaps, in order: the home page, then each collection's pages and
+    its records' pages."""
     entries = [(f"{base_url}/", "")]
     for name, items in public.items():
         pages = max(1, -(-len(items) // PAGE_SIZE))
         entries.extend((base_url + collection_href(name, page), "")
                        for page in range(1, pages + 1))
         entries.extend((base_url + record_href(name, r.id), r.updated_at) for r in items)
-    return [constant(path, data, hashlib.sha256(data).hexdigest())
-            for path, data in _sitemap_files(base_url, entries)]
+    return entries
 
 
-def _sitemap_files(base_url: str, entries: list[tuple[str, str]]) -> list[tuple[str, bytes]]:
+def sitemap_files(base_url: str, entries: list[Entry], only: set[int] | None = None
+                  ) -> list[OutputFile]:
+    """The sitemap files of `entries` (those holding the entries numbered `only`, if
+    given: what changed when only their lastmod did)."""
     if len(entries) <= SITEMAP_MAX:
-        return [("sitemap.xml", _urlset(entries))]
-    chunks = [entries[start:start + SITEMAP_MAX]
-              for start in range(0, len(entries), SITEMAP_MAX)]
+        return [_sitemap("sitemap.xml", _urlset(entries))]
+    chunks = range(0, len(entries), SITEMAP_MAX)
     index = "".join(f"<sitemap><loc>{escape(base_url)}/sitemaps/{n}.xml</loc></sitemap>\n"
                     for n in range(1, len(chunks) + 1))
-    return [("sitemap.xml", ('<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex xmlns='
-                             '"http://www.sitemaps.org/schemas/sitemap/0.9">\n'
-                             f"{index}</sitemapindex>\n").encode()),
-            *((f"sitemaps/{n}.xml", _urlset(chunk)) for n, chunk in enumerate(chunks, 1))]
+    files = [] if only is not None else [_sitemap("sitemap.xml", (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex xmlns='
+        '"http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+        f"{index}</sitemapindex>\n").encode())]
+    for n, start in enumerate(chunks, 1):
+        if only is None or any(start <= at < start + SITEMAP_MAX for at in only):
+            files.append(_sitemap(f"sitemaps/{n}.xml",
+                                  _urlset(entries[start:start + SITEMAP_MAX])))
+    return files
+
+
+def _sitemap(path: str, data: bytes) -> OutputFile:
+    return constant(path, data, hashlib.sha256(data).hexdigest())
 
 
 def _urlset(entries: list[tuple[str, str]]) -> bytes:

@@ -130,13 +130,61 @@ def build(bundle: Path, live: Path | None, listed: list[Listed],
     moved = _moved(vectors.live, groups)
     digest = hashlib.sha256(vectors.version.encode())
     for group in sorted(groups):
-        rows = groups[group]
-        digest.update(f"{group}\n".encode())
-        for row in rows:
-            digest.update(f"{row[0]} {row[1]} {row[2]}\n".encode())
-        _group(root / group, live / SEARCH / group if live else None,
-               vectors.live.get(group), rows, group in moved, sources, known, vectors)
+        state = _group(root / group, live / SEARCH / group if live else None,
+                       vectors.live.get(group), groups[group], group in moved, sources, known,
+                       vectors)
+        _mark(digest, group, state)
     return digest.hexdigest()[:16]
+
+
+def _mark(digest: hashlib._Hash, group: str, state: bytes) -> None:
+    """What the index's digest takes of one group: its name and its `state.json`, which
+    lists each of its records with its content hash."""
+    digest.update(f"{group}\n".encode() + hashlib.sha256(state).digest())
+
+
+Groups = dict[str, list[Row]]  # access group -> its rows, in list order
+
+
+def update(bundle: Path, live: Path, version: str, groups: Groups,
+           changed: dict[str, SourceRecord], known: dict[str, Collection]) -> str:
+    """`build` where the live build's index is of `groups` (this version's) but for the
+    records `changed`, which keep their ids and groups (an export brought up to date,
+    `delta`; `groups` holds their new hashes already): every other group is linked as it
+    is, and only the changed documents are replaced."""
+    root = bundle / SEARCH
+    shutil.rmtree(root, ignore_errors=True)
+    private_folder(root)
+    touched = {record.access for record in changed.values()}
+    where = {group: [n for n, row in enumerate(rows) if row[1] in changed]
+             for group, rows in groups.items() if group in touched}
+    digest = hashlib.sha256(version.encode())
+    for group in sorted(groups):
+        folder, source = root / group, live / SEARCH / group
+        search.link_tree(source, folder)
+        if group not in where:
+            _mark(digest, group, (folder / search.STATE).read_bytes())
+            continue
+        rows = groups[group]
+        docs = {record.id: _doc(record, known) for record in changed.values()
+                if record.access == group}
+        (folder / search.STATE).unlink()
+        (folder / search.VECTORS).unlink()
+        search.write(search.open_index(folder), [search.record_document(doc)
+                                                 for doc in docs.values()], list(docs))
+        matrix = np.array(np.load(source / search.VECTORS, mmap_mode="r"))
+        matrix[where[group]] = search.Embedder.embed(
+            [docs[rows[n][1]].embedding_text() for n in where[group]])
+        search.save_vectors(folder / search.VECTORS, matrix)
+        _mark(digest, group, _save_state(folder, version, rows))
+        search.seal(folder)
+    return digest.hexdigest()[:16]
+
+
+def _save_state(folder: Path, version: str, rows: list[Row]) -> bytes:
+    state = json.dumps({"version": version, "rows": rows}, separators=(",", ":")).encode()
+    (folder / search.STATE).write_bytes(state)
+    return state
 
 
 def _moved(live: dict[str, list[Row]], groups: dict[str, list[Row]]) -> set[str]:
@@ -180,11 +228,12 @@ def _state(folder: Path, version: str) -> list[Row] | None:
 
 def _group(folder: Path, live: Path | None, before: list[Row] | None, rows: list[Row],
            moved: bool, sources: dict[str, SourceRecord], known: dict[str, Collection],
-           vectors: Vectors) -> None:
+           vectors: Vectors) -> bytes:
+    """Write one group's index; return its `state.json`."""
     if live is not None and before is not None and not moved:
         search.link_tree(live, folder)
         if before == rows:
-            return
+            return (folder / search.STATE).read_bytes()
         old = {row[1]: row[2] for row in before}
         new = {row[1]: row[2] for row in rows}
         remove = [record_id for record_id, digest in old.items() if new.get(record_id) != digest]
@@ -196,9 +245,9 @@ def _group(folder: Path, live: Path | None, before: list[Row] | None, rows: list
     else:
         search.write(search.create(folder), _docs(rows, sources, known, vectors.docs))
     search.save_vectors(folder / search.VECTORS, vectors.of(rows))
-    (folder / search.STATE).write_text(json.dumps(
-        {"version": vectors.version, "rows": rows}, separators=(",", ":")))
+    state = _save_state(folder, vectors.version, rows)
     search.seal(folder)
+    return state
 
 
 def _docs(rows: list[Row], sources: dict[str, SourceRecord], known: dict[str, Collection],

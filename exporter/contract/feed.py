@@ -111,6 +111,11 @@ def public_changes(events: Iterable[Event], base_url: str) -> PublicChanges:
     return PublicChanges(_change_lines(list(last.values()), base_url), seq, updated_at)
 
 
+def change_line(seen: Seen, base_url: str) -> bytes:
+    """One line of the change list, as `public_changes` writes it."""
+    return _change_lines([seen], base_url)
+
+
 def _change_lines(latest: list[Seen], base_url: str) -> bytes:
     """The change list's lines, as `encode` writes them. Ledger values never need escaping
     (the ledger checks their form), so the lines are formatted directly; if anything would
