@@ -334,7 +334,8 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     saving = Aside(content.cache.save, content.paths)
     aside.callback(saving.cancel)
     # What needs nothing of the index is made while it ends aside.
-    records = bundle_writer.records_table(rendered, _positions(rendered), previous)
+    records = bundle_writer.records_file(
+        bundle_writer.records_table(rendered, _positions(rendered), previous))
     progress("indexing", 0, len(rendered))
     passages = library.build(release.tree("bundle"), release.live_tree("bundle"),
                              content.documents)

@@ -28,6 +28,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,6 @@ from .build import (
     BuildReport,
     Made,
     Progress,
-    _positions,
     _quiet,
     _sync_files,
     build,
@@ -49,8 +49,10 @@ from .build import (
 )
 from .config import Project
 from .content import LIBRARY, SourceFile, SourceRecord, is_read, read, version_of
+from .contract.bundle import column
 from .contract.feed import Event, PublicChanges, Seen, change_line, visible_events
 from .contract.layout import record_file
+from .contract.page_urls import record_href
 from .contract.wire import LIST_LIMIT_DEFAULT, PUBLIC
 from .errors import ContentError
 from .ledger import Current
@@ -114,8 +116,9 @@ class State:
     named: set[str]  # the scientific names some public record names (pages link by them)
     ledger: tuple[int, ...] | None  # the ledger file's version as the export left it
     renderings: Renderings  # the whole export's records table, which reused rows are of
-    sitemap: list[pages.Entry]  # the sitemaps' entries
-    entry: dict[str, int]  # public record id -> its entry in `sitemap`
+    sitemap: list[str]  # the sitemaps' lines (`pages.url_line`)
+    entry: dict[str, int]  # public record id -> its line in `sitemap`
+    table: pa.Table  # the records table of the build now current
     feed: Feed
     groups: search_index.Groups  # the search index's rows, by access group
     group_row: dict[str, int]  # record id -> its row in its group
@@ -145,12 +148,21 @@ class State:
         base = len(made.content.node.base_url)
         entry = {url[base:].rpartition("/")[2][:-5]: n for n, (url, modified)
                  in enumerate(sitemap) if modified}
+        assert renderings.table is not None
         release = made.release
         return cls(made, (report.public.copy(), report.restricted.copy()), row, place, held,
                    {r.id: n for n, r in enumerate(made.content.records)},
                    {tree: release.stale(tree) for tree in ("site", "bundle")}, named,
-                   _ledger_version(made.project), renderings, sitemap, entry,
+                   _ledger_version(made.project), renderings,
+                   [pages.url_line(*line) for line in sitemap], entry, renderings.table,
                    Feed.of(made.ledger.events, made.changes), groups, group_row)
+
+
+def _records(table: pa.Table, rows: dict[int, tuple[Rendered, int]]
+             ) -> tuple[pa.Table, bundle_writer.Records]:
+    """The records table with `rows` replaced, and its file."""
+    table = bundle_writer.records_replaced(table, rows)
+    return table, bundle_writer.records_file(table)
 
 
 class Session:
@@ -326,12 +338,19 @@ def _write(state: State, edits: list[_Edit], started: float) -> BuildReport | No
     state.feed.add(events, node.base_url)
     changes = state.feed.changes
 
-    with ExitStack() as aside:
+    with ExitStack() as aside, ThreadPoolExecutor(2, thread_name_prefix="fednode-delta") as threads:
         bundle, live_bundle = release.tree("bundle"), release.live_tree("bundle")
         assert live_bundle is not None
         index = Aside(search_index.update, bundle, live_bundle, search_index.index_version(known),
                       state.groups, {e.record.id: e.record for e in edits}, known)
         aside.callback(index.cancel)
+        # The records table and the downloads are made on threads (started once the process
+        # aside is forked) while the pages are: most of their work (copying, compressing,
+        # hashing) lets the others run meanwhile.
+        positions = column(state.table, "position")
+        records_work = threads.submit(_records, state.table, {
+            row: (r, positions[row].as_py())
+            for r in fresh for row in [state.renderings.rows[r.id]]})
         public = {name: made.public[name] for name in touched}
         sync_files, sync_section = _sync_files(node, made.public, changes, content.cache)
         download_files = [
@@ -340,6 +359,8 @@ def _write(state: State, edits: list[_Edit], started: float) -> BuildReport | No
                               for name, group in public.items()},
                 content.cache, lambda path, print_: False, aside)
             if "species" in touched or f.path != dwc_archive.ARCHIVE_PATH]
+        download_files = [OutputFile(f.path, f.fingerprint, threads.submit(f.render).result)
+                          for f in download_files]
         manifest_bytes = manifest(node, known, dict(report.public), changes.updated_at,
                                   sync_section, downloads.manifest_section(
                                       node, dict(report.public), list(known)))
@@ -362,7 +383,8 @@ def _write(state: State, edits: list[_Edit], started: float) -> BuildReport | No
                                                 made.sources[r.id],
                                                 made.related.get(r.id, [])))
             n = state.entry[r.id]
-            state.sitemap[n] = (state.sitemap[n][0], r.updated_at)
+            state.sitemap[n] = pages.url_line(node.base_url + record_href(r.collection, r.id),
+                                              r.updated_at)
             entries.add(n)
         if entries:
             site_files.extend(pages.sitemap_files(node.base_url, state.sitemap, entries))
@@ -373,8 +395,7 @@ def _write(state: State, edits: list[_Edit], started: float) -> BuildReport | No
         report.site, state.stale["site"] = release.write_changes("site", site_files,
                                                                  state.stale["site"])
         checkpoint("site")
-        records = bundle_writer.records_table(made.rendered, _positions(made.rendered),
-                                              state.renderings)
+        table, records = records_work.result()
         passages = library.build(release.tree("bundle"), release.live_tree("bundle"),
                                  content.documents)
         indexed = index.result()
@@ -391,6 +412,7 @@ def _write(state: State, edits: list[_Edit], started: float) -> BuildReport | No
         checkpoint("bundle")
         release.publish()
     made.release, made.changes, made.search = release, changes, (indexed, passages)
+    state.table = table
     state.ledger = _ledger_version(project)
     state.pending = set()
     report.seconds = time.perf_counter() - started

@@ -345,7 +345,8 @@ def _script_json(data: dict[str, Any]) -> Markup:
 def sitemaps(base_url: str, public: dict[str, list[Rendered]]) -> list[OutputFile]:
     """`sitemap.xml`, and when the node has more URLs than one sitemap holds, the files it
     indexes under `sitemaps/`."""
-    return sitemap_files(base_url, sitemap_entries(base_url, public))
+    return sitemap_files(base_url, [url_line(*entry)
+                                    for entry in sitemap_entries(base_url, public)])
 
 
 Entry = tuple[str, str]  # a sitemap's URL, and its lastmod (or "")
@@ -363,10 +364,16 @@ def sitemap_entries(base_url: str, public: dict[str, list[Rendered]]) -> list[En
     return entries
 
 
-def sitemap_files(base_url: str, entries: list[Entry], only: set[int] | None = None
+def url_line(loc: str, modified: str) -> str:
+    """A sitemap's line for one of its entries."""
+    return (f"<url><loc>{escape(loc)}</loc>"
+            + (f"<lastmod>{modified}</lastmod>" if modified else "") + "</url>\n")
+
+
+def sitemap_files(base_url: str, entries: list[str], only: set[int] | None = None
                   ) -> list[OutputFile]:
-    """The sitemap files of `entries` (those holding the entries numbered `only`, if
-    given: what changed when only their lastmod did)."""
+    """The sitemap files of `entries` (`url_line`s; only those holding the entries
+    numbered `only`, if given: what changed when only their lastmod did)."""
     if len(entries) <= SITEMAP_MAX:
         return [_sitemap("sitemap.xml", _urlset(entries))]
     chunks = range(0, len(entries), SITEMAP_MAX)
@@ -387,12 +394,9 @@ def _sitemap(path: str, data: bytes) -> OutputFile:
     return constant(path, data, hashlib.sha256(data).hexdigest())
 
 
-def _urlset(entries: list[tuple[str, str]]) -> bytes:
-    lines = "".join(f"<url><loc>{escape(loc)}</loc>"
-                    + (f"<lastmod>{modified}</lastmod>" if modified else "") + "</url>\n"
-                    for loc, modified in entries)
+def _urlset(lines: list[str]) -> bytes:
     return ('<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/'
-            f'schemas/sitemap/0.9">\n{lines}</urlset>\n').encode()
+            f'schemas/sitemap/0.9">\n{"".join(lines)}</urlset>\n').encode()
 
 
 def _robots(base_url: str) -> str:

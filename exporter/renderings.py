@@ -66,13 +66,13 @@ class Renderings:
         items = pa.array([served + ITEM_END for served in fresh], pa.large_binary())
         digests = pa.array([hashlib.sha256(served).digest()[:DIGEST_SIZE] for served in fresh],
                            _DIGEST)
-        return _spliced(self.items, items, runs), _spliced(self.digests, digests, runs)
+        return spliced(self.items, items, runs), spliced(self.digests, digests, runs)
 
     def column(self, name: str, new: pa.Array, runs: Runs) -> pa.Array:
         """Another column of the records table, made as `columns` makes theirs: a row
         rendered from the same key has the same value in every column but `position`."""
         previous = column(self.table, name) if self.table is not None else new
-        return _spliced(previous, new, runs)
+        return spliced(previous, new, runs)
 
 
 _DIGEST = pa.binary(DIGEST_SIZE)
@@ -97,8 +97,9 @@ def runs(rows: list[int]) -> Runs:
                                          strict=True)]
 
 
-def _spliced(previous: pa.Array, new: pa.Array, runs: Runs) -> pa.Array:
-    """The runs' rows, one contiguous array, as written from a list."""
+def spliced(previous: pa.Array, new: pa.Array, runs: Runs) -> pa.Array:
+    """The runs' rows (of `previous`, or of `new`), one contiguous array, as written from a
+    list."""
     pieces = [(previous if old else new).slice(first, length) for old, first, length in runs]
     if len(pieces) == 1:
         return pieces[0]

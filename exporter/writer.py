@@ -63,10 +63,10 @@ class OutputFile(NamedTuple):
 
     path: str  # relative, forward slashes
     fingerprint: str  # equal fingerprints promise equal bytes
-    render: Callable[[], bytes]
+    render: Callable[[], bytes | memoryview]
 
 
-def constant(path: str, data: bytes, fingerprint: str) -> OutputFile:
+def constant(path: str, data: bytes | memoryview, fingerprint: str) -> OutputFile:
     """An output whose bytes are already known."""
     return OutputFile(path, fingerprint, lambda: data)
 
@@ -402,10 +402,10 @@ class _Writes:
         self._pool = ThreadPoolExecutor(self.THREADS, thread_name_prefix="fednode-write")
         self._slots = threading.BoundedSemaphore(self.PENDING)
         self._errors: list[OSError] = []
-        self._batch: list[tuple[str, bytes, int]] = []
+        self._batch: list[tuple[str, bytes | memoryview, int]] = []
         return self
 
-    def put(self, path: str, data: bytes, mode: int) -> None:
+    def put(self, path: str, data: bytes | memoryview, mode: int) -> None:
         self._batch.append((path, data, mode))
         if len(self._batch) >= self.BATCH:
             self._send()
@@ -417,7 +417,7 @@ class _Writes:
         self._slots.acquire()
         self._pool.submit(self._run, batch)
 
-    def _run(self, batch: list[tuple[str, bytes, int]]) -> None:
+    def _run(self, batch: list[tuple[str, bytes | memoryview, int]]) -> None:
         try:
             for path, data, mode in batch:
                 _write(path, data, mode)
@@ -435,7 +435,7 @@ class _Writes:
             raise self._errors[0]
 
 
-def _write(path: str, data: bytes, mode: int, replace: bool = False) -> None:
+def _write(path: str, data: bytes | memoryview, mode: int, replace: bool = False) -> None:
     flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if replace else os.O_EXCL)
     descriptor = os.open(path, flags, mode)
     try:
