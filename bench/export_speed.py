@@ -1,7 +1,8 @@
 """Time exports of a large node: full, after one Markdown edit, after one CSV-row edit and
-after a base_url change, then one Markdown edit under `fednode export --watch` (from saving
-the file to the export reported done), then `fednode --help`, `check` and `new` on it; then
-a real checklist as one CSV, fresh and after a base_url change.
+after a base_url change, then Markdown edits under `fednode export --watch` (from saving
+the file to the export reported done: a species renamed, a paragraph added; each brought up
+to date from the last export, `exporter.delta`), then `fednode --help`, `check` and `new` on
+it; then a real checklist as one CSV, fresh and after a base_url change.
 
     .venv/bin/python bench/export_speed.py [--records 100000] [--csv-rows 10000]
         [--checklist /work/shared/data/alien-plants-belgium/taxon.csv]
@@ -87,6 +88,13 @@ def edit_markdown(root: Path, n: int = 0) -> None:
                              target.read_text(), count=1))
 
 
+def edit_body(root: Path, n: int = 0) -> None:
+    """Add a paragraph to the n-th synthetic species file: the edit `--watch` brings up to
+    date without a whole export (docs/architecture.md, "Delta exports")."""
+    target = sorted((root / "content" / "species").glob("synthetic-*.md"))[n]
+    target.write_text(target.read_text() + f"\nAnother paragraph, {n}.\n")
+
+
 def edit_csv_row(table: Path) -> None:
     """Move one row, half-way down the table, from the nursery to the field."""
     lines = table.read_text().split("\n")
@@ -112,9 +120,12 @@ def synthetic(folder: Path, records: int, csv_rows: int) -> None:
     edit_csv_row(table)
     report("one CSV-row edit", root)
     report("base_url change", root, "--base-url", "https://bench.example.org")
-    times = sorted(watched_edits(root, 3, edit_markdown))
-    print(f"one Markdown edit under --watch: saved to exported in {times[1]:.2f} s "
-          f"(median of 3; {times[0]:.2f}-{times[-1]:.2f} s)")
+    for label, edit in (("a species renamed", edit_markdown), ("a paragraph added", edit_body)):
+        peak: list[float] = []
+        times = sorted(watched_edits(root, 5, edit, peak))
+        print(f"one Markdown edit under --watch ({label}): saved to exported in "
+              f"{times[2]:.2f} s (median of 5; {times[0]:.2f}-{times[-1]:.2f} s); "
+              f"peak RSS of the watching process {peak[0]:.0f} MiB")
     publisher_commands(root, "Impatiens glandulifera")
     files = sum(len(names) for _, _, names in os.walk(root / "site_out"))
     print(f"site_out files: {files}")

@@ -90,10 +90,11 @@ def timed_command(*args: str) -> tuple[float, float, float, str]:
     return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, output.strip()
 
 
-def watched_edits(root: Path, edits: int, edit: Callable[[Path, int], object]) -> list[float]:
+def watched_edits(root: Path, edits: int, edit: Callable[[Path, int], object],
+                  peak: list[float] | None = None) -> list[float]:
     """Seconds from saving an edit (`edit(root, n)`, n from 1, changing one record) to
     `fednode export --watch` reporting the export done, for `edits` edits one after the
-    other."""
+    other. The watching process's peak RSS in MiB is appended to `peak`, if given."""
     process = subprocess.Popen([FEDNODE, "export", "--watch", "--project", str(root)],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert process.stdout is not None
@@ -107,6 +108,9 @@ def watched_edits(root: Path, edits: int, edit: Callable[[Path, int], object]) -
             summary = process.stdout.readline()
             times.append(time.perf_counter() - started)
             assert "1 ledger events" in summary, summary
+        if peak is not None:
+            status = Path(f"/proc/{process.pid}/status").read_text()
+            peak.append(int(status.split("VmHWM:")[1].split()[0]) / 1024)
         return times
     finally:
         process.terminate()

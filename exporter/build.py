@@ -209,11 +209,16 @@ def _build(project: Project, *, now: datetime | None, frozen: bool, base_url: st
             report = _write_all(project, content, now=now, frozen=frozen, progress=progress,
                                 folder_limit=folder_limit, keep=keep)
     except OSError as exc:
-        raise ExportError(f"cannot write the export: {exc.strerror}: {exc.filename}; "
-                          f"site_out/ and the bundle still hold one whole build. Free space "
-                          f"or fix the permissions, then export again") from None
+        raise not_written(exc) from None
     report.seconds = time.perf_counter() - started
     return report
+
+
+def not_written(exc: OSError) -> ExportError:
+    """What an export that could not write says."""
+    return ExportError(f"cannot write the export: {exc.strerror}: {exc.filename}; site_out/ "
+                       f"and the bundle still hold one whole build. Free space or fix the "
+                       f"permissions, then export again")
 
 
 def _write_all(project: Project, content: Content, *, now: datetime | None, frozen: bool,

@@ -189,6 +189,8 @@ class Session:
                 state.pending = paths  # nothing written: read them again next time
                 self.state = state
                 raise
+            except Exception:  # failed part way: the whole export below starts
+                report = None  # afresh, and says what is wrong if anything still is
             if report is not None:
                 self.deltas += 1
                 self.state = state

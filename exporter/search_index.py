@@ -172,10 +172,16 @@ def update(bundle: Path, live: Path, version: str, groups: Groups,
         (folder / search.VECTORS).unlink()
         search.write(search.open_index(folder), [search.record_document(doc)
                                                  for doc in docs.values()], list(docs))
-        matrix = np.array(np.load(source / search.VECTORS, mmap_mode="r"))
+        # a copy of the live file (made by the kernel: 100 MB at 100,000 records), its
+        # changed rows written into it
+        shutil.copyfile(source / search.VECTORS, folder / search.VECTORS)
+        matrix = np.load(folder / search.VECTORS, mmap_mode="r+")
+        if matrix.shape != (len(rows), search.DIMENSIONS) or matrix.dtype != np.float32:
+            raise ValueError(f"{source / search.VECTORS}: not the index's vectors")
         matrix[where[group]] = search.Embedder.embed(
             [docs[rows[n][1]].embedding_text() for n in where[group]])
-        search.save_vectors(folder / search.VECTORS, matrix)
+        matrix.flush()
+        del matrix
         _mark(digest, group, _save_state(folder, version, rows))
         search.seal(folder)
     return digest.hexdigest()[:16]

@@ -7,11 +7,14 @@ from __future__ import annotations
 import random
 import re
 import shutil
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from builders import copy_sample, search_ids
+from builders import REPO, copy_sample, search_ids
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -206,4 +209,33 @@ def test_an_export_by_another_command_meanwhile_makes_the_next_whole(
     build(Project(root))  # `fednode export` run by hand beside the watch
     session.export(body(root, pick))
     assert (session.whole, session.deltas) == (2, 1)
+    assert_whole(root, tmp_path / "elsewhere")
+
+
+KILLED = """
+import os, sys
+from pathlib import Path
+from exporter.config import Project
+from exporter.delta import Session
+root, at = Path(sys.argv[1]), sys.argv[2]
+session = Session(Project(root))
+session.export(None)
+path = next(p for p in sorted((root / "content" / "species").glob("*.md")))
+path.write_text(path.read_text() + "\\nKilled mid-way.\\n")
+os.environ["FEDNODE_EXPORT_KILL_AT"] = at
+session.export({path})
+"""
+
+
+@pytest.mark.parametrize("at", ["ledger", "site", "bundle", "recorded", "flipped"])
+def test_a_delta_export_killed_anywhere_leaves_a_whole_build(sample: Path, tmp_path: Path,
+                                                             at: str) -> None:
+    root = tmp_path / "node"
+    shutil.copytree(sample, root, symlinks=True)
+    before = tree(root / "site_out")
+    killed = subprocess.run([sys.executable, "-c", KILLED, str(root), at], cwd=REPO)
+    assert killed.returncode == -signal.SIGKILL
+    after = tree(root / "site_out")
+    assert after == before or at == "flipped"  # the last good build, or the new one whole
+    build(Project(root))  # the next export, after a kill, is whole and right
     assert_whole(root, tmp_path / "elsewhere")

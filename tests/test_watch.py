@@ -57,6 +57,27 @@ def test_the_watch_wakes_for_each_change_the_export_reads(
     assert changes.wait(5) and not changes.wait(NOTHING)
 
 
+def test_the_watch_names_the_files_saved_where_it_can(
+        content: tuple[Node, ContentWatch]) -> None:
+    """What a delta export (`exporter.delta`) starts from: the files saved, or None where
+    anything else changed (node.toml, a folder) or polling cannot say."""
+    node, changes = content
+    folder = node.root / "content"
+    assert changes.taken() is None  # the first export: whole
+    record = node.write("species", "knotweed", species("Reynoutria japonica"))
+    other = node.write("species", "balsam", species("Impatiens glandulifera"))
+    assert changes.wait(5)
+    polling = changes._inotify is None
+    assert changes.taken() == (None if polling else {record, other})
+    assert changes.taken() == set()  # taken: nothing since
+    (folder / "node.toml").write_text((folder / "node.toml").read_text() + "\n")
+    record.write_text(record.read_text() + "\n")
+    assert changes.wait(5) and changes.taken() is None
+    if not polling:  # (polling looks at files: an empty folder changes nothing it reads)
+        (folder / "team").mkdir()
+        assert changes.wait(5) and changes.taken() is None
+
+
 def test_names_the_export_skips_wake_nothing(content: tuple[Node, ContentWatch]) -> None:
     node, changes = content
     folder = node.root / "content"
