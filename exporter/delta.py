@@ -47,6 +47,7 @@ from .build import (
     list_pages,
     stamped_events,
 )
+from .cache import SortKey
 from .config import Project
 from .content import LIBRARY, SourceFile, SourceRecord, is_read, read, version_of
 from .contract.bundle import column
@@ -177,6 +178,7 @@ class Session:
         self.state: State | None = None
         self.whole = 0  # exports made whole, and brought up to date: for tests and benches
         self.deltas = 0
+        self.failures: list[Exception] = []  # delta exports that failed (then made whole)
 
     def export(self, changed: set[Path] | None, progress: Progress = _quiet) -> BuildReport:
         """Export after the files `changed` were saved (None: not known, or the first)."""
@@ -189,8 +191,9 @@ class Session:
                 state.pending = paths  # nothing written: read them again next time
                 self.state = state
                 raise
-            except Exception:  # failed part way: the whole export below starts
-                report = None  # afresh, and says what is wrong if anything still is
+            except Exception as exc:  # failed part way: the whole export below starts
+                self.failures.append(exc)  # afresh, and says what is wrong if anything is
+                report = None
             if report is not None:
                 self.deltas += 1
                 self.state = state
@@ -199,7 +202,11 @@ class Session:
                        progress=progress, keep=True)
         self.whole += 1
         assert report.made is not None
-        self.state = State.after(report.made, report)
+        try:
+            self.state = State.after(report.made, report)
+        except Exception as exc:  # (the bundle just written unreadable?) the next is whole
+            self.failures.append(exc)
+            self.state = None
         report.made = None
         return report
 
@@ -242,10 +249,12 @@ def export(state: State, paths: Iterable[str]) -> BuildReport | None:
             before = made.rendered[n]
             if record.hash != before.content_hash:
                 edits.append(_Edit(before, record, n))
-    if any(not _in_place(state, edit) for edit in edits):
+    keys = {e.record.id: content.collections[e.record.collection].sort_key(e.record.fields)
+            for e in edits}
+    if any(not _in_place(state, edit, keys) for edit in edits):
         return None
     with exclusive(project.private):
-        return _write(state, edits, started)
+        return _write(state, edits, keys, started)
 
 
 def _source(project: Project, read_before: set[str], path: str) -> SourceFile | None:
@@ -263,26 +272,27 @@ def _source(project: Project, read_before: set[str], path: str) -> SourceFile | 
     return SourceFile(parts[1], str(project.root / rel), rel, *version_of(info))
 
 
-def _in_place(state: State, edit: _Edit) -> bool:
+def _in_place(state: State, edit: _Edit, keys: dict[str, SortKey]) -> bool:
     """Whether the record's edit leaves every other output as it was: same access and
-    place in the lists, and, for pages, the same links."""
+    place in the lists (`keys`: the new sort keys of every record edited now), and, for
+    pages, the same links."""
     made, record, before = state.made, edit.record, edit.before
     collection = made.content.collections[record.collection]
     if record.access != before.access or record.collection != before.collection:
         return False
-    key = (collection.sort_key(record.fields), record.id)
-    for neighbour, later in ((edit.row - 1, True), (edit.row + 1, False)):
+    place = (keys[record.id], record.id)
+    for neighbour, earlier in ((edit.row - 1, True), (edit.row + 1, False)):
         if 0 <= neighbour < len(made.ordered):
             other = made.ordered[neighbour]
             if other.collection != record.collection:
                 continue
-            theirs = (made.content.sort_keys[other.id], other.id)
-            if (theirs > key) if later else (theirs < key):
+            theirs = (keys.get(other.id) or made.content.sort_keys[other.id], other.id)
+            if (theirs > place) if earlier else (theirs < place):
                 return False
     if not before.public:
         return True
-    field = pages.NAMES_SPECIES.get(record.collection, ("", ""))[0]
-    if field and pages.names_of(record.fields.get(field)) != made.content.cache.names.get(
+    naming = pages.NAMES_SPECIES.get(record.collection, ("", ""))[0]
+    if naming and pages.names_of(record.fields.get(naming)) != made.content.cache.names.get(
             before.key, []):
         return False  # it links to other species now
     title = str(record.fields.get(collection.title_field, ""))
@@ -292,7 +302,8 @@ def _in_place(state: State, edit: _Edit) -> bool:
     return True
 
 
-def _write(state: State, edits: list[_Edit], started: float) -> BuildReport | None:
+def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: float
+           ) -> BuildReport | None:
     made = state.made
     project, content, ledger = made.project, made.content, made.ledger
     node, known = content.node, content.collections
@@ -318,7 +329,7 @@ def _write(state: State, edits: list[_Edit], started: float) -> BuildReport | No
         fresh.append(r)
         made.rendered[edit.row] = r
         made.ordered[edit.row] = record
-        content.sort_keys[record.id] = known[record.collection].sort_key(record.fields)
+        content.sort_keys[record.id] = keys[record.id]
         if r.public:
             group = made.public[r.collection]
             at = state.place[r.id]
@@ -374,13 +385,13 @@ def _write(state: State, edits: list[_Edit], started: float) -> BuildReport | No
             site_files.extend(pages.collection_pages(made.people, known[name],
                                                      made.public[name].records))
         entries: set[int] = set()
+        offsets: dict[str, set[int]] = {}
         for r in fresh:
             if not r.public:
                 continue
-            group = made.public[r.collection]
-            offset = state.place[r.id] // LIST_LIMIT_DEFAULT * LIST_LIMIT_DEFAULT
+            offsets.setdefault(r.collection, set()).add(
+                state.place[r.id] // LIST_LIMIT_DEFAULT * LIST_LIMIT_DEFAULT)
             site_files.append(OutputFile(record_file(r.collection, r.id), r.key, r.served))
-            site_files.extend(list_pages(node, r.collection, group, [offset]))
             site_files.append(pages.record_page(made.people, known[r.collection], r,
                                                 made.sources[r.id],
                                                 made.related.get(r.id, [])))
@@ -388,6 +399,8 @@ def _write(state: State, edits: list[_Edit], started: float) -> BuildReport | No
             state.sitemap[n] = pages.url_line(node.base_url + record_href(r.collection, r.id),
                                               r.updated_at)
             entries.add(n)
+        for name, found in offsets.items():
+            site_files.extend(list_pages(node, name, made.public[name], sorted(found)))
         if entries:
             site_files.extend(pages.sitemap_files(node.base_url, state.sitemap, entries))
         live = release._previous.get("site", {})

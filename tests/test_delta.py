@@ -4,6 +4,7 @@ leave every other output as it was are brought up to date."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import shutil
@@ -133,12 +134,15 @@ def watched(sample: Path, folder: Path) -> tuple[Path, Session]:
 
 @settings(max_examples=4, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.sampled_from(EDITS), min_size=1, max_size=4), st.randoms(use_true_random=False))
+@given(st.lists(st.lists(st.sampled_from(EDITS), min_size=1, max_size=3), min_size=1,
+                max_size=4), st.randoms(use_true_random=False))
 def test_any_run_of_edits_exports_what_a_whole_export_does(
-        sample: Path, tmp_path: Path, edits: list[Edit], pick: random.Random) -> None:
+        sample: Path, tmp_path: Path, saves: list[list[Edit]], pick: random.Random) -> None:
+    """Each save is one or more edits, exported together."""
     root, session = watched(sample, tmp_path / "node")
-    for edit in edits:
-        session.export(edit(root, pick))
+    for edits in saves:
+        session.export(set().union(*(edit(root, pick) for edit in edits)))
+    assert session.failures == []
     assert_whole(root, tmp_path / "elsewhere")
 
 
@@ -154,7 +158,11 @@ def test_the_usual_edits_are_brought_up_to_date(sample: Path, tmp_path: Path) ->
         session.export(edit(root, pick))
     team = root / "content" / "team" / "wouter-haesaerts.md"
     session.export(retitle(root, random.Random(1)) | {team})  # several files at once
-    assert (session.whole, session.deltas) == (1, 5)
+    species = sorted((root / "content" / "species").glob("*.md"))[:2]  # on one list page
+    for path in species:
+        path.write_text(path.read_text() + "\nA paragraph of both.\n")
+    session.export(set(species) | csv_cell(root, pick))
+    assert (session.whole, session.deltas, session.failures) == (1, 6, [])
     assert_whole(root, tmp_path / "elsewhere")
 
 
@@ -238,4 +246,26 @@ def test_a_delta_export_killed_anywhere_leaves_a_whole_build(sample: Path, tmp_p
     after = tree(root / "site_out")
     assert after == before or at == "flipped"  # the last good build, or the new one whole
     build(Project(root))  # the next export, after a kill, is whole and right
+    assert_whole(root, tmp_path / "elsewhere")
+
+
+def test_two_records_edited_at_once_that_trade_places_are_exported_whole(
+        sample: Path, tmp_path: Path) -> None:
+    """Each keeps its place beside its neighbours as they were, but not beside each other
+    as they are now: the lists must be made again."""
+    root, session = watched(sample, tmp_path / "node")
+    listed = json.loads((root / "site_out" / "api" / "species" / "index.json").read_text())[
+        "items"]
+    texts = "\n".join(p.read_text() for p in (root / "content").glob("*/*.*")
+                      if p.parent.name != "species" and p.suffix in (".md", ".csv"))
+    first, second = next((a, b) for a, b in zip(listed, listed[1:], strict=False)
+                         if a["title"] not in texts and b["title"] not in texts)
+    files = {item["id"]: next(p for p in (root / "content" / "species").glob("*.md")
+                              if item["id"] in p.read_text()) for item in (first, second)}
+    for item, suffix in ((first, "c"), (second, "b")):  # first < second's new < first's new
+        path = files[item["id"]]
+        path.write_text(path.read_text().replace(f'"{item["title"]}"',
+                                                 f'"{first["title"]} {suffix}"', 1))
+    session.export(set(files.values()))
+    assert (session.whole, session.deltas, session.failures) == (2, 0, [])
     assert_whole(root, tmp_path / "elsewhere")
