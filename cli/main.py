@@ -203,6 +203,11 @@ class _Progress:
                    "(a failed export is reported and the last good one kept); Ctrl-C stops.")
 def export(project_dir: Path, frozen: bool, base_url: str | None, watch: bool) -> None:
     """Write site_out/ (public) and the private bundle in .fednode/."""
+    if watch:
+        # Before pyarrow is loaded: its allocator (mimalloc) keeps the memory an export frees
+        # for the next one rather than give it back, so that a delta export's copy of the
+        # records table (200 MB at 100,000 records) does not fault in fresh pages each time.
+        os.environ.setdefault("MIMALLOC_PURGE_DELAY", "-1")
     from exporter.build import BuildReport, build
 
     project = Project(project_dir)

@@ -26,6 +26,7 @@ import rtoml
 
 from .contract.wire import PUBLIC
 from .errors import CONTROL, ExportError, Problem, control_character, control_problem
+from .fileversion import version_of
 from .schemas import Collection, collections
 from .tomltext import toml_string
 
@@ -96,15 +97,6 @@ class SourceFile(NamedTuple):
         """What tells this version of the file from another without reading it
         (`version_of`)."""
         return self.mtime_ns, self.size, self.changed_ns, self.inode
-
-
-def version_of(info: os.stat_result) -> tuple[int, int, int, int]:
-    """A file's version, from its `stat`: its time, size, change time and inode. The time
-    and size alone can be kept by an edit (`cp -p`, `tar`, `touch -r` restore the time; a
-    same-size edit within a coarse clock tick), and a file whose access changed would then be
-    taken as unchanged: published still. Content files, the library's PDFs and `--watch`'s
-    polling all tell versions by this."""
-    return info.st_mtime_ns, info.st_size, info.st_ctime_ns, info.st_ino
 
 
 def is_read(name: str) -> bool:

@@ -59,7 +59,7 @@ from .errors import ContentError
 from .ledger import Current
 from .render import Rendered, manifest, render_record
 from .renderings import Renderings
-from .writer import OutputFile, Release, checkpoint, constant, exclusive
+from .writer import OutputFile, Release, TreeStats, checkpoint, constant, exclusive
 
 
 def _ledger_version(project: Project) -> tuple[int, ...] | None:
@@ -121,8 +121,8 @@ class State:
     entry: dict[str, int]  # public record id -> its line in `sitemap`
     table: pa.Table  # the records table of the build now current
     feed: Feed
-    groups: search_index.Groups  # the search index's rows, by access group
-    group_row: dict[str, int]  # record id -> its row in its group
+    group_row: dict[str, int]  # record id -> its row in its access group's search index
+    groups: set[str]  # the access groups records are in
     pending: set[str] = field(default_factory=set)  # files an export refused, read again
 
     @classmethod
@@ -131,14 +131,13 @@ class State:
         bundle from now on (the records table is spliced from it)."""
         renderings = Renderings.read(made.project.bundle)
         row: dict[str, int] = {}
-        groups: search_index.Groups = {}
         group_row: dict[str, int] = {}
+        counted: Counter[str] = Counter()
         for n, r in enumerate(made.rendered):
             row[r.id] = n
             r.row, r.source, r.fresh = renderings.rows[r.id], renderings, None
-            rows = groups.setdefault(r.access, [])
-            group_row[r.id] = len(rows)
-            rows.append((r.collection, r.id, r.content_hash))
+            group_row[r.id] = counted[r.access]
+            counted[r.access] += 1
         held: dict[str, list[str]] = {}
         for record in made.content.records:
             held.setdefault(record.path, []).append(record.id)
@@ -156,7 +155,7 @@ class State:
                    {tree: release.stale(tree) for tree in ("site", "bundle")}, named,
                    _ledger_version(made.project), renderings,
                    [pages.url_line(*line) for line in sitemap], entry, renderings.table,
-                   Feed.of(made.ledger.events, made.changes), groups, group_row)
+                   Feed.of(made.ledger.events, made.changes), group_row, set(counted))
 
 
 def _records(table: pa.Table, rows: dict[int, tuple[Rendered, int]]
@@ -315,6 +314,7 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         Current(e.record.collection, e.record.id, e.record.hash, e.record.access)
         for e in edits), now=None, frozen=False, whole=False)
     if release is None:  # saved as it was: nothing to export, but the second is claimed
+        report.site = TreeStats(0, len(made.release.outputs.get("site", {})), 0)
         report.seconds = time.perf_counter() - started
         return report
     report.events = len(events)
@@ -329,6 +329,7 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         fresh.append(r)
         made.rendered[edit.row] = r
         made.ordered[edit.row] = record
+        content.records[state.source_at[record.id]] = record
         content.sort_keys[record.id] = keys[record.id]
         if r.public:
             group = made.public[r.collection]
@@ -342,12 +343,6 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
                 made.related[other.id] = [(section, r if x is edit.before else x)
                                           for section, x in made.related[other.id]]
             content.cache.names[r.key] = content.cache.names.get(edit.before.key, [])
-    for edit in edits:
-        record = edit.record
-        content.records[state.source_at[record.id]] = record
-        rows = state.groups[record.access]
-        at = state.group_row[record.id]
-        rows[at] = (record.collection, record.id, record.hash)
     state.feed.add(events, node.base_url)
     changes = state.feed.changes
 
@@ -355,7 +350,9 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         bundle, live_bundle = release.tree("bundle"), release.live_tree("bundle")
         assert live_bundle is not None
         index = Aside(search_index.update, bundle, live_bundle, search_index.index_version(known),
-                      state.groups, {e.record.id: e.record for e in edits}, known)
+                      state.groups, [
+                          search_index.Change(e.record, state.group_row[e.record.id],
+                                              e.before.content_hash) for e in edits], known)
         aside.callback(index.cancel)
         # The records table and the downloads are made on threads (started once the process
         # aside is forked) while the pages are: most of their work (copying, compressing,

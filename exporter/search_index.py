@@ -20,6 +20,7 @@ import json
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import tantivy
@@ -143,46 +144,61 @@ def _mark(digest: hashlib._Hash, group: str, state: bytes) -> None:
     digest.update(f"{group}\n".encode() + hashlib.sha256(state).digest())
 
 
-Groups = dict[str, list[Row]]  # access group -> its rows, in list order
+class Change(NamedTuple):
+    """A record changed by an export brought up to date (`update`)."""
+
+    record: SourceRecord
+    row: int  # its row in its group, which it keeps
+    before: str  # its content hash in the live build
 
 
-def update(bundle: Path, live: Path, version: str, groups: Groups,
-           changed: dict[str, SourceRecord], known: dict[str, Collection]) -> str:
-    """`build` where the live build's index is of `groups` (this version's) but for the
-    records `changed`, which keep their ids and groups (an export brought up to date,
-    `delta`; `groups` holds their new hashes already): every other group is linked as it
-    is, and only the changed documents are replaced."""
+def update(bundle: Path, live: Path, version: str, groups: Iterable[str],
+           changed: list[Change], known: dict[str, Collection]) -> str:
+    """`build` where the live build's index (this version's, of the access `groups`) is
+    that of every record but those `changed`, which keep their ids, groups and rows (an
+    export brought up to date, `delta`): every other group is linked as it is, and only the
+    changed documents, vectors and rows are replaced."""
     root = bundle / SEARCH
     shutil.rmtree(root, ignore_errors=True)
     private_folder(root)
-    touched = {record.access for record in changed.values()}
-    where = {group: [n for n, row in enumerate(rows) if row[1] in changed]
-             for group, rows in groups.items() if group in touched}
+    by_group: dict[str, list[Change]] = {}
+    for change in changed:
+        by_group.setdefault(change.record.access, []).append(change)
     digest = hashlib.sha256(version.encode())
     for group in sorted(groups):
         folder, source = root / group, live / SEARCH / group
         search.link_tree(source, folder)
-        if group not in where:
+        if group not in by_group:
             _mark(digest, group, (folder / search.STATE).read_bytes())
             continue
-        rows = groups[group]
-        docs = {record.id: _doc(record, known) for record in changed.values()
-                if record.access == group}
+        changes = by_group[group]
+        state = (source / search.STATE).read_bytes()
+        for change in changes:  # each row is written once, as `_save_state` writes it
+            record = change.record
+            old, new = (json.dumps([record.collection, record.id, digest_of],
+                                   separators=(",", ":")).encode()
+                        for digest_of in (change.before, record.hash))
+            if state.count(old) != 1:
+                raise ValueError(f"{source / search.STATE}: not the index's rows")
+            state = state.replace(old, new)
+        docs = [_doc(change.record, known) for change in changes]
         (folder / search.STATE).unlink()
         (folder / search.VECTORS).unlink()
-        search.write(search.open_index(folder), [search.record_document(doc)
-                                                 for doc in docs.values()], list(docs))
+        search.write(search.open_index(folder), [search.record_document(doc) for doc in docs],
+                     [change.record.id for change in changes])
         # a copy of the live file (made by the kernel: 100 MB at 100,000 records), its
         # changed rows written into it
         shutil.copyfile(source / search.VECTORS, folder / search.VECTORS)
         matrix = np.load(folder / search.VECTORS, mmap_mode="r+")
-        if matrix.shape != (len(rows), search.DIMENSIONS) or matrix.dtype != np.float32:
+        rows = [change.row for change in changes]
+        if matrix.ndim != 2 or matrix.shape[1] != search.DIMENSIONS or \
+                matrix.dtype != np.float32 or max(rows) >= len(matrix):
             raise ValueError(f"{source / search.VECTORS}: not the index's vectors")
-        matrix[where[group]] = search.Embedder.embed(
-            [docs[rows[n][1]].embedding_text() for n in where[group]])
+        matrix[rows] = search.Embedder.embed([doc.embedding_text() for doc in docs])
         matrix.flush()
         del matrix
-        _mark(digest, group, _save_state(folder, version, rows))
+        (folder / search.STATE).write_bytes(state)
+        _mark(digest, group, state)
         search.seal(folder)
     return digest.hexdigest()[:16]
 

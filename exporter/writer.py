@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .errors import ExportError
+from .fileversion import version_of
 
 BUILDS = "builds"
 CURRENT = "current"
@@ -326,12 +327,11 @@ def _current(private: Path) -> str | None:
 
 
 def _version(folder: Path) -> tuple[int, ...] | None:
-    """The version of a build's record of its outputs (`version_of`), None if it has none."""
+    """The version of a build's record of its outputs, None if it has none."""
     try:
-        info = os.stat(folder / OUTPUTS)
+        return version_of(os.stat(folder / OUTPUTS))
     except OSError:
         return None
-    return info.st_mtime_ns, info.st_size, info.st_ctime_ns, info.st_ino
 
 
 def _read_outputs(folder: Path) -> dict[str, dict[str, str]] | None:
