@@ -105,14 +105,15 @@ class Cache:
     def part(self, group: str, key: str, make: Callable[[], Part]) -> Part:
         """The part fingerprinted `key` of one download (`group`): remembered, or made now
         and remembered."""
-        found = self._known_parts(group).get(key)
-        if found is None:
+        used = self._used.setdefault(group, {})
+        found = used.get(key) or self._known_parts(group).get(key)  # (used: by an export
+        if found is None:  # brought up to date in the same process, `delta`)
             found = make()
-        self._used.setdefault(group, {})[key] = found
+        used[key] = found
         return found
 
     def has_part(self, group: str, key: str) -> bool:
-        return key in self._known_parts(group)
+        return key in self._used.get(group, {}) or key in self._known_parts(group)
 
     def add_part(self, group: str, key: str, part: Part) -> None:
         """A part made elsewhere, for `part` to find."""

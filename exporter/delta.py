@@ -354,13 +354,6 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
                           search_index.Change(e.record, state.group_row[e.record.id],
                                               e.before.content_hash) for e in edits], known)
         aside.callback(index.cancel)
-        # The records table and the downloads are made on threads (started once the process
-        # aside is forked) while the pages are: most of their work (copying, compressing,
-        # hashing) lets the others run meanwhile.
-        positions = column(state.table, "position")
-        records_work = threads.submit(_records, state.table, {
-            row: (r, positions[row].as_py())
-            for r in fresh for row in [state.renderings.rows[r.id]]})
         public = {name: made.public[name] for name in touched}
         sync_files, sync_section = _sync_files(node, made.public, changes, content.cache)
         download_files = [
@@ -369,6 +362,14 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
                               for name, group in public.items()},
                 content.cache, lambda path, print_: False, aside)
             if "species" in touched or f.path != dwc_archive.ARCHIVE_PATH]
+        # The records table and the downloads are made on threads (started once the work
+        # aside is forked: the search index, and download parts the cache lacks, if many)
+        # while the pages are: most of their work (copying, compressing, hashing) lets the
+        # others run meanwhile.
+        positions = column(state.table, "position")
+        records_work = threads.submit(_records, state.table, {
+            row: (r, positions[row].as_py())
+            for r in fresh for row in [state.renderings.rows[r.id]]})
         download_files = [OutputFile(f.path, f.fingerprint, threads.submit(f.render).result)
                           for f in download_files]
         manifest_bytes = manifest(node, known, dict(report.public), changes.updated_at,
