@@ -114,7 +114,6 @@ class Made:
     schema: bytes
     openapi: bytes
     index: bytes  # the home page
-    search: tuple[str, str]  # digests of the search index and of the library's passages
     release: Release  # the build now current, with what both builds hold
 
 
@@ -368,7 +367,7 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     if keep:
         report.made = Made(project, content, ordered, rendered, ledger, public, changes, people,
                            related, sources, schema_bytes, openapi_bytes, index_bytes,
-                           (indexed, passages), release)
+                           release)
     return report
 
 

@@ -401,8 +401,6 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
             site_files.extend(list_pages(node, name, made.public[name], sorted(found)))
         if entries:
             site_files.extend(pages.sitemap_files(node.base_url, state.sitemap, entries))
-        live = release._previous.get("site", {})
-        site_files = [f for f in site_files if live.get(f.path) != f.fingerprint]
         ledger.write(events)
         checkpoint("ledger")
         report.site, state.stale["site"] = release.write_changes("site", site_files,
@@ -418,13 +416,11 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
             manifest=manifest_bytes, schema=made.schema, openapi=made.openapi,
             index=made.index, changes=changes.body, records=records, events=events_table,
             search=indexed + passages, origins=node.allowed_origins)]
-        live = release._previous.get("bundle", {})
-        private = [f for f in private if live.get(f.path) != f.fingerprint]
         _, state.stale["bundle"] = release.write_changes("bundle", private,
                                                          state.stale["bundle"])
         checkpoint("bundle")
         release.publish()
-    made.release, made.changes, made.search = release, changes, (indexed, passages)
+    made.release, made.changes = release, changes
     state.table = table
     state.ledger = _ledger_version(project)
     state.pending = set()

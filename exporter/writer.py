@@ -196,9 +196,10 @@ class Release:
     def write_changes(self, tree: str, files: Sequence[OutputFile], stale: set[str]
                       ) -> tuple[TreeStats, set[str]]:
         """Bring one tree of a resumed build (`resume`) to the current build's outputs with
-        `files` in place of theirs. The build differs from the current one at the `stale`
-        paths alone (`stale` of the last release): only those and `files` are looked at.
-        Returns the stats and the paths at which this build differs from the current one."""
+        `files` in place of theirs (a file the current build holds as it is is linked, not
+        rendered). The build differs from the current one at the `stale` paths alone (`stale`
+        of the last release): only those and `files` are looked at. Returns the stats and the
+        paths at which this build differs from the current one."""
         mode = TREES[tree]
         stage = str(self.tree(tree))
         kept, previous = self._kept.get(tree, {}), self._previous.get(tree, {})
