@@ -112,6 +112,11 @@ class Cache:
         used[key] = found
         return found
 
+    def keep_parts(self, group: str, keys: list[str]) -> None:
+        """Of the parts used of one download, keep only these (its latest rendering's)."""
+        used = self._used.get(group, {})
+        self._used[group] = {key: used[key] for key in keys if key in used}
+
     def has_part(self, group: str, key: str) -> bool:
         return key in self._used.get(group, {}) or key in self._known_parts(group)
 

@@ -23,8 +23,10 @@ is a whole export, as before."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import stat
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -226,16 +228,14 @@ def export(state: State, paths: Iterable[str]) -> BuildReport | None:
     started = time.perf_counter()
     made = state.made
     project, content = made.project, made.content
-    if _ledger_version(project) != state.ledger:
-        return None
-    sources = []
+    sources: dict[str, SourceFile] = {}
     for path in sorted(paths):
         source = _source(project, content.paths, path)
         if source is None:
             return None
-        sources.append(source)
+        sources[source.rel] = source  # (one file, however it was named)
     read_now = [(source, *read(source, content.collections[source.collection]))
-                for source in sources]
+                for source in sources.values()]
     problems = [problem for _, _, found in read_now for problem in found]
     if problems:  # what a whole export would say: every other file is as it found it
         raise ContentError(problems)
@@ -259,10 +259,12 @@ def export(state: State, paths: Iterable[str]) -> BuildReport | None:
 def _source(project: Project, read_before: set[str], path: str) -> SourceFile | None:
     """The content file at `path`, if an export may bring it up to date: a record file of
     a collection (not the library's) that the last export read."""
-    try:
-        rel = Path(path).resolve().relative_to(project.root.resolve()).as_posix()
-        info = os.stat(path)
+    try:  # (a link is not followed: a whole export says what it makes of one)
+        rel = Path(os.path.abspath(path)).relative_to(os.path.abspath(project.root)).as_posix()
+        info = os.lstat(path)
     except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(info.st_mode):
         return None
     parts = rel.split("/")
     if len(parts) != 3 or parts[0] != "content" or parts[1] == LIBRARY or \
@@ -306,6 +308,8 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
     made = state.made
     project, content, ledger = made.project, made.content, made.ledger
     node, known = content.node, content.collections
+    if _ledger_version(project) != state.ledger:
+        return None  # written since by something else (a `git pull`): read it again, whole
     report = BuildReport(public=state.counts[0].copy(), restricted=state.counts[1].copy())
     release = Release.resume(made.release) if edits else None
     if edits and release is None:
@@ -353,7 +357,8 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
                       state.groups, [
                           search_index.Change(e.record, state.group_row[e.record.id],
                                               e.before.content_hash) for e in edits], known)
-        aside.callback(index.cancel)
+        # (waited for where it runs on a thread: nothing writes into the build afterwards)
+        aside.callback(functools.partial(index.cancel, wait=True))
         public = {name: made.public[name] for name in touched}
         sync_files, sync_section = _sync_files(node, made.public, changes, content.cache)
         download_files = [
@@ -362,16 +367,19 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
                               for name, group in public.items()},
                 content.cache, lambda path, print_: False, aside)
             if "species" in touched or f.path != dwc_archive.ARCHIVE_PATH]
-        # The records table and the downloads are made on threads (started once the work
-        # aside is forked: the search index, and download parts the cache lacks, if many)
-        # while the pages are: most of their work (copying, compressing, hashing) lets the
-        # others run meanwhile.
+        # The records table and the downloads (one after the other: they share the parts
+        # made aside) are made on two threads, started once the work aside is forked (the
+        # search index, and the download parts the cache lacks, if many), while the pages
+        # are: most of their work (copying, compressing, hashing) lets the others run.
         positions = column(state.table, "position")
         records_work = threads.submit(_records, state.table, {
             row: (r, positions[row].as_py())
             for r in fresh for row in [state.renderings.rows[r.id]]})
-        download_files = [OutputFile(f.path, f.fingerprint, threads.submit(f.render).result)
-                          for f in download_files]
+        made_downloads = threads.submit(lambda: [f.render() for f in download_files])
+        download_files = [
+            OutputFile(f.path, f.fingerprint,
+                       functools.partial(lambda n: made_downloads.result()[n], n))
+            for n, f in enumerate(download_files)]
         manifest_bytes = manifest(node, known, dict(report.public), changes.updated_at,
                                   sync_section, downloads.manifest_section(
                                       node, dict(report.public), list(known)))
@@ -402,6 +410,7 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         if entries:
             site_files.extend(pages.sitemap_files(node.base_url, state.sitemap, entries))
         ledger.write(events)
+        state.ledger = _ledger_version(project)
         checkpoint("ledger")
         report.site, state.stale["site"] = release.write_changes("site", site_files,
                                                                  state.stale["site"])
@@ -422,7 +431,6 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         release.publish()
     made.release, made.changes = release, changes
     state.table = table
-    state.ledger = _ledger_version(project)
     state.pending = set()
     report.seconds = time.perf_counter() - started
     return report

@@ -114,9 +114,13 @@ class _Download:
         return out
 
     def texts(self, cache: Cache) -> list[Part]:
-        """The text of each part, from the cache or made now."""
-        return [cache.part(self.path, key, functools.partial(
-                    _made, self.make, self.records[span])) for key, span in self.parts]
+        """The text of each part, from the cache or made now. The cache keeps these parts
+        of the download (`Cache.keep_parts`): in a process that exports again and again
+        (`delta`), not every part it ever made."""
+        texts = [cache.part(self.path, key, functools.partial(
+                     _made, self.make, self.records[span])) for key, span in self.parts]
+        cache.keep_parts(self.path, [key for key, _ in self.parts])
+        return texts
 
 
 def _csv_of(collection: Collection, download: _Download, cache: Cache,

@@ -304,3 +304,33 @@ def test_a_delta_export_makes_only_the_download_parts_it_changed(
         assert len(made) == 2  # its own part of the CSV and of the archive, nothing else
     assert (session.deltas, session.failures) == (3, [])
     assert_whole(root, tmp_path / "elsewhere", (("zyxwvut", ("public",)),))
+
+
+def test_a_ledger_written_by_something_else_makes_the_next_export_whole(
+        sample: Path, tmp_path: Path) -> None:
+    """A `git pull` replacing ledger.jsonl: the export reads it again rather than append to
+    the file as it remembers it."""
+    root, session = watched(sample, tmp_path / "node")
+    pick = random.Random(17)
+    session.export(body(root, pick))
+    ledger = root / "ledger.jsonl"
+    pulled = ledger.with_name("pulled")
+    shutil.copy(ledger, pulled)
+    pulled.replace(ledger)  # the same events, another file
+    session.export(body(root, pick))
+    assert (session.whole, session.deltas, session.failures) == (2, 1, [])
+    assert_whole(root, tmp_path / "elsewhere")
+
+
+def test_a_record_file_replaced_by_a_link_is_exported_whole(sample: Path,
+                                                           tmp_path: Path) -> None:
+    """What a whole export makes of a link (here: two files with the same records), not
+    what the file it points to holds."""
+    root, session = watched(sample, tmp_path / "node")
+    first, second = sorted((root / "content" / "species").glob("*.md"))[:2]
+    first.unlink()
+    first.symlink_to(second.name)
+    with pytest.raises(ContentError) as refused:
+        session.export({first})
+    assert [p.message.split(":")[0] for p in refused.value.problems] == ["duplicate"]
+    assert session.deltas == 0
