@@ -160,6 +160,10 @@ class State:
                    Feed.of(made.ledger.events, made.changes), group_row, set(counted))
 
 
+def _rendered(files: list[OutputFile]) -> list[bytes | memoryview]:
+    return [f.render() for f in files]
+
+
 def _records(table: pa.Table, rows: dict[int, tuple[Rendered, int]]
              ) -> tuple[pa.Table, bundle_writer.Records]:
     """The records table with `rows` replaced, and its file."""
@@ -375,7 +379,7 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         records_work = threads.submit(_records, state.table, {
             row: (r, positions[row].as_py())
             for r in fresh for row in [state.renderings.rows[r.id]]})
-        made_downloads = threads.submit(lambda: [f.render() for f in download_files])
+        made_downloads = threads.submit(_rendered, download_files)
         download_files = [
             OutputFile(f.path, f.fingerprint,
                        functools.partial(lambda n: made_downloads.result()[n], n))
