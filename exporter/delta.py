@@ -58,17 +58,11 @@ from .contract.layout import record_file
 from .contract.page_urls import record_href
 from .contract.wire import LIST_LIMIT_DEFAULT, PUBLIC
 from .errors import ContentError
+from .fileversion import version_at
 from .ledger import Current
 from .render import Rendered, manifest, render_record
 from .renderings import Renderings
 from .writer import OutputFile, Release, TreeStats, checkpoint, constant, exclusive
-
-
-def _ledger_version(project: Project) -> tuple[int, ...] | None:
-    try:
-        return version_of(os.stat(project.ledger))
-    except OSError:
-        return None
 
 
 @dataclass
@@ -155,7 +149,7 @@ class State:
         return cls(made, (report.public.copy(), report.restricted.copy()), row, place, held,
                    {r.id: n for n, r in enumerate(made.content.records)},
                    {tree: release.stale(tree) for tree in ("site", "bundle")}, named,
-                   _ledger_version(made.project), renderings,
+                   version_at(made.project.ledger), renderings,
                    [pages.url_line(*line) for line in sitemap], entry, renderings.table,
                    Feed.of(made.ledger.events, made.changes), group_row, set(counted))
 
@@ -312,7 +306,7 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
     made = state.made
     project, content, ledger = made.project, made.content, made.ledger
     node, known = content.node, content.collections
-    if _ledger_version(project) != state.ledger:
+    if version_at(project.ledger) != state.ledger:
         return None  # written since by something else (a `git pull`): read it again, whole
     report = BuildReport(public=state.counts[0].copy(), restricted=state.counts[1].copy())
     release = Release.resume(made.release) if edits else None
@@ -414,7 +408,7 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         if entries:
             site_files.extend(pages.sitemap_files(node.base_url, state.sitemap, entries))
         ledger.write(events)
-        state.ledger = _ledger_version(project)
+        state.ledger = version_at(project.ledger)
         checkpoint("ledger")
         report.site, state.stale["site"] = release.write_changes("site", site_files,
                                                                  state.stale["site"])

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .errors import ExportError
-from .fileversion import version_of
+from .fileversion import version_at
 
 BUILDS = "builds"
 CURRENT = "current"
@@ -329,10 +329,7 @@ def _current(private: Path) -> str | None:
 
 def _version(folder: Path) -> tuple[int, ...] | None:
     """The version of a build's record of its outputs, None if it has none."""
-    try:
-        return version_of(os.stat(folder / OUTPUTS))
-    except OSError:
-        return None
+    return version_at(folder / OUTPUTS)
 
 
 def _read_outputs(folder: Path) -> dict[str, dict[str, str]] | None:
