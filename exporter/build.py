@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from . import bundle_writer, downloads, layout, library, openapi, pages, redirects, search_index
 from .aside import Aside
@@ -302,7 +303,8 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     node, known = content.node, content.collections
     public = _by_collection([r for r in rendered if r.public])
     changes, events_arrow = from_ledger.result()
-    sync_files, sync_section = _sync_files(node, public, changes, content.cache)
+    sync_files, sync_section = _sync_files(
+        node, snapshots(node, public, content.cache), changes)
     download_files = downloads.download_files(
         node, known, {name: (group.records, group.prints) for name, group in public.items()},
         content.cache, functools.partial(release.unchanged, "site"), aside)
@@ -339,7 +341,7 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     aside.callback(saving.cancel)
     # What needs nothing of the index is made while it ends aside.
     records = bundle_writer.records_file(
-        bundle_writer.records_table(rendered, _positions(rendered), previous))
+        bundle_writer.records_table(rendered, _positions(rendered), previous), project.private)
     progress("indexing", 0, len(rendered))
     passages = library.build(release.tree("bundle"), release.live_tree("bundle"),
                              content.documents)
@@ -468,30 +470,61 @@ def _by_collection(public: list[Rendered]) -> dict[str, Public]:
     return grouped
 
 
-def _sync_files(node: NodeConfig, public: dict[str, Public], changes: PublicChanges,
-                cache: Cache) -> tuple[list[OutputFile], dict[str, object]]:
-    """Snapshot chunks and the public change list, and the manifest's description of them."""
-    files: list[OutputFile] = []
-    snapshots = []
+class Snapshot(NamedTuple):
+    """One snapshot chunk: its file, and its description in the manifest."""
+
+    file: OutputFile
+    entry: dict[str, object]
+
+
+def snapshots(node: NodeConfig, public: dict[str, Public], cache: Cache, *,
+              remade: set[tuple[str, int]] | None = None,
+              kept: dict[tuple[str, int], Snapshot] | None = None
+              ) -> dict[tuple[str, int], Snapshot]:
+    """Every snapshot chunk, by collection and offset, in the manifest's order. `remade`:
+    only these chunks are made again, the others taken from `kept` (a delta export's); their
+    bytes are made once and held, where a whole export, which makes many, renders a chunk
+    the cache has no digest for twice rather than hold them all."""
+    found: dict[tuple[str, int], Snapshot] = {}
     used: dict[str, str] = {}
     for name, group in public.items():
         for offset in range(0, len(group.records), SNAPSHOT_CHUNK):
+            if remade is not None and (name, offset) not in remade:
+                assert kept is not None
+                found[(name, offset)] = kept[(name, offset)]
+                continue
             chunk = group.records[offset:offset + SNAPSHOT_CHUNK]
             print_ = fingerprint("snapshot", name, str(offset),
                                  *group.prints[offset:offset + SNAPSHOT_CHUNK])
-            render = functools.partial(_snapshot, chunk)
-            digest = cache.digests.get(print_) or hashlib.sha256(render()).hexdigest()
-            used[print_] = digest
             path = snapshot_path(name, offset)
-            files.append(OutputFile(path, print_, render))
-            snapshots.append({"collection": name, "url": f"{node.base_url}/{path}",
-                              "offset": offset, "records": len(chunk), "sha256": digest})
-    cache.digests = used
+            render = functools.partial(_snapshot, chunk)
+            if remade is None:
+                file = OutputFile(path, print_, render)
+                digest = cache.digests.get(print_) or hashlib.sha256(render()).hexdigest()
+            else:
+                data = render()
+                digest = hashlib.sha256(data).hexdigest()
+                file = constant(path, data, print_)
+            used[print_] = digest
+            found[(name, offset)] = Snapshot(file, {
+                "collection": name, "url": f"{node.base_url}/{path}", "offset": offset,
+                "records": len(chunk), "sha256": digest})
+    if remade is None:
+        cache.digests = used
+    else:
+        cache.digests.update(used)
+    return found
+
+
+def _sync_files(node: NodeConfig, chunks: dict[tuple[str, int], Snapshot],
+                changes: PublicChanges) -> tuple[list[OutputFile], dict[str, object]]:
+    """Snapshot chunks and the public change list, and the manifest's description of them."""
     changes_digest = hashlib.sha256(changes.body).hexdigest()
-    files.append(constant(CHANGES_PATH, changes.body, changes_digest))
+    files = [*(chunk.file for chunk in chunks.values()),
+             constant(CHANGES_PATH, changes.body, changes_digest)]
     section = {
         "seq": changes.seq,
-        "snapshots": snapshots,
+        "snapshots": [chunk.entry for chunk in chunks.values()],
         "changes": {"url": f"{node.base_url}/{CHANGES_PATH}",
                     "items": changes.body.count(b"\n"), "sha256": changes_digest},
     }

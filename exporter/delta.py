@@ -43,17 +43,26 @@ from .build import (
     BuildReport,
     Made,
     Progress,
+    Snapshot,
     _quiet,
     _sync_files,
     build,
     list_pages,
+    snapshots,
     stamped_events,
 )
 from .cache import SortKey
 from .config import Project
 from .content import LIBRARY, SourceFile, SourceRecord, is_read, read, version_of
 from .contract.bundle import column
-from .contract.feed import Event, PublicChanges, Seen, change_line, visible_events
+from .contract.feed import (
+    SNAPSHOT_CHUNK,
+    Event,
+    PublicChanges,
+    Seen,
+    change_line,
+    visible_events,
+)
 from .contract.layout import record_file
 from .contract.page_urls import record_href
 from .contract.wire import LIST_LIMIT_DEFAULT, PUBLIC
@@ -62,7 +71,7 @@ from .fileversion import version_at
 from .ledger import Current
 from .render import Rendered, manifest, render_record
 from .renderings import Renderings
-from .writer import OutputFile, Release, TreeStats, checkpoint, constant, exclusive
+from .writer import Data, OutputFile, Release, TreeStats, checkpoint, constant, exclusive
 
 
 @dataclass
@@ -117,6 +126,7 @@ class State:
     entry: dict[str, int]  # public record id -> its line in `sitemap`
     table: pa.Table  # the records table of the build now current
     feed: Feed
+    snapshots: dict[tuple[str, int], Snapshot]  # the snapshot chunks (`build.snapshots`)
     group_row: dict[str, int]  # record id -> its row in its access group's search index
     groups: set[str]  # the access groups records are in
     pending: set[str] = field(default_factory=set)  # files an export refused, read again
@@ -151,18 +161,20 @@ class State:
                    {tree: release.stale(tree) for tree in ("site", "bundle")}, named,
                    version_at(made.project.ledger), renderings,
                    [pages.url_line(*line) for line in sitemap], entry, renderings.table,
-                   Feed.of(made.ledger.events, made.changes), group_row, set(counted))
+                   Feed.of(made.ledger.events, made.changes),
+                   snapshots(made.content.node, made.public, made.content.cache), group_row,
+                   set(counted))
 
 
-def _rendered(files: list[OutputFile]) -> list[bytes | memoryview]:
+def _rendered(files: list[OutputFile]) -> list[Data]:
     return [f.render() for f in files]
 
 
-def _records(table: pa.Table, rows: dict[int, tuple[Rendered, int]]
+def _records(table: pa.Table, rows: dict[int, tuple[Rendered, int]], private: Path
              ) -> tuple[pa.Table, bundle_writer.Records]:
     """The records table with `rows` replaced, and its file."""
     table = bundle_writer.records_replaced(table, rows)
-    return table, bundle_writer.records_file(table)
+    return table, bundle_writer.records_file(table, private)
 
 
 class Session:
@@ -358,7 +370,10 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         # (waited for where it runs on a thread: nothing writes into the build afterwards)
         aside.callback(functools.partial(index.cancel, wait=True))
         public = {name: made.public[name] for name in touched}
-        sync_files, sync_section = _sync_files(node, made.public, changes, content.cache)
+        state.snapshots = snapshots(node, made.public, content.cache, remade={
+            (r.collection, state.place[r.id] // SNAPSHOT_CHUNK * SNAPSHOT_CHUNK)
+            for r in fresh if r.public}, kept=state.snapshots)
+        sync_files, sync_section = _sync_files(node, state.snapshots, changes)
         download_files = [
             f for f in downloads.download_files(
                 node, known, {name: (group.records, group.prints)
@@ -372,8 +387,9 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         positions = column(state.table, "position")
         records_work = threads.submit(_records, state.table, {
             row: (r, positions[row].as_py())
-            for r in fresh for row in [state.renderings.rows[r.id]]})
+            for r in fresh for row in [state.renderings.rows[r.id]]}, project.private)
         made_downloads = threads.submit(_rendered, download_files)
+        events_work = threads.submit(bundle_writer.events_parquet, state.feed.events)
         download_files = [
             OutputFile(f.path, f.fingerprint,
                        functools.partial(lambda n: made_downloads.result()[n], n))
@@ -417,7 +433,7 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         passages = library.build(release.tree("bundle"), release.live_tree("bundle"),
                                  content.documents)
         indexed = index.result()
-        events_table = bundle_writer.events_parquet(state.feed.events)
+        events_table = events_work.result()
         private = [*download_files, *bundle_writer.bundle_files(
             node_id=node.id, base_url=node.base_url, sidecar_url=node.sidecar_url,
             manifest=manifest_bytes, schema=made.schema, openapi=made.openapi,
