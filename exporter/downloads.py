@@ -54,13 +54,14 @@ def download_files(node: NodeConfig, collections: dict[str, Collection],
                             functools.partial(_csv_part, collections[name]))
             for name, (records, prints) in public.items()}
     records, prints = public.get(SPECIES, ([], []))
-    archive = _Download(dwc_archive.ARCHIVE_PATH, records, prints, (node.language,),
+    archive = _Download(dwc_archive.ARCHIVE_PATH, records, prints,
+                        (dwc_archive.ARCHIVE_FORM, node.language),
                         functools.partial(dwc_archive.rows, node))
     identity = (node.id, node.name, node.description, node.publisher, node.contact,
                 node.licence, node.language, node.base_url)
     prints_of = {**{download.path: fingerprint("csv", CSV_FORM, name, *download.prints)
                     for name, download in csvs.items()},
-                 archive.path: fingerprint("dwca", *identity, *prints)}
+                 archive.path: fingerprint("dwca", dwc_archive.ARCHIVE_FORM, *identity, *prints)}
     ready = _made_aside([download for download in (*csvs.values(), archive)
                          if not unchanged(download.path, prints_of[download.path])],
                         cache, stack)

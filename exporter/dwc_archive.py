@@ -4,12 +4,19 @@ extensions), zipped with fixed timestamps so that unchanged content gives the sa
 
 The core id is the record's UUID; `taxonID` is the source's taxonID when the record was
 imported (else the record's URL), and `scientificName` the verbatim name (the name and its
-authorship when the record has no verbatim name), as Darwin Core recommends."""
+authorship when the record has no verbatim name), as Darwin Core recommends.
+
+Each file's rows are compressed a part at a time (`rows`: a part of the download, some 64
+records, kept in the export cache with its text): a part's deflate stream is flushed to a
+byte boundary and not closed, so the parts' streams, one after the other and closed by an
+empty last block, are the file's. An edit compresses its record's part again, not the
+archive's 30 MB (at 100,000 records). The zip is written here (`_zip`): the `zipfile`
+module compresses whatever it is given."""
 
 from __future__ import annotations
 
-import io
-import zipfile
+import struct
+import zlib
 from collections.abc import Iterable
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
@@ -18,17 +25,20 @@ from .config import NodeConfig
 from .contract.bundle import DOWNLOADS, DWCA_FILE
 from .csv_lines import csv_lines
 from .dwc_terms import CORE_TERMS, DC, EXTENSIONS, FLAGS, TAXON_ROW, Extension
+from .errors import ExportError
 
 ARCHIVE_PATH = f"{DOWNLOADS}/{DWCA_FILE}"
-_FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the zip format's first moment
+# The archive's form, in its fingerprint: 2 since its files are compressed by parts.
+ARCHIVE_FORM = "2"
 CORE_FILE = "taxon.csv"
 CORE_COLUMNS: dict[str, str] = {**CORE_TERMS, "modified": DC}
 
 
 def rows(node: NodeConfig, records: Iterable[dict[str, Any]]) -> tuple[bytes, ...]:
-    """The archive's rows of these (public, served) species records, UTF-8 encoded: the
-    latest `updated_at` among them, then the core's rows, then each extension's (in
-    `EXTENSIONS` order). `archive` puts the rows of many such parts together."""
+    """The archive's rows of these (public, served) species records: the latest
+    `updated_at` among them, then for the core and each extension (in `EXTENSIONS` order)
+    its rows, UTF-8 encoded, then each of these compressed (`_deflated`). `archive` puts the
+    rows of many such parts together."""
     core: list[list[str]] = []
     extension_rows: dict[str, list[list[str]]] = {kind: [] for kind in EXTENSIONS}
     newest = ""
@@ -40,34 +50,78 @@ def rows(node: NodeConfig, records: Iterable[dict[str, Any]]) -> tuple[bytes, ..
             for entry in _entries(record, extension, node):
                 extension_rows[kind].append([record["id"], *(entry.get(term, "")
                                                              for term in extension.terms)])
-    return (newest.encode(), _lines(core).encode(),
-            *(_lines(extension_rows[kind]).encode() for kind in EXTENSIONS))
+    texts = (_lines(core).encode(), *(_lines(extension_rows[kind]).encode()
+                                      for kind in EXTENSIONS))
+    return (newest.encode(), *texts, *map(_deflated, texts))
 
 
 def archive(node: NodeConfig, parts: list[tuple[bytes, ...]]) -> bytes:
     """The archive of the species whose rows `parts` hold (each made by `rows`), in the
     order given."""
     newest = max((part[0] for part in parts), default=b"").decode()
-    files = {CORE_FILE: b"".join([_lines([["id", *CORE_COLUMNS]]).encode(),
-                                  *(part[1] for part in parts)])}
+    files = 1 + len(EXTENSIONS)  # a part: newest, each file's text, each file compressed
+    members: list[tuple[str, list[bytes], list[bytes]]] = [
+        ("meta.xml", [], []), ("eml.xml", [], [])]
     used = []
-    for index, extension in enumerate(EXTENSIONS.values(), start=2):
-        pieces = [part[index] for part in parts if part[index]]
-        if pieces:
-            used.append(extension)
-            files[f"{extension.kind}.csv"] = b"".join(
-                [_lines([["coreid", *extension.terms]]).encode(), *pieces])
-    files["meta.xml"] = _meta(used).encode()
-    files["eml.xml"] = _eml(node, newest[:10]).encode()
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w") as bundle:
-        for name in ("meta.xml", "eml.xml", CORE_FILE, *(f"{e.kind}.csv" for e in used)):
-            info = zipfile.ZipInfo(name, date_time=_FIXED_TIME)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            info.create_system = 3  # unix, whatever the machine
-            bundle.writestr(info, files[name])
-    return out.getvalue()
+    for index, (name, terms) in enumerate(
+            [(CORE_FILE, ["id", *CORE_COLUMNS]),
+             *((f"{e.kind}.csv", ["coreid", *e.terms]) for e in EXTENSIONS.values())],
+            start=1):
+        texts = [part[index] for part in parts if part[index]]
+        if index > 1 and not texts:
+            continue  # an extension no species has rows of: left out
+        if index > 1:
+            used.append(list(EXTENSIONS.values())[index - 2])
+        header = _lines([terms]).encode()
+        members.append((name, [header, *texts], [
+            _deflated(header), *(part[index + files] for part in parts if part[index])]))
+    members[0] = ("meta.xml", [meta := _meta(used).encode()], [_deflated(meta)])
+    members[1] = ("eml.xml", [eml := _eml(node, newest[:10]).encode()], [_deflated(eml)])
+    return _zip(members)
+
+
+def _deflated(text: bytes) -> bytes:
+    """Raw deflate of `text`, flushed to a byte boundary and left open: followed by
+    others and `_LAST_BLOCK`, it is a part of one stream."""
+    compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
+    return compressor.compress(text) + compressor.flush(zlib.Z_SYNC_FLUSH)
+
+
+_LAST_BLOCK = b"\x03\x00"  # an empty block of fixed codes, marked last: ends a stream
+_ZIP_LIMIT = 0xFFFFFFFF  # sizes and offsets from here on need ZIP64 extensions: refused
+_DOS_DATE = (1 << 5) | 1  # 1980-01-01, the zip format's first day, at 00:00: fixed, so that
+# unchanged content gives the same bytes
+_VERSION = 20  # the zip version deflate needs
+_UNIX = 3  # made on: unix, whatever the machine (so that the mode below is read)
+_MODE = 0o644 << 16
+
+
+def _zip(members: list[tuple[str, list[bytes], list[bytes]]]) -> bytes:
+    """A zip of deflated files, each given as its texts and their `_deflated` pieces."""
+    out: list[bytes] = []
+    central: list[bytes] = []
+    offset = 0
+    for name, texts, pieces in members:
+        crc = 0
+        for text in texts:
+            crc = zlib.crc32(text, crc)
+        size = sum(map(len, texts))
+        packed = sum(map(len, pieces)) + len(_LAST_BLOCK)
+        encoded = name.encode("ascii")
+        if max(size, offset + packed) >= _ZIP_LIMIT:
+            raise ExportError(f"the Darwin Core Archive's {name} would hold {size:,} bytes, "
+                              f"more than a zip without ZIP64 extensions can")
+        local = struct.pack("<4s5H3L2H", b"PK\x03\x04", _VERSION, 0, zlib.DEFLATED, 0,
+                            _DOS_DATE, crc, packed, size, len(encoded), 0) + encoded
+        central.append(struct.pack("<4s2B5H3L5H2L", b"PK\x01\x02", _VERSION, _UNIX,
+                                   _VERSION, 0, zlib.DEFLATED, 0, _DOS_DATE, crc, packed,
+                                   size, len(encoded), 0, 0, 0, 0, _MODE, offset) + encoded)
+        out += [local, *pieces, _LAST_BLOCK]
+        offset += len(local) + packed
+    directory = b"".join(central)
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(members), len(members),
+                      len(directory), offset, 0)
+    return b"".join([*out, directory, end])
 
 
 def _core_value(record: dict[str, Any], node: NodeConfig, term: str) -> str:
