@@ -357,9 +357,6 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
                 made.related[other.id] = [(section, r if x is edit.before else x)
                                           for section, x in made.related[other.id]]
             content.cache.names[r.key] = content.cache.names.get(edit.before.key, [])
-    state.feed.add(events, node.base_url)
-    changes = state.feed.changes
-
     with ExitStack() as aside, ThreadPoolExecutor(2, thread_name_prefix="fednode-delta") as threads:
         bundle, live_bundle = release.tree("bundle"), release.live_tree("bundle")
         assert live_bundle is not None
@@ -370,10 +367,6 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         # (waited for where it runs on a thread: nothing writes into the build afterwards)
         aside.callback(functools.partial(index.cancel, wait=True))
         public = {name: made.public[name] for name in touched}
-        state.snapshots = snapshots(node, made.public, content.cache, remade={
-            (r.collection, state.place[r.id] // SNAPSHOT_CHUNK * SNAPSHOT_CHUNK)
-            for r in fresh if r.public}, kept=state.snapshots)
-        sync_files, sync_section = _sync_files(node, state.snapshots, changes)
         download_files = [
             f for f in downloads.download_files(
                 node, known, {name: (group.records, group.prints)
@@ -381,19 +374,26 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
                 content.cache, lambda path, print_: False, aside)
             if "species" in touched or f.path != dwc_archive.ARCHIVE_PATH]
         # The records table and the downloads (one after the other: they share the parts
-        # made aside) are made on two threads, started once the work aside is forked (the
-        # search index, and the download parts the cache lacks, if many), while the pages
-        # are: most of their work (copying, compressing, hashing) lets the others run.
+        # made aside) are made on two threads, started as soon as the work aside is forked
+        # (the search index, and the download parts the cache lacks, if many: no process
+        # is forked while other threads run), while the pages are: most of their work
+        # (copying, compressing, hashing, writing) lets the others run.
         positions = column(state.table, "position")
         records_work = threads.submit(_records, state.table, {
             row: (r, positions[row].as_py())
             for r in fresh for row in [state.renderings.rows[r.id]]}, project.private)
         made_downloads = threads.submit(_rendered, download_files)
-        events_work = threads.submit(bundle_writer.events_parquet, state.feed.events)
         download_files = [
             OutputFile(f.path, f.fingerprint,
                        functools.partial(lambda n: made_downloads.result()[n], n))
             for n, f in enumerate(download_files)]
+        state.feed.add(events, node.base_url)
+        changes = state.feed.changes
+        events_work = threads.submit(bundle_writer.events_parquet, state.feed.events)
+        state.snapshots = snapshots(node, made.public, content.cache, remade={
+            (r.collection, state.place[r.id] // SNAPSHOT_CHUNK * SNAPSHOT_CHUNK)
+            for r in fresh if r.public}, kept=state.snapshots)
+        sync_files, sync_section = _sync_files(node, state.snapshots, changes)
         manifest_bytes = manifest(node, known, dict(report.public), changes.updated_at,
                                   sync_section, downloads.manifest_section(
                                       node, dict(report.public), list(known)))

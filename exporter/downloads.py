@@ -107,11 +107,10 @@ class _Download:
         """Each part's cache key and records."""
         out = []
         start = 0
-        for end, r in enumerate(self.records, start=1):
-            if end == len(self.records) or zlib.crc32(r.id.encode()) % PART == 0:
-                out.append((fingerprint(self.path, *self.context, *self.prints[start:end]),
-                            slice(start, end)))
-                start = end
+        for end in _part_ends([r.id for r in self.records]):
+            out.append((fingerprint(self.path, *self.context, *self.prints[start:end]),
+                        slice(start, end)))
+            start = end
         return out
 
     def texts(self, cache: Cache) -> list[Part]:
@@ -122,6 +121,20 @@ class _Download:
                      _made, self.make, self.records[span])) for key, span in self.parts]
         cache.keep_parts(self.path, [key for key, _ in self.parts])
         return texts
+
+
+@functools.lru_cache(maxsize=8)
+def _ends_of(ids: tuple[str, ...]) -> list[int]:
+    return [end for end, record_id in enumerate(ids, start=1)
+            if end == len(ids) or zlib.crc32(record_id.encode()) % PART == 0]
+
+
+def _part_ends(ids: list[str]) -> list[int]:
+    """Where the parts of records with these ids (in list order) end: after a record whose
+    id's CRC-32 is a multiple of `PART`, so that an edit, an addition or a removal moves
+    the ends of one part only. The last few lists' are remembered (an export brought up to
+    date, `delta`, asks again for the same ids; the species' CSV and archive share them)."""
+    return _ends_of(tuple(ids))
 
 
 def _csv_of(collection: Collection, download: _Download, cache: Cache,
