@@ -244,9 +244,9 @@ def test_a_file_that_cannot_be_created_is_one_error_and_keeps_the_build(tmp_path
 
 def test_builds_recorded_by_an_older_fednode_are_reused_and_a_damaged_record_is_rebuilt(
         tmp_path: Path) -> None:
-    """Each build records what its files were rendered from (outputs.marshal; fednode before
-    it wrote outputs.json, which is still read). Unreadable, a build is rebuilt, not
-    trusted."""
+    """Each build records what its files were rendered from (outputs.marshal, each tree's
+    record marshalled apart; fednode before it wrote the trees' records in one, and before
+    that outputs.json, both still read). Unreadable, a build is rebuilt, not trusted."""
     import marshal
 
     from exporter.build import build
@@ -257,12 +257,20 @@ def test_builds_recorded_by_an_older_fednode_are_reused_and_a_damaged_record_is_
     first = build(Project(root))  # both builds exist and are recorded now
     assert first.site is not None and first.site.written == 0
     builds = root / ".fednode" / "builds"
+    records = {}
     for record in builds.glob("*/outputs.marshal"):
-        (record.parent / "outputs.json").write_text(json.dumps(marshal.loads(
-            record.read_bytes())))
-        record.unlink()
+        trees = marshal.loads(record.read_bytes())
+        assert all(type(each) is bytes for each in trees.values())
+        records[record] = {tree: marshal.loads(each) for tree, each in trees.items()}
+        record.write_bytes(marshal.dumps(records[record]))  # the form before
     older = build(Project(root))
     assert older.site is not None and (older.site.written, older.site.reused) == (
+        0, first.site.reused)
+    for record, trees in records.items():
+        record.unlink(missing_ok=True)
+        (record.parent / "outputs.json").write_text(json.dumps(trees))  # the form before that
+    oldest = build(Project(root))
+    assert oldest.site is not None and (oldest.site.written, oldest.site.reused) == (
         0, first.site.reused)
     current = builds / os.readlink(root / ".fednode" / "current").rpartition("/")[2]
     # The build this export brought up to date has the new record only.
