@@ -26,7 +26,7 @@ from .contract.bundle import DOWNLOADS
 from .csv_lines import csv_lines
 from .render import Rendered, fingerprint, json_of
 from .schemas import Collection
-from .writer import OutputFile
+from .writer import OutputFile, Pieces
 
 SPECIES = "species"
 # The CSV's first columns; the collection's content fields follow, in schema order.
@@ -138,10 +138,11 @@ def _part_ends(ids: list[str]) -> list[int]:
 
 
 def _csv_of(collection: Collection, download: _Download, cache: Cache,
-            ready: Callable[[], None]) -> bytes:
+            ready: Callable[[], None]) -> Pieces:
+    """The CSV as its parts, written one after the other (not joined: `writer.Pieces`)."""
     ready()
     head = codecs.BOM_UTF8 + csv_header(collection).encode()  # the mark: spreadsheets read UTF-8
-    return b"".join([head, *(part[0] for part in download.texts(cache))])
+    return Pieces((head, *(part[0] for part in download.texts(cache))))
 
 
 def _archive_of(node: NodeConfig, download: _Download, cache: Cache,

@@ -73,7 +73,16 @@ def placed(private: Path, name: str) -> str:
     return str(private / BUILDS / f"placed-{os.getpid()}-{name}")
 
 
-Data = bytes | memoryview | Placed
+class Pieces(NamedTuple):
+    """An output's bytes as the pieces they are made of, written one after the other
+    without being joined first (a collection's CSV download: 78 MB at 100,000 records, from
+    hundreds of parts the export cache keeps)."""
+
+    pieces: tuple[bytes | memoryview, ...]
+
+
+Data = bytes | memoryview | Placed | Pieces
+_IOV_MAX = 1024  # buffers a writev takes at most (Linux)
 
 
 class OutputFile(NamedTuple):
@@ -472,11 +481,29 @@ def _write(path: str, data: Data, mode: int, replace: bool = False) -> None:
     flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if replace else os.O_EXCL)
     descriptor = os.open(path, flags, mode)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(descriptor, view):]
+        if isinstance(data, Pieces):
+            _write_pieces(descriptor, data.pieces)
+        else:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(descriptor, view):]
     finally:
         os.close(descriptor)
+
+
+def _write_pieces(descriptor: int, pieces: Sequence[bytes | memoryview]) -> None:
+    """Write the pieces one after the other, `_IOV_MAX` at a time (a write may take part of
+    them: it goes on from where it stopped)."""
+    for start in range(0, len(pieces), _IOV_MAX):
+        batch = [memoryview(piece) for piece in pieces[start:start + _IOV_MAX] if piece]
+        first = 0
+        while first < len(batch):
+            written = os.writev(descriptor, batch[first:first + _IOV_MAX])
+            while first < len(batch) and written >= len(batch[first]):
+                written -= len(batch[first])
+                first += 1
+            if written:
+                batch[first] = batch[first][written:]
 
 
 def _makedirs(folder: str, mode: int) -> None:
