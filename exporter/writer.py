@@ -178,8 +178,10 @@ class Release:
         self._records: dict[str, Future[bytes]] = {}  # tree -> its outputs, marshalled
 
     def _recorded(self, tree: str, outputs: dict[str, str]) -> None:
-        """A tree's outputs are known: marshalled on a thread meanwhile, for `publish` (at
-        100,000 records, 0.1 s of the end of every export, delta ones too)."""
+        """A tree brought up to date (`write_changes`) has these outputs: marshalled on a
+        thread meanwhile, for `publish` (at 100,000 records, 0.1 s of the end of every
+        delta export). Not after `write`: a whole export forks work aside after it, which
+        a thread running then would keep in the export's own process (`aside.forks`)."""
         self.outputs[tree] = outputs
         pool = ThreadPoolExecutor(1, thread_name_prefix="fednode-record")
         self._records[tree] = pool.submit(marshal.dumps, outputs)
@@ -331,7 +333,7 @@ class Release:
         gone = [path for path in kept if path not in recorded]
         for path in gone:
             _remove(stage, path)
-        self._recorded(tree, recorded)
+        self.outputs[tree] = recorded
         return TreeStats(written, reused, len(set(previous or kept) - set(recorded)))
 
     def publish(self) -> None:
@@ -339,8 +341,9 @@ class Release:
         the switch. The build that was current stays, as the next export's starting point."""
         record = self.folder / OUTPUTS
         # each tree's outputs as its own marshalled bytes (`_recorded`), read by `_read_outputs`
-        _write(str(record) + ".tmp", marshal.dumps(
-            {tree: self._records[tree].result() for tree in self.outputs}), 0o600, replace=True)
+        _write(str(record) + ".tmp", marshal.dumps({
+            tree: self._records[tree].result() if tree in self._records else marshal.dumps(each)
+            for tree, each in self.outputs.items()}), 0o600, replace=True)
         os.replace(str(record) + ".tmp", record)
         self._versions[self.name] = _version(self.folder)
         checkpoint("recorded")
