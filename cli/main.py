@@ -242,6 +242,7 @@ def export(project_dir: Path, frozen: bool, base_url: str | None, watch: bool) -
                                err=True)
                 finally:
                     progress.end()
+                session.prepare()  # (after a whole export: work the first edit would wait for)
                 changes.wait()
         except KeyboardInterrupt:
             click.echo("stopped", err=True)

@@ -66,7 +66,7 @@ from .contract.feed import (
 from .contract.layout import record_file
 from .contract.page_urls import record_href
 from .contract.wire import LIST_LIMIT_DEFAULT, PUBLIC
-from .errors import ContentError
+from .errors import ContentError, ExportError
 from .fileversion import version_at
 from .ledger import Current
 from .render import Rendered, manifest, render_record
@@ -130,6 +130,7 @@ class State:
     group_row: dict[str, int]  # record id -> its row in its access group's search index
     groups: set[str]  # the access groups records are in
     pending: set[str] = field(default_factory=set)  # files an export refused, read again
+    prepared: bool = False  # `Session.prepare` ran
 
     @classmethod
     def after(cls, made: Made, report: BuildReport) -> State:
@@ -220,6 +221,32 @@ class Session:
             self.state = None
         report.made = None
         return report
+
+
+    def prepare(self) -> None:
+        """After a whole export, what the first export brought up to date after it would
+        otherwise do, for whoever has time to wait for it now (`fednode export --watch`,
+        before it waits for a save): make the download parts the cache lacks (a download
+        taken as an earlier build had it, after a base_url changed and changed back, has
+        none), and make the other build hold what the current one holds (after an export
+        that changed every file, 200,000 links at 100,000 records). A save meanwhile is
+        exported once this ends."""
+        state = self.state
+        if state is None or state.prepared:
+            return
+        state.prepared = True
+        made = state.made
+        try:
+            downloads.make_parts(made.content.node, made.content.collections, {
+                name: (group.records, group.prints) for name, group in made.public.items()},
+                made.content.cache)
+            with exclusive(made.project.private):
+                if made.release.mirror(state.stale):
+                    state.stale = {tree: set() for tree in state.stale}
+        except ExportError:
+            pass  # another export runs: the next one here is whole anyway
+        except Exception as exc:  # (the next export refuses to resume what failed midway)
+            self.failures.append(exc)
 
 
 @dataclass

@@ -75,6 +75,17 @@ def download_files(node: NodeConfig, collections: dict[str, Collection],
     return files
 
 
+def make_parts(node: NodeConfig, collections: dict[str, Collection],
+               public: dict[str, tuple[list[Rendered], list[str]]], cache: Cache) -> None:
+    """Have the cache hold every part of these downloads (made aside where many are
+    missing). A whole export that takes a download as an earlier build had it makes none of
+    its parts; the first export brought up to date after it (`delta`) would make them all."""
+    with ExitStack() as stack:
+        for file in download_files(node, collections, public, cache,
+                                   lambda path, print_: False, stack):
+            file.render()
+
+
 def manifest_section(node: NodeConfig, counts: dict[str, int],
                      names: Sequence[str]) -> dict[str, Any]:
     """The manifest's `downloads`: where each file is, and what it holds."""

@@ -224,6 +224,27 @@ class Release:
         (release.folder / OUTPUTS).unlink()  # written back once the build is whole again
         return release
 
+    def mirror(self, stale: dict[str, set[str]]) -> bool:
+        """Make the build this published one replaced hold the same files (hard links of
+        this one's, at the `stale` paths of each tree) and record it, without switching:
+        the export after it (`resume`) then writes its own changes only. False, touching
+        nothing, where the builds are not as this release left them. Between exports, where
+        there is time (`delta.Session.prepare`): after an export that changed every file, the
+        next one would link 200,000 of them at 100,000 records (4 s)."""
+        other = Release.resume(self)
+        if other is None:
+            return False
+        for tree, paths in stale.items():
+            other.write_changes(tree, [], paths)
+        record = other.folder / OUTPUTS
+        _write(str(record) + ".tmp", marshal.dumps({
+            tree: other._records[tree].result() for tree in other.outputs}), 0o600,
+            replace=True)
+        os.replace(str(record) + ".tmp", record)
+        self._previous = other.outputs
+        self._versions[other.name] = _version(other.folder)
+        return True
+
     def stale(self, tree: str) -> set[str]:
         """The paths at which the build before this one differs from this one, once
         published: what `write_changes` of the next build must bring up to date."""

@@ -306,6 +306,42 @@ def test_a_delta_export_makes_only_the_download_parts_it_changed(
     assert_whole(root, tmp_path / "elsewhere", (("zyxwvut", ("public",)),))
 
 
+def test_after_a_whole_export_the_watch_prepares_what_the_first_edit_needs(
+        sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A base_url changed and changed back: the whole export takes the downloads as the
+    build before last had them (none of their parts made), and the other build differs from
+    it at every file. `prepare` (what `--watch` does before it waits) makes the parts and
+    links the other build, so that the first edits make their own parts only and find no
+    other file to bring up to date; and what they export is what a whole export gives."""
+    root = tmp_path / "node"
+    shutil.copytree(sample, root, symlinks=True)
+    multiply(root / "content", 400)
+    build(Project(root))
+    toml = root / "content" / "node.toml"
+    text = toml.read_text()
+    toml.write_text(text.replace('base_url = "http://127.0.0.1:8000"',
+                                 'base_url = "https://elsewhere.example.org"'))
+    build(Project(root))
+    toml.write_text(text)
+    session = Session(Project(root))
+    session.export(None)
+    assert session.state is not None and len(session.state.stale["site"]) > 1000
+    made: list[int] = []
+    real = downloads._made
+    monkeypatch.setattr(downloads, "_made", lambda make, records: (
+        made.append(len(records)), real(make, records))[1])
+    session.prepare()
+    assert session.state.stale == {"site": set(), "bundle": set()}
+    species = sorted((root / "content" / "species").glob("synthetic-*.md"))
+    for path in (species[0], species[-1]):
+        path.write_text(path.read_text() + "\nOne more paragraph: zyxwvut.\n")
+        made.clear()
+        session.export({path})
+        assert len(made) == 2  # its own part of the CSV and of the archive, nothing else
+    assert (session.whole, session.deltas, session.failures) == (1, 2, [])
+    assert_whole(root, tmp_path / "elsewhere", (("zyxwvut", ("public",)),))
+
+
 def test_a_ledger_written_by_something_else_makes_the_next_export_whole(
         sample: Path, tmp_path: Path) -> None:
     """A `git pull` replacing ledger.jsonl: the export reads it again rather than append to
