@@ -222,7 +222,6 @@ class Session:
         report.made = None
         return report
 
-
     def prepare(self) -> None:
         """After a whole export, what the first export brought up to date after it would
         otherwise do, for whoever has time to wait for it now (`fednode export --watch`,

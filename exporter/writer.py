@@ -236,11 +236,7 @@ class Release:
             return False
         for tree, paths in stale.items():
             other.write_changes(tree, [], paths)
-        record = other.folder / OUTPUTS
-        _write(str(record) + ".tmp", marshal.dumps({
-            tree: other._records[tree].result() for tree in other.outputs}), 0o600,
-            replace=True)
-        os.replace(str(record) + ".tmp", record)
+        other._write_record()
         self._previous = other.outputs
         self._versions[other.name] = _version(other.folder)
         return True
@@ -357,15 +353,19 @@ class Release:
         self.outputs[tree] = recorded
         return TreeStats(written, reused, len(set(previous or kept) - set(recorded)))
 
-    def publish(self) -> None:
-        """Switch both trees in with one rename, then make sure the links point through
-        the switch. The build that was current stays, as the next export's starting point."""
+    def _write_record(self) -> None:
+        """This build's record of its outputs: each tree's as its own marshalled bytes
+        (`_recorded`), read by `_read_outputs`."""
         record = self.folder / OUTPUTS
-        # each tree's outputs as its own marshalled bytes (`_recorded`), read by `_read_outputs`
         _write(str(record) + ".tmp", marshal.dumps({
             tree: self._records[tree].result() if tree in self._records else marshal.dumps(each)
             for tree, each in self.outputs.items()}), 0o600, replace=True)
         os.replace(str(record) + ".tmp", record)
+
+    def publish(self) -> None:
+        """Switch both trees in with one rename, then make sure the links point through
+        the switch. The build that was current stays, as the next export's starting point."""
+        self._write_record()
         self._versions[self.name] = _version(self.folder)
         checkpoint("recorded")
         _symlink(f"{BUILDS}/{self.name}", self.private / CURRENT)
