@@ -239,13 +239,18 @@ class Session:
             downloads.make_parts(made.content.node, made.content.collections, {
                 name: (group.records, group.prints) for name, group in made.public.items()},
                 made.content.cache)
-            with exclusive(made.project.private):
+        except Exception as exc:  # (the next export makes what is missing, or says why)
+            self.failures.append(exc)
+        with ExitStack() as held:
+            try:
+                held.enter_context(exclusive(made.project.private))
+            except ExportError:
+                return  # another export runs: the next one here is whole anyway
+            try:
                 if made.release.mirror(state.stale):
                     state.stale = {tree: set() for tree in state.stale}
-        except ExportError:
-            pass  # another export runs: the next one here is whole anyway
-        except Exception as exc:  # (the next export refuses to resume what failed midway)
-            self.failures.append(exc)
+            except Exception as exc:  # (the next export refuses to resume what failed midway)
+                self.failures.append(exc)
 
 
 @dataclass

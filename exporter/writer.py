@@ -522,7 +522,7 @@ def _write_pieces(descriptor: int, pieces: Sequence[bytes | memoryview]) -> None
         batch = [memoryview(piece) for piece in pieces[start:start + _IOV_MAX] if piece]
         first = 0
         while first < len(batch):
-            written = os.writev(descriptor, batch[first:first + _IOV_MAX])
+            written = os.writev(descriptor, batch[first:])
             while first < len(batch) and written >= len(batch[first]):
                 written -= len(batch[first])
                 first += 1
