@@ -232,8 +232,9 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     ledger.apply(events)  # in memory; written once the whole public tree is known to be fine
     progress("ledger", len(content.records), len(content.records))
     with ExitStack() as aside:  # work done in other processes, stopped if the export fails
-        # What the whole ledger gives, and the search index (embedding new text is the
-        # slowest step), are made aside, on the other core, while the pages render.
+        # What the whole ledger gives, the search index (embedding new text is the slowest
+        # step) and the library's passages (their sentence encoding) are made aside, on the
+        # other core, while the pages render.
         from_ledger = Aside(_from_ledger, ledger.events, content.node.base_url)
         aside.callback(from_ledger.cancel)
         release = Release.stage(project.private, {"site": project.site_out,
@@ -243,9 +244,12 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
                                    [(r.collection, r.id, r.hash, r.access) for r in ordered],
                                    {r.id: r for r in content.records}, content.collections)
         aside.callback(index.cancel)
+        passages = library.Building(release.tree("bundle"), release.live_tree("bundle"),
+                                    content.documents)
+        aside.callback(passages.cancel)
         return _write_trees(project, content, ordered, ledger, events, release, from_ledger,
-                            index, aside, progress=progress, folder_limit=folder_limit,
-                            keep=keep)
+                            index, passages, aside, progress=progress,
+                            folder_limit=folder_limit, keep=keep)
 
 
 def stamped_events(project: Project, ledger: Ledger, current: Iterable[Current], *,
@@ -291,7 +295,7 @@ def _from_ledger(events: list[Event], base_url: str) -> tuple[PublicChanges, byt
 def _write_trees(project: Project, content: Content, ordered: list[SourceRecord],
                  ledger: Ledger, events: list[Event], release: Release,
                  from_ledger: Aside[tuple[PublicChanges, bytes]], index: search_index.Index,
-                 aside: ExitStack, *, progress: Progress, folder_limit: int,
+                 passages: library.Building, aside: ExitStack, *, progress: Progress, folder_limit: int,
                  keep: bool) -> BuildReport:
     """Render every output and write both trees into the build, then switch it in."""
     previous = Renderings.read(project.bundle)
@@ -343,9 +347,7 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     records = bundle_writer.records_file(
         bundle_writer.records_table(rendered, _positions(rendered), previous), project.private)
     progress("indexing", 0, len(rendered))
-    passages = library.build(release.tree("bundle"), release.live_tree("bundle"),
-                             content.documents)
-    indexed = index.result()
+    indexed = index.result() + passages.result()
     progress("indexing", len(rendered), len(rendered))
     checkpoint("indexed")
     progress("writing bundle", 0, len(rendered))
@@ -354,7 +356,7 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
         manifest=manifest_bytes, schema=schema_bytes, openapi=openapi_bytes, index=index_bytes,
         changes=changes.body,
         records=records,
-        events=events_arrow, search=indexed + passages,
+        events=events_arrow, search=indexed,
         origins=node.allowed_origins)]
     release.write("bundle", private)
     progress("writing bundle", len(rendered), len(rendered))

@@ -385,31 +385,26 @@ def test_a_passage_is_encoded_once(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     PDFs did not change is linked from the build before, and a group rebuilt around a
     changed PDF takes its other passages' vectors from there (what the process encoded
     before is forgotten before each export here, so the build alone can give them). Every
-    vector is the one the passage's text has when encoded afresh."""
+    vector is the one the passage's text has when encoded afresh. (What an export encoded is
+    what its process learned (`library._encoded`), from the process that built the library
+    aside too.)"""
     from exporter import encoder, library
     from sidecar.store import Snapshot
-    encoded: list[str] = []
     encode = encoder.Encoder.encode
 
-    def counted(self: encoder.Encoder, texts: Any) -> Any:
-        encoded.extend(texts)
-        return encode(self, texts)
-    monkeypatch.setattr(encoder.Encoder, "encode", counted)
+    def encoded_by_an_export() -> list[str]:
+        monkeypatch.setattr(library, "_encoded", {})
+        build(Project(node.root))
+        return list(library._encoded)
     node = library_node(tmp_path / "node")
-    monkeypatch.setattr(library, "_encoded", {})
-    build(Project(node.root))
-    first = list(encoded)
+    first = encoded_by_an_export()
     assert first and any("spill kit" in text for text in first)
-    encoded.clear()
-    monkeypatch.setattr(library, "_encoded", {})
-    build(Project(node.root))
-    assert encoded == []
+    assert encoded_by_an_export() == []
     make_pdf(node.root / "content" / "library" / "guide.pdf",
              [*GUIDE_PAGES, "Knotweed fragments are burnt on site where that is allowed."],
              ["i", "ii", "1", "2", "3"])
-    monkeypatch.setattr(library, "_encoded", {})
-    build(Project(node.root))
-    assert encoded == ["Knotweed fragments are burnt on site where that is allowed."]
+    assert encoded_by_an_export() == [
+        "Knotweed fragments are burnt on site where that is allowed."]
     groups = Snapshot(node.root / ".fednode" / "bundle").passage_groups(
         ["public", "sensitive"])
     for group in groups:
@@ -417,11 +412,9 @@ def test_a_passage_is_encoded_once(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert np.abs(np.asarray(group.senses) - fresh).max() < 1e-5
     # Another version of the encoder: every passage is encoded again, none taken from the
     # build before (its vectors meant something else).
-    encoded.clear()
     monkeypatch.setattr(encoder, "VERSION", "another-model:1")
-    monkeypatch.setattr(library, "_encoded", {})
-    build(Project(node.root))
-    assert sorted(encoded) == sorted(str(row[3]) for group in groups for row in group.rows)
+    assert sorted(encoded_by_an_export()) == sorted(
+        str(row[3]) for group in groups for row in group.rows)
 
 
 def test_passages_of_the_wrong_shape_are_an_unusable_bundle(tmp_path: Path) -> None:
