@@ -307,8 +307,9 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     node, known = content.node, content.collections
     public = _by_collection([r for r in rendered if r.public])
     changes, events_arrow = from_ledger.result()
+    changes_hash = hashlib.sha256(changes.body)  # (for site_out/ and the bundle alike)
     sync_files, sync_section = _sync_files(
-        node, snapshots(node, public, content.cache), changes)
+        node, snapshots(node, public, content.cache), changes, changes_hash)
     download_files = downloads.download_files(
         node, known, {name: (group.records, group.prints) for name, group in public.items()},
         content.cache, functools.partial(release.unchanged, "site"), aside)
@@ -354,7 +355,7 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     private = [*library.private(content.documents), *download_files, *bundle_writer.bundle_files(
         node_id=node.id, base_url=node.base_url, sidecar_url=node.sidecar_url,
         manifest=manifest_bytes, schema=schema_bytes, openapi=openapi_bytes, index=index_bytes,
-        changes=changes.body,
+        changes=(changes.body, changes_hash),
         records=records,
         events=events_arrow, search=indexed,
         origins=node.allowed_origins)]
@@ -519,9 +520,11 @@ def snapshots(node: NodeConfig, public: dict[str, Public], cache: Cache, *,
 
 
 def _sync_files(node: NodeConfig, chunks: dict[tuple[str, int], Snapshot],
-                changes: PublicChanges) -> tuple[list[OutputFile], dict[str, object]]:
-    """Snapshot chunks and the public change list, and the manifest's description of them."""
-    changes_digest = hashlib.sha256(changes.body).hexdigest()
+                changes: PublicChanges, changes_hash: bundle_writer.Hash
+                ) -> tuple[list[OutputFile], dict[str, object]]:
+    """Snapshot chunks and the public change list (`changes_hash`: its SHA-256), and the
+    manifest's description of them."""
+    changes_digest = changes_hash.hexdigest()
     files = [*(chunk.file for chunk in chunks.values()),
              constant(CHANGES_PATH, changes.body, changes_digest)]
     section = {

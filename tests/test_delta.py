@@ -370,3 +370,27 @@ def test_a_record_file_replaced_by_a_link_is_exported_whole(sample: Path,
         session.export({first})
     assert [p.message.split(":")[0] for p in refused.value.problems] == ["duplicate"]
     assert session.deltas == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 40), st.lists(st.lists(st.integers(0, 39), max_size=80), max_size=6))
+def test_the_change_list_brought_up_to_date_is_the_one_made_whole(
+        records: int, batches: list[list[int]]) -> None:
+    """`Feed.add` cuts the changed records' lines out of the list before and appends their
+    new ones (the whole list joined again only past 64 of them): after any batches of
+    edits, a record edited twice in one batch among them, the list is the one
+    `public_changes` makes from every event."""
+    from exporter.contract.feed import Event, public_changes
+    from exporter.delta import Feed
+    base = "https://node.example.org"
+    ids = [f"{n:08d}-0000-4000-8000-000000000000" for n in range(records)]
+    events = [Event(n + 1, "2026-11-26T10:00:00Z", "create", "species", record_id, f"{n:064x}",
+                    "public") for n, record_id in enumerate(ids)]
+    feed = Feed.of(events, public_changes(events, base))
+    for second, batch in enumerate(batches, start=1):
+        fresh = [Event(len(events) + n + 1, f"2026-11-26T10:00:{second:02d}Z", "update",
+                       "species", ids[k % records], f"{len(events) + n:064x}", "public")
+                 for n, k in enumerate(batch)]
+        events.extend(fresh)
+        feed.add(fresh, base)
+        assert feed.changes == public_changes(events, base)
