@@ -53,6 +53,7 @@ from .render import (
     manifest,
     render_record,
     schema_document,
+    served_views,
 )
 from .renderings import Renderings
 from .schemas import Collection, collections
@@ -295,8 +296,8 @@ def _from_ledger(events: list[Event], base_url: str) -> tuple[PublicChanges, byt
 def _write_trees(project: Project, content: Content, ordered: list[SourceRecord],
                  ledger: Ledger, events: list[Event], release: Release,
                  from_ledger: Aside[tuple[PublicChanges, bytes]], index: search_index.Index,
-                 passages: library.Building, aside: ExitStack, *, progress: Progress, folder_limit: int,
-                 keep: bool) -> BuildReport:
+                 passages: library.Building, aside: ExitStack, *, progress: Progress,
+                 folder_limit: int, keep: bool) -> BuildReport:
     """Render every output and write both trees into the build, then switch it in."""
     previous = Renderings.read(project.bundle)
     rendered = _render(content, ordered, ledger, previous, progress)
@@ -537,7 +538,7 @@ def _sync_files(node: NodeConfig, chunks: dict[tuple[str, int], Snapshot],
 
 
 def _snapshot(chunk: list[Rendered]) -> bytes:
-    return snapshot_chunk(json_of(chunk))
+    return snapshot_chunk(served_views(chunk))
 
 
 def _static_files(node: NodeConfig, public: dict[str, Public], manifest_bytes: bytes,

@@ -32,8 +32,8 @@ from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from itertools import islice
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 import pyarrow as pa
@@ -121,7 +121,8 @@ class Feed:
         starts = [body.find(line) for line in gone] if len(gone) <= 64 else [-1]
         if -1 in starts:
             return b"".join(self.lines.values())
-        view, pieces, at = memoryview(body), [], 0
+        view, at = memoryview(body), 0
+        pieces: list[bytes | memoryview] = []
         for start, line in sorted(zip(starts, gone, strict=True)):
             pieces.append(view[at:start])
             at = start + len(line)
@@ -498,8 +499,8 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         private = [*download_files, *bundle_writer.bundle_files(
             node_id=node.id, base_url=node.base_url, sidecar_url=node.sidecar_url,
             manifest=manifest_bytes, schema=made.schema, openapi=made.openapi,
-            index=made.index, changes=(changes.body, changes_hash.result()), records=records, events=events_table,
-            search=indexed + passages, origins=node.allowed_origins)]
+            index=made.index, changes=(changes.body, changes_hash.result()), records=records,
+            events=events_table, search=indexed + passages, origins=node.allowed_origins)]
         _, state.stale["bundle"] = release.write_changes("bundle", private,
                                                          state.stale["bundle"])
         checkpoint("bundle")

@@ -65,12 +65,18 @@ class Rendered:
 
 def json_of(items: list[Rendered]) -> list[bytes]:
     """The served bytes of records of one export, in the order given."""
+    return list(map(bytes, served_views(items)))
+
+
+def served_views(items: list[Rendered]) -> list[bytes | memoryview]:
+    """`json_of`, but those taken from the previous export as views of its map, not copied
+    (bytes joined at once: a snapshot chunk, 20 MB at 10,000 records)."""
     reused = [r for r in items if r.fresh is None]
     if not reused:
         return [r.served() for r in items]
     source = reused[0].source
     assert source is not None
-    taken = iter(source.bytes_of([r.row for r in reused]))
+    taken = iter(source.views_of([r.row for r in reused]))
     return [r.fresh if r.fresh is not None else next(taken) for r in items]
 
 

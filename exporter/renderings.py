@@ -51,6 +51,10 @@ class Renderings:
     def bytes_of(self, rows: list[int]) -> list[bytes]:
         """Rows' served bytes, sliced from the map (Arrow's `take` would load
         pyarrow.compute, a seventh of a small export's time)."""
+        return list(map(bytes, self.views_of(rows)))
+
+    def views_of(self, rows: list[int]) -> list[memoryview]:
+        """Rows' served bytes as views of the map, not copied (for bytes joined at once)."""
         if not rows:
             return []
         buffers = self.items.buffers()
@@ -58,7 +62,7 @@ class Renderings:
             self._offsets = np.frombuffer(buffers[1], np.int64)[
                 self.items.offset:self.items.offset + len(self.items) + 1].tolist()
         offsets, data = self._offsets, memoryview(buffers[2])  # type: ignore[arg-type]
-        return [bytes(data[offsets[row]:offsets[row + 1] - len(ITEM_END)]) for row in rows]
+        return [data[offsets[row]:offsets[row + 1] - len(ITEM_END)] for row in rows]
 
     def columns(self, runs: Runs, fresh: list[bytes]) -> tuple[pa.Array, pa.Array]:
         """The records table's `item` and `digest` columns, made of `runs` (see `runs`) of

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -148,7 +148,7 @@ def _change(seen: Seen, base_url: str) -> dict[str, object]:
     }
 
 
-def snapshot_chunk(items: list[bytes]) -> bytes:
+def snapshot_chunk(items: Sequence[bytes | memoryview]) -> bytes:
     """The items, each followed by a newline (joined once, not each copied first)."""
     return b"\n".join(items) + b"\n" if items else b""
 
