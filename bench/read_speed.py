@@ -141,10 +141,10 @@ def datasette(root: Path, folder: Path, port: int) -> tuple[subprocess.Popen[byt
     if not (venv / "bin" / "datasette").exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "datasette"], check=True)
-    import pyarrow as pa  # the bundle's records, the same rows the sidecar serves
+    from exporter.contract.bundle import RECORDS, read_records, records_of
 
-    table = pa.ipc.open_file(pa.memory_map(str(root / ".fednode" / "bundle" /
-                                               "records.arrow"))).read_all()
+    # the bundle's records, the same rows the sidecar serves
+    table = records_of(read_records(root / ".fednode" / "bundle" / RECORDS))
     database = folder / "records.db"
     with sqlite3.connect(database) as db:
         db.execute("CREATE TABLE records (id TEXT PRIMARY KEY, collection TEXT, access TEXT, "

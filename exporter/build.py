@@ -346,8 +346,8 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     saving = Aside(content.cache.save, content.paths)
     aside.callback(saving.cancel)
     # What needs nothing of the index is made while it ends aside.
-    records = bundle_writer.records_file(
-        bundle_writer.records_table(rendered, _positions(rendered), previous), project.private)
+    records = bundle_writer.records_files(bundle_writer.records_tables(
+        rendered, _positions(rendered), previous), project.private)
     progress("indexing", 0, len(rendered))
     indexed = index.result() + passages.result()
     progress("indexing", len(rendered), len(rendered))

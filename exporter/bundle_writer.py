@@ -4,10 +4,11 @@ previous export's rendered records."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeAlias
 
@@ -15,7 +16,6 @@ import pyarrow as pa
 
 from .contract.bundle import (
     CHANGES,
-    DIGEST_SIZE,
     EVENT_COLUMNS,
     EVENTS,
     FORMAT,
@@ -24,10 +24,12 @@ from .contract.bundle import (
     META,
     OPENAPI,
     RECORD_COLUMNS,
-    RECORDS,
     SCHEMA,
     Meta,
+    arrow_schema,
     column,
+    segment_path,
+    segments,
 )
 from .contract.feed import Event
 from .contract.wire import COLLECTIONS
@@ -37,12 +39,7 @@ from .writer import OutputFile, Placed, constant, placed
 
 Hash: TypeAlias = "hashlib._Hash"  # a hash object, as hashlib.sha256 returns
 
-_TYPES = {"string": pa.string(), "int64": pa.int64(), "large_binary": pa.large_binary(),
-          "digest": pa.binary(DIGEST_SIZE)}
-
-
-def _arrow(columns: tuple[tuple[str, str], ...]) -> pa.Schema:
-    return pa.schema([(name, _TYPES[kind]) for name, kind in columns])
+_arrow = arrow_schema
 
 
 # The records table's columns that are a `Rendered` attribute (its other columns: `position`,
@@ -52,12 +49,14 @@ _ATTRIBUTES = {"collection": "collection", "id": "id", "access": "access", "titl
                "content_hash": "content_hash", "render_key": "key"}
 
 
-def records_table(ordered: list[Rendered], positions: list[int], previous: Renderings
-                  ) -> pa.Table:
+def records_tables(ordered: list[Rendered], positions: list[int], previous: Renderings
+                   ) -> list[pa.Table]:
     """The records in `ordered` (list order, `positions` beside them), stored by collection,
-    then access group, then list order (`contract.bundle`). Renderings taken from `previous`
-    are copied column to column: a reused rendering was made from the same render key, so
-    its row is the same in every column but `position`."""
+    then access group, then list order, in segments (`contract.bundle`). Renderings taken
+    from `previous` are copied column to column: a reused rendering was made from the same
+    render key, so its row is the same in every column but `position`. Every column is made
+    afresh (not a slice of another array), as an edit's segment is (`records_replaced`):
+    the Arrow file of a slice holds other bytes for the same rows."""
     rank = {name: index for index, name in enumerate(COLLECTIONS)}
     stored = sorted(range(len(ordered)),  # stable: list order within a group
                     key=lambda n: (rank[ordered[n].collection], ordered[n].access))
@@ -73,32 +72,44 @@ def records_table(ordered: list[Rendered], positions: list[int], previous: Rende
             fresh.append(r)
             served.append(r.fresh)
             rows.append(-len(fresh))
-    schema, spans = _arrow(RECORD_COLUMNS), runs(rows)
-    columns: dict[str, pa.Array] = {
-        name: previous.column(name, pa.array([getattr(r, attribute) for r in fresh],
-                                             schema.field(name).type), spans)
+    schema = _arrow(RECORD_COLUMNS)
+    new: dict[str, pa.Array] = {
+        name: pa.array([getattr(r, attribute) for r in fresh], schema.field(name).type)
         for name, attribute in _ATTRIBUTES.items()}
-    columns["position"] = pa.array(positions, pa.int64())
-    columns["item"], columns["digest"] = previous.columns(spans, served)
-    return pa.table([columns[name] for name in schema.names], schema=schema)
+    new["item"], new["digest"] = Renderings.made(served)
+    tables = []
+    for first, stop in segments([r.collection for r in ordered], [r.access for r in ordered]):
+        spans = runs(rows[first:stop])
+        columns = {name: previous.column(name, made, spans) for name, made in new.items()}
+        columns["position"] = pa.array(positions[first:stop], pa.int64())
+        tables.append(pa.table([columns[name] for name in schema.names], schema=schema))
+    return tables
 
 
-Records = tuple[Placed, Hash]  # the records table's file, and its hash (`records_file`)
-
-
-def records_file(table: pa.Table, private: Path) -> Records:
-    """The records table's file (one record batch, each column one contiguous buffer),
-    written ahead (`writer.Placed`) from the table's own buffers (200 MB at 100,000 records:
-    neither gathered in memory nor written twice), and a hash of its content: of every
-    column but the served bytes themselves, which the `digest` column stands for (hashing
-    all of them took a tenth of a second at 100,000 records)."""
-    path = placed(private, RECORDS)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)  # (a killed export's, if this process's number came round again)
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))  # the bundle's mode
-    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
-    return Placed(path), hashlib.sha256(_ipc(table.drop_columns(["item"])))
+def records_files(tables: list[pa.Table], private: Path, made: Iterable[int] | None = None,
+                  kept: Sequence[str] = ()) -> list[OutputFile]:
+    """The files of the records table's segments (`contract.bundle.segments`), each with
+    the hex SHA-256 of its content but the served bytes as its fingerprint (the `digest`
+    column stands for them: hashing them all took a tenth of a second at 100,000 records).
+    Each of `made` (all, where None) is written ahead (`writer.Placed`) from its table's own
+    buffers, neither gathered in memory nor written twice; each other one is as `kept` says
+    (its fingerprint), made only if the writer cannot link it from the build before."""
+    numbers = range(len(tables)) if made is None else set(made)
+    found = []
+    for n, table in enumerate(tables):
+        if n not in numbers:
+            found.append(OutputFile(segment_path(n), kept[n],
+                                    functools.partial(lambda t: bytes(_ipc(t)), table)))
+            continue
+        path = placed(private, f"records-{n:05d}.arrow")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # (a killed export's, if this process's number came round again)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))  # the bundle's
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        found.append(constant(segment_path(n), Placed(path), hashlib.sha256(
+            _ipc(table.drop_columns(["item"]))).hexdigest()))
+    return found
 
 
 def _ipc(table: pa.Table) -> memoryview:
@@ -110,17 +121,16 @@ def _ipc(table: pa.Table) -> memoryview:
 
 
 def records_replaced(table: pa.Table, rows: dict[int, tuple[Rendered, int]]) -> pa.Table:
-    """A records table (as `records_table` made it) with the rows numbered in `rows`
-    replaced by those records, each with its position: what `records_table` makes of the
-    same records, without looking at the others."""
+    """A segment of the records table (as `records_tables` made it) with the rows numbered
+    in `rows` replaced by those records, each with its position: what `records_tables` makes
+    of the same records, without looking at the others."""
     fresh = [rows[n] for n in sorted(rows)]
     schema = _arrow(RECORD_COLUMNS)
     new: dict[str, pa.Array] = {
         name: pa.array([getattr(r, attribute) for r, _ in fresh], schema.field(name).type)
         for name, attribute in _ATTRIBUTES.items()}
     new["position"] = pa.array([position for _, position in fresh], pa.int64())
-    served = [r.served() for r, _ in fresh]
-    new["item"], new["digest"] = Renderings.empty().columns([(False, 0, len(fresh))], served)
+    new["item"], new["digest"] = Renderings.made([r.served() for r, _ in fresh])
     spans: list[tuple[bool, int, int]] = []
     start = 0
     for made, n in enumerate(sorted(rows)):
@@ -152,7 +162,7 @@ def events_parquet(table: pa.Table) -> bytes:
 
 def bundle_files(*, node_id: str, base_url: str, sidecar_url: str, manifest: bytes,
                  schema: bytes, openapi: bytes, index: bytes, changes: tuple[bytes, Hash],
-                 records: Records, events: bytes, search: str, origins: list[str]
+                 records: list[OutputFile], events: bytes, search: str, origins: list[str]
                  ) -> Iterator[OutputFile]:
     """The bundle's files but its indexes. `changes`: the public change list and its hash,
     made for site_out/ already (30 MB at 100,000 records)."""
@@ -160,15 +170,18 @@ def bundle_files(*, node_id: str, base_url: str, sidecar_url: str, manifest: byt
     hashed: list[tuple[str, bytes | memoryview | Placed, Hash]] = [
         (name, data, hashlib.sha256(data)) for name, data in files]  # each once
     hashed.append((CHANGES, *changes))
-    hashed.append((RECORDS, *records))  # (hashed by its content: 200 MB at 100,000 records)
     hashed.append((EVENTS, events, hashlib.sha256(events)))
     digest = hashlib.sha256()
-    for _, _, each in hashed:
+    for _, _, each in hashed[:5]:
         digest.update(each.digest())
+    for segment in records:  # (by its content but the served bytes: see `records_files`)
+        digest.update(bytes.fromhex(segment.fingerprint))
+    digest.update(hashed[5][2].digest())
     digest.update(search.encode())
     digest.update(" ".join(origins).encode())
     meta = Meta(format=FORMAT, build=digest.hexdigest()[:16], node_id=node_id,
                 base_url=base_url, sidecar_url=sidecar_url, search=search,
                 origins=origins).to_json()
+    yield from records
     for name, data, each in (*hashed, (META, meta, hashlib.sha256(meta))):
         yield constant(name, data, each.hexdigest())

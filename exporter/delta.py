@@ -23,8 +23,10 @@ is a whole export, as before."""
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
+import itertools
 import os
 import stat
 import time
@@ -55,7 +57,7 @@ from .build import (
 from .cache import SortKey
 from .config import Project
 from .content import LIBRARY, SourceFile, SourceRecord, is_read, read, version_of
-from .contract.bundle import column
+from .contract.bundle import column, segment_path
 from .contract.feed import (
     SNAPSHOT_CHUNK,
     Event,
@@ -147,7 +149,9 @@ class State:
     renderings: Renderings  # the whole export's records table, which reused rows are of
     sitemap: list[str]  # the sitemaps' lines (`pages.url_line`)
     entry: dict[str, int]  # public record id -> its line in `sitemap`
-    table: pa.Table  # the records table of the build now current
+    segments: list[pa.Table]  # the records table of the build now current, in segments
+    starts: list[int]  # each segment's first row
+    prints: list[str]  # each segment's fingerprint (`bundle_writer.records_files`)
     feed: Feed
     snapshots: dict[tuple[str, int], Snapshot]  # the snapshot chunks (`build.snapshots`)
     group_row: dict[str, int]  # record id -> its row in its access group's search index
@@ -178,13 +182,16 @@ class State:
         base = len(made.content.node.base_url)
         entry = {url[base:].rpartition("/")[2][:-5]: n for n, (url, modified)
                  in enumerate(sitemap) if modified}
-        assert renderings.table is not None
         release = made.release
+        starts = list(itertools.accumulate((t.num_rows for t in renderings.tables[:-1]),
+                                           initial=0)) if renderings.tables else []
         return cls(made, (report.public.copy(), report.restricted.copy()), row, place, held,
                    {r.id: n for n, r in enumerate(made.content.records)},
                    {tree: release.stale(tree) for tree in ("site", "bundle")}, named,
                    version_at(made.project.ledger), renderings,
-                   [pages.url_line(*line) for line in sitemap], entry, renderings.table,
+                   [pages.url_line(*line) for line in sitemap], entry, renderings.tables,
+                   starts, [release.outputs["bundle"][segment_path(n)]
+                            for n in range(len(renderings.tables))],
                    Feed.of(made.ledger.events, made.changes),
                    snapshots(made.content.node, made.public, made.content.cache), group_row,
                    set(counted))
@@ -194,11 +201,20 @@ def _rendered(files: list[OutputFile]) -> list[Data]:
     return [f.render() for f in files]
 
 
-def _records(table: pa.Table, rows: dict[int, tuple[Rendered, int]], private: Path
-             ) -> tuple[pa.Table, bundle_writer.Records]:
-    """The records table with `rows` replaced, and its file."""
-    table = bundle_writer.records_replaced(table, rows)
-    return table, bundle_writer.records_file(table, private)
+def _records(state: State, fresh: dict[int, Rendered], private: Path
+             ) -> tuple[list[pa.Table], list[OutputFile]]:
+    """The records table's segments with the rows numbered in `fresh` replaced (each keeps
+    its position), and their files: only the segments holding them are made again."""
+    replaced: dict[int, dict[int, tuple[Rendered, int]]] = {}
+    for row, r in fresh.items():
+        n = bisect.bisect_right(state.starts, row) - 1
+        local = row - state.starts[n]
+        position = column(state.segments[n], "position")[local].as_py()
+        replaced.setdefault(n, {})[local] = (r, position)
+    tables = list(state.segments)
+    for n, rows in replaced.items():
+        tables[n] = bundle_writer.records_replaced(tables[n], rows)
+    return tables, bundle_writer.records_files(tables, private, replaced, state.prints)
 
 
 class Session:
@@ -438,10 +454,8 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         # (the search index, and the download parts the cache lacks, if many: no process
         # is forked while other threads run), while the pages are: most of their work
         # (copying, compressing, hashing, writing) lets the others run.
-        positions = column(state.table, "position")
-        records_work = threads.submit(_records, state.table, {
-            row: (r, positions[row].as_py())
-            for r in fresh for row in [state.renderings.rows[r.id]]}, project.private)
+        records_work = threads.submit(_records, state, {
+            state.renderings.rows[r.id]: r for r in fresh}, project.private)
         made_downloads = threads.submit(_rendered, download_files)
         download_files = [
             OutputFile(f.path, f.fingerprint,
@@ -491,7 +505,7 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         report.site, state.stale["site"] = release.write_changes("site", site_files,
                                                                  state.stale["site"])
         checkpoint("site")
-        table, records = records_work.result()
+        segments, records = records_work.result()
         passages = library.build(release.tree("bundle"), release.live_tree("bundle"),
                                  content.documents)
         indexed = index.result()
@@ -506,7 +520,7 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         checkpoint("bundle")
         release.publish()
     made.release, made.changes = release, changes
-    state.table = table
+    state.segments, state.prints = segments, [f.fingerprint for f in records]
     state.pending = set()
     report.seconds = time.perf_counter() - started
     return report

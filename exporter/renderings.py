@@ -10,38 +10,39 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .contract.bundle import DIGEST_SIZE, ITEM_END, RECORDS, column
+from .contract.bundle import DIGEST_SIZE, ITEM_END, RECORDS, Items, read_records, records_of
 
 
 class Renderings:
     """id -> (render key, title, bytes) of each record of the previous export; empty when
     there is no readable bundle (the export then renders everything)."""
 
-    def __init__(self, ids: list[str], keys: list[str], titles: list[str], items: pa.Array,
-                 digests: pa.Array, table: pa.Table | None = None) -> None:
+    def __init__(self, ids: list[str], keys: list[str], titles: list[str], tables: list[pa.Table]
+                 ) -> None:
         self.rows = {record_id: row for row, record_id in enumerate(ids)}
         self.keys = keys
         self.titles = titles
-        self.items = items  # one contiguous binary array, a row per record (`ITEM_END` after)
-        self.digests = digests  # each row's served bytes' digest
-        self.table = table  # the whole records table
-        self._offsets: list[int] | None = None  # each row's start in its data, then the end
+        self.tables = tables  # the records table's segments (`contract.bundle.segments`)
+        self.table = records_of(tables)  # the same, as one table (its columns chunked)
+        self.items = self.table.column("item")  # a row per record (`ITEM_END` after)
+        self.digests = self.table.column("digest")  # each row's served bytes' digest
+        self._items: Items | None = None
 
     @classmethod
     def read(cls, folder: Path) -> Renderings:
         try:
             # No copy: the map backs the columns, and stays open as long as they do.
-            table = pa.ipc.open_file(pa.memory_map(str(folder / RECORDS))).read_all()
-            items, digests = column(table, "item"), column(table, "digest")
-        except (OSError, KeyError, pa.ArrowException):  # none, or of an older format
+            tables = read_records(folder / RECORDS)
+            table = records_of(tables)
+            ids, keys, titles = (table.column(name).to_pylist()
+                                 for name in ("id", "render_key", "title"))
+            return cls(ids, keys, titles, tables)
+        except (OSError, KeyError, ValueError, pa.ArrowException):  # none, or of an older format
             return cls.empty()
-        ids, keys, titles = (table.column(name).to_pylist()
-                             for name in ("id", "render_key", "title"))
-        return cls(ids, keys, titles, items, digests, table)
 
     @classmethod
     def empty(cls) -> Renderings:
-        return cls([], [], [], pa.array([], pa.large_binary()), pa.array([], _DIGEST))
+        return cls([], [], [], [])
 
     def find(self, record_id: str, key: str) -> int | None:
         """The row of the record's previous rendering if it was rendered from `key`."""
@@ -57,26 +58,24 @@ class Renderings:
         """Rows' served bytes as views of the map, not copied (for bytes joined at once)."""
         if not rows:
             return []
-        buffers = self.items.buffers()
-        if self._offsets is None:
-            self._offsets = np.frombuffer(buffers[1], np.int64)[
-                self.items.offset:self.items.offset + len(self.items) + 1].tolist()
-        offsets, data = self._offsets, memoryview(buffers[2])  # type: ignore[arg-type]
-        return [data[offsets[row]:offsets[row + 1] - len(ITEM_END)] for row in rows]
+        if self._items is None:
+            self._items = Items(self.items.chunks)
+        return self._items.views(rows)
 
-    def columns(self, runs: Runs, fresh: list[bytes]) -> tuple[pa.Array, pa.Array]:
-        """The records table's `item` and `digest` columns, made of `runs` (see `runs`) of
-        previous rows and of rows made from the served bytes `fresh`."""
-        items = pa.array([served + ITEM_END for served in fresh], pa.large_binary())
-        digests = pa.array([hashlib.sha256(served).digest()[:DIGEST_SIZE] for served in fresh],
+    @staticmethod
+    def made(served: list[bytes]) -> tuple[pa.Array, pa.Array]:
+        """The `item` and `digest` columns of records rendered now, from their served
+        bytes."""
+        items = pa.array([data + ITEM_END for data in served], pa.large_binary())
+        digests = pa.array([hashlib.sha256(data).digest()[:DIGEST_SIZE] for data in served],
                            _DIGEST)
-        return spliced(self.items, items, runs), spliced(self.digests, digests, runs)
+        return items, digests
 
     def column(self, name: str, new: pa.Array, runs: Runs) -> pa.Array:
-        """Another column of the records table, made as `columns` makes theirs: a row
-        rendered from the same key has the same value in every column but `position`."""
-        previous = column(self.table, name) if self.table is not None else new
-        return spliced(previous, new, runs)
+        """A column of the records table made of `runs` (see `runs`) of previous rows and of
+        rows of `new`: a row rendered from the same key has the same value in every column
+        but `position`."""
+        return spliced(self.table.column(name), new, runs)
 
 
 _DIGEST = pa.binary(DIGEST_SIZE)
@@ -101,10 +100,11 @@ def runs(rows: list[int]) -> Runs:
                                          strict=True)]
 
 
-def spliced(previous: pa.Array, new: pa.Array, runs: Runs) -> pa.Array:
-    """The runs' rows (of `previous`, or of `new`), one contiguous array, as written from a
-    list."""
-    pieces = [(previous if old else new).slice(first, length) for old, first, length in runs]
-    if len(pieces) == 1:
-        return pieces[0]
-    return pa.concat_arrays(pieces) if pieces else new
+def spliced(previous: pa.Array | pa.ChunkedArray, new: pa.Array, runs: Runs) -> pa.Array:
+    """The runs' rows (of `previous`, or of `new`), one contiguous array made afresh (never
+    a slice of another: its Arrow file would differ), as written from a list."""
+    pieces: list[pa.Array] = []
+    for old, first, length in runs:
+        piece = (previous if old else new).slice(first, length)
+        pieces.extend(piece.chunks if isinstance(piece, pa.ChunkedArray) else [piece])
+    return pa.concat_arrays(pieces) if pieces else new.slice(0, 0)

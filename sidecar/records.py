@@ -2,13 +2,15 @@
 access group. A record read is a dictionary lookup and a slice; a list page is a slice of
 the caller's rows. No query engine, no thread: both run on the event loop in microseconds.
 
-The served bytes stay in the bundle's Arrow file, mapped into memory, not copied: they are
-the file's pages, shared by every worker process on the machine and paged in as read. Each
-row's bytes are followed by a comma there (`bundle.ITEM_END`), so a run of consecutive rows
-is cut out as one slice, already separated as a JSON list's items; a list page is a few
-such runs (one for a caller holding one access group: the export keeps each group's rows
-together, so rows a caller may not see never split its runs). Each row's digest, for its
-ETag, is in the file too. The visibility rule is not here: `service` asks for the rows of
+The served bytes stay in the bundle's Arrow files (the records table's segments), mapped
+into memory, not copied: they are the files' pages, shared by every worker process on the
+machine and paged in as read. Each row's bytes are followed by a comma there
+(`bundle.ITEM_END`), so a run of consecutive rows of one segment is cut out as one slice,
+already separated as a JSON list's items; a list page is a few such runs (one for a caller
+holding one access group, but where a segment of the group's rows ends: the export keeps
+each group's rows together, and cuts them into segments by their own count, so rows a
+caller may not see never split its runs). Each row's digest, for its ETag, is in the files
+too. The visibility rule is not here: `service` asks for the rows of
 the groups a caller holds."""
 
 from __future__ import annotations
@@ -19,9 +21,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-import pyarrow as pa
 
-from exporter.contract.bundle import DIGEST_SIZE, ITEM_END, column
+from exporter.contract.bundle import DIGEST_SIZE, ITEM_END, Items, read_records, records_of
 from exporter.contract.wire import COLLECTIONS
 
 # A caller's merged rows are kept for this many (collection, groups) pairs: callers share
@@ -42,19 +43,16 @@ class Listing(NamedTuple):
 class Records:
     """Every live record of one bundle, public and restricted."""
 
-    def __init__(self, path: Path) -> None:
-        table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()  # no copy
-        item = column(table, "item")
-        buffers = item.buffers()
-        self._offsets = np.frombuffer(buffers[1], np.int64)[item.offset:
-                                                            item.offset + len(item) + 1]
-        self._data = memoryview(buffers[2]) if len(item) else memoryview(b"")
-        digest = column(table, "digest")
+    def __init__(self, folder: Path) -> None:
+        tables = read_records(folder)  # mapped, not copied
+        table = records_of(tables)
+        self._items = Items(table.column("item").chunks)
         # row -> the first 16 bytes of the SHA-256 of its served bytes, made by the export
         width = f"V{DIGEST_SIZE}"
-        self._digests = np.frombuffer(digest.buffers()[1], width)[
-            digest.offset:digest.offset + len(digest)] if len(digest) else np.zeros(0, width)
-        self._keep = (item, digest)  # the map lives as long as the arrays do
+        self._digests = np.concatenate([np.zeros(0, width), *(
+            np.frombuffer(digest.buffers()[1], width)[digest.offset:digest.offset + len(digest)]
+            for digest in table.column("digest").chunks if len(digest))])
+        self._keep = tables  # the maps live as long as the tables do
         ids = table.column("id").to_pylist()
         self._row = {record_id: row for row, record_id in enumerate(ids)}
         collections = table.column("collection").to_pylist()
@@ -84,6 +82,9 @@ class Records:
         self._group = np.zeros(len(collections), np.int64)
         for number, group_rows in enumerate(self._rows.values()):
             self._group[group_rows] = number
+        # ... nor from one segment of the file to the next (a slice is of one segment's map;
+        # where a group's rows are cut into segments depends on its rows alone)
+        self._group = self._group * max(len(tables), 1) + self._items.segment
         self._positions = positions
         # row -> its updated_at, in seconds since 1970 (the ledger's resolution)
         self._updated = _seconds(table.column("updated_at").to_pylist())
@@ -96,11 +97,10 @@ class Records:
 
     def body(self, row: int) -> bytes:
         """The exported bytes of one record."""
-        return bytes(self._data[self._offsets[row]:self._offsets[row + 1] - _END])
+        return bytes(self._items.span(row, row)[:-_END])
 
     def bodies(self, rows: Sequence[int] | np.ndarray) -> list[bytes]:
-        offsets, data = self._offsets, self._data
-        return [bytes(data[offsets[row]:offsets[row + 1] - _END]) for row in rows]
+        return list(map(bytes, self._items.views(rows)))
 
     def joined(self, listing: Listing, start: int, stop: int, head: bytes, tail: bytes
                ) -> bytes:
@@ -110,15 +110,14 @@ class Records:
         if not len(rows):
             return head + tail
         runs = self.runs_of(rows) if listing.runs is None else listing.runs[start:stop]
-        data, offsets = self._data, self._offsets
-        if runs[0] == runs[-1]:  # one run, as a caller holding one group gets
-            return b"".join((head, data[int(offsets[rows[0]]):int(offsets[rows[-1] + 1])
-                                        - _END], tail))
+        span = self._items.span
+        if runs[0] == runs[-1]:  # one run, as a caller holding one group of a segment gets
+            return b"".join((head, span(int(rows[0]), int(rows[-1]))[:-_END], tail))
         breaks = np.flatnonzero(runs[1:] != runs[:-1]) + 1  # where a run starts, but the first
-        starts = offsets[rows[np.concatenate(([0], breaks))]].tolist()
-        ends = offsets[rows[np.concatenate((breaks - 1, [len(rows) - 1]))] + 1].tolist()
+        starts = rows[np.concatenate(([0], breaks))].tolist()
+        ends = rows[np.concatenate((breaks - 1, [len(rows) - 1]))].tolist()
         pieces: list[bytes | memoryview] = [head]
-        pieces += [data[first:last] for first, last in zip(starts, ends, strict=True)]
+        pieces += [span(first, last) for first, last in zip(starts, ends, strict=True)]
         pieces[-1] = pieces[-1][:-_END]
         pieces.append(tail)
         return b"".join(pieces)

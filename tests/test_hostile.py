@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
@@ -24,6 +23,7 @@ from builders import ServerThread, app_for, issue_key
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from exporter.contract.bundle import RECORDS, read_records, records_of
 from exporter.contract.wire import decode
 
 CODES = {400: "invalid_parameter", 401: {"api_key_required", "invalid_api_key"},
@@ -42,8 +42,7 @@ def hostile_root(tmp_path_factory: pytest.TempPathFactory, sample_root: Path) ->
 def restricted(hostile_root: Path) -> list[str]:
     """The ids of the sample's restricted records (their titles may be named by public
     records: a public germination trial of a restricted species names the species)."""
-    table = pa.ipc.open_file(pa.memory_map(
-        str(hostile_root / ".fednode" / "bundle" / "records.arrow"))).read_all()
+    table = records_of(read_records(hostile_root / ".fednode" / "bundle" / RECORDS))
     rows = [row["id"] for row in table.select(["id", "access"]).to_pylist()
             if row["access"] != "public"]
     assert len(rows) == 10

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 from builders import (
     Node,
     Records,
@@ -27,7 +26,7 @@ from hypothesis import strategies as st
 
 from exporter.build import build
 from exporter.config import Project
-from exporter.contract.bundle import RECORDS
+from exporter.contract.bundle import RECORDS, read_records, records_of
 from exporter.contract.wire import COLLECTIONS, PUBLIC
 from sidecar.records import Records as StoredRecords
 
@@ -182,7 +181,7 @@ def test_an_anonymous_page_is_cut_alike_whatever_restricted_records_sit_between(
     of an anonymous list is one slice of the map: what it costs cannot tell where a
     restricted record sits (a page that straddled one was cut in three, measurably slower)."""
     path = Project(sample_root).bundle / RECORDS
-    table = pa.ipc.open_file(pa.memory_map(str(path))).read_all().to_pylist()
+    table = records_of(read_records(path)).to_pylist()
     access = [row["access"] for row in sorted(table, key=lambda row: row["position"])
               if row["collection"] == "species"]
     first, last = access.index(PUBLIC), len(access) - 1 - access[::-1].index(PUBLIC)

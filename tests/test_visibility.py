@@ -4,6 +4,7 @@ must agree on every ledger and every set of records."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -11,7 +12,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporter.contract.bundle import RECORD_COLUMNS, RECORDS
+from exporter.contract.bundle import RECORD_COLUMNS, RECORDS, segment_path, segments
 from exporter.contract.feed import Event, visible_events
 from exporter.contract.wire import COLLECTIONS, PUBLIC
 from sidecar.records import Records
@@ -110,8 +111,9 @@ def test_the_record_reads_follow_the_sql_rule(tmp_path_factory: Any, rows: list[
                         for name, kind in RECORD_COLUMNS])
     table = pa.Table.from_pylist(rows, schema=schema)
     path = tmp_path_factory.mktemp("records") / RECORDS
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
-        writer.write_table(table)
+    # in segments of three rows whatever they hold (the rule does not depend on them)
+    cuts = [(n, min(n + 3, len(rows))) for n in range(0, len(rows), 3)]
+    write_records(path, table, cuts)
     records = Records(path)
     db = duckdb.connect(":memory:")
     db.register("records", table)
@@ -137,12 +139,15 @@ def test_the_record_reads_follow_the_sql_rule(tmp_path_factory: Any, rows: list[
         assert records.digest(at) == row["digest"]
     # as the export writes it: by collection, access group and list position
     stored = sorted(rows, key=lambda row: (row["collection"], row["access"], row["position"]))
-    stored_path = path.with_name("stored.arrow")
-    with pa.OSFile(str(stored_path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
-        writer.write_table(pa.Table.from_pylist(stored, schema=schema))
+    # (in segments of two of a group's rows, to cut its runs where segments end too)
+    stored_path = path.with_name("stored")
+    stored_cuts = segments([row["collection"] for row in stored],
+                           [row["access"] for row in stored], 2)
+    write_records(stored_path, pa.Table.from_pylist(stored, schema=schema), stored_cuts)
     exported = Records(stored_path)
     assert exported.grouped
-    for kept in (records, exported):
+    for kept, kept_cuts in ((records, cuts), (exported, stored_cuts)):
+        segment = [n for n, (first, stop) in enumerate(kept_cuts) for _ in range(first, stop)]
         for name in collections:  # any page of the caller's rows, cut from runs of rows
             for listing in (kept.listed(name, groups), kept.listed_since(name, groups, since)):
                 for start in range(0, len(listing.rows) + 1, 3):
@@ -153,13 +158,27 @@ def test_the_record_reads_follow_the_sql_rule(tmp_path_factory: Any, rows: list[
                     if not len(page):
                         continue
                     # What a page costs follows from its runs: they depend on the caller's
-                    # own rows alone (a run ends where its group does, or where the caller's
-                    # filter skipped a row), never on rows between them that it may not see;
-                    # a file not grouped so is cut row by row.
+                    # own rows alone (a run ends where its group does, where the caller's
+                    # filter skipped a row, or where a segment of its group's rows ends),
+                    # never on rows between them that it may not see; a file not grouped so
+                    # is cut row by row.
                     access = [kept.access[int(at)] for at in page]
-                    runs = 1 + sum(a != b or int(y) != int(x) + 1 for a, b, x, y in zip(
-                        access, access[1:], page, page[1:], strict=False)) \
+                    runs = 1 + sum(a != b or int(y) != int(x) + 1
+                                   or segment[int(x)] != segment[int(y)]
+                                   for a, b, x, y in zip(access, access[1:], page, page[1:],
+                                                         strict=False)) \
                         if kept.grouped else len(page)
                     found = kept.runs_of(page) if listing.runs is None else \
                         listing.runs[start:start + 4]
                     assert len(set(found.tolist())) == runs
+
+
+def write_records(folder: Path, table: pa.Table, cuts: list[tuple[int, int]]) -> None:
+    """A bundle's records folder holding `table` in these segments."""
+    folder.mkdir()
+    for n, (first, stop) in enumerate(cuts):
+        part = table.slice(first, stop - first)
+        name = segment_path(n).rpartition("/")[2]
+        with pa.OSFile(str(folder / name), "wb") as sink, \
+                pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(part)

@@ -6,12 +6,15 @@ holds restricted records, so its folder is 0700 and its files 0600.
 - `manifest.json` `schema.json` `openapi.json` `index.html` `changes.ndjson`: the exact bytes
   of the static files `api/manifest.json`, `api/schema.json`, `api/openapi.json`,
   `index.html` and `api/sync/changes.ndjson`
-- `records.arrow` one row per live record (public and restricted), `RECORD_COLUMNS`, by
-  collection, then access group, then list order (`position`): an uncompressed Arrow IPC
-  file, so that both the sidecar and the next export map it into memory and read it without
-  copying; each row's `item` is its served bytes and a comma, so a run of rows is a list
-  page's items. A group's rows of a collection are one run: a page for a caller is cut from
-  runs that the records it may see decide, never the ones it may not
+- `records/00000.arrow`, `00001.arrow`... the records table, one row per live record
+  (public and restricted), `RECORD_COLUMNS`, by collection, then access group, then list
+  order (`position`), cut into segments (`segments`): each holds rows of one collection and
+  access group, at most `SEGMENT_ROWS`, cut where the group's own rows reach a multiple of it,
+  so that an edit rewrites one segment, not the whole table (226 MB at 100,000 records). Each
+  is an uncompressed Arrow IPC file, so that both the sidecar and the next export map it into
+  memory and read it without copying; each row's `item` is its served bytes and a comma, so a
+  run of rows of one segment is a list page's items. A page for a caller is cut from runs
+  that the records it may see decide, never the ones it may not
 - `events.parquet` the ledger, one row per `feed.Event`, `EVENT_COLUMNS`
 - `search/<group>/` the search index of one access group's records (`exporter.search`):
   tantivy's files, `vectors.npy` and `state.json`
@@ -27,20 +30,27 @@ holds restricted records, so its folder is 0700 and its files 0600.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from .feed import EVENT_FIELDS
 
-FORMAT = 7  # 6: the library's PDFs by access group (session 22); 7: passages' senses
+# 6: the library's PDFs by access group (session 22); 7: passages' senses; 8: the records
+# table in segments (session 26)
+FORMAT = 8
 META = "meta.json"
 MANIFEST = "manifest.json"
 SCHEMA = "schema.json"
 OPENAPI = "openapi.json"
 INDEX = "index.html"
 CHANGES = "changes.ndjson"
-RECORDS = "records.arrow"
+RECORDS = "records"  # the records table's folder: its segments, in order
+SEGMENT_ROWS = 2048  # rows a segment of the records table holds at most
 EVENTS = "events.parquet"
 SEARCH = "search"
 PASSAGES = "passages"
@@ -111,7 +121,100 @@ class Meta:
 
 def column(table: pa.Table, name: str) -> pa.Array:
     """One column of a table read from the bundle, as one array: without a copy when it is
-    one chunk, as the export writes it (the sidecar and the next export read
-    `records.arrow` this way, mapped)."""
+    one chunk, as the export writes it (the sidecar and the next export read each segment
+    of the records table this way, mapped)."""
     found = table.column(name)
     return found.chunk(0) if found.num_chunks == 1 else found.combine_chunks()
+
+
+_ARROW_TYPES = {"string": pa.string(), "int64": pa.int64(), "large_binary": pa.large_binary(),
+                "digest": pa.binary(DIGEST_SIZE)}
+
+
+def arrow_schema(columns: tuple[tuple[str, str], ...]) -> pa.Schema:
+    return pa.schema([(name, _ARROW_TYPES[kind]) for name, kind in columns])
+
+
+def segment_path(number: int) -> str:
+    """Where a segment of the records table is, in the bundle."""
+    return f"{RECORDS}/{number:05d}.arrow"
+
+
+def segments(collections: Sequence[str], access: Sequence[str], size: int = SEGMENT_ROWS
+             ) -> list[tuple[int, int]]:
+    """The rows (first, stop) of each segment of a records table stored in order
+    (collection, access group, list order), from each row's collection and group: a segment
+    never holds two groups' rows, and where a group's rows are cut depends on its rows alone
+    (a page's runs, and so its cost, must not tell a caller about rows it may not see)."""
+    found: list[tuple[int, int]] = []
+    start = begin = 0  # where the segment, and its group's rows, began
+    for row in range(1, len(collections) + 1):
+        if row == len(collections) or collections[row] != collections[begin] \
+                or access[row] != access[begin]:
+            found.append((start, row))
+            start = begin = row
+        elif (row - begin) % size == 0:
+            found.append((start, row))
+            start = row
+    return found
+
+
+def read_records(folder: Path) -> list[pa.Table]:
+    """The segments of the records table in a bundle's `RECORDS` folder, in order, each
+    mapped into memory (not copied). A segment missing, or a file that is not one, raises
+    ValueError: the table would not be whole."""
+    names = sorted(os.listdir(folder))
+    if names != [segment_path(n).rpartition("/")[2] for n in range(len(names))]:
+        raise ValueError(f"{folder} does not hold the records table's segments in order")
+    return [pa.ipc.open_file(pa.memory_map(str(folder / name))).read_all() for name in names]
+
+
+def records_of(tables: list[pa.Table]) -> pa.Table:
+    """The segments as one table (their columns chunked, not copied)."""
+    if not tables:
+        return arrow_schema(RECORD_COLUMNS).empty_table()
+    return pa.concat_tables(tables)
+
+
+class Items:
+    """The `item` column of the records table, from its segments, not copied: each row's
+    served bytes (and `ITEM_END`) are a slice of its segment's map. `offsets` are each row's
+    start as if the segments' bytes were one after the other, then the end of the last; rows
+    of one segment may be sliced together (`span`)."""
+
+    def __init__(self, chunks: Sequence[pa.Array]) -> None:
+        starts: list[np.ndarray] = []
+        self.data: list[memoryview] = []
+        bases = [0]
+        for chunk in chunks:
+            buffers = chunk.buffers()
+            local = np.frombuffer(buffers[1], np.int64)[chunk.offset:
+                                                        chunk.offset + len(chunk) + 1]
+            first, last = (int(local[0]), int(local[-1])) if len(chunk) else (0, 0)
+            data = buffers[2] if len(chunk) and buffers[2] is not None else b""
+            self.data.append(memoryview(data)[first:last])  # type: ignore[arg-type]
+            starts.append(local[:-1] - first + bases[-1])
+            bases.append(bases[-1] + last - first)
+        self.offsets = np.concatenate([*starts, np.asarray([bases[-1]], np.int64)])
+        self.bases = np.asarray(bases[:-1], np.int64)  # segment -> its first byte's offset
+        self.segment = np.repeat(np.arange(len(chunks), dtype=np.int64),
+                                 [len(chunk) for chunk in chunks])  # row -> its segment
+
+    def views(self, rows: Sequence[int] | np.ndarray) -> list[memoryview]:
+        """Rows' served bytes (without `ITEM_END`)."""
+        rows = np.asarray(rows, np.int64)
+        if not len(rows):
+            return []
+        segment = self.segment[rows]
+        base = self.bases[segment]
+        starts = (self.offsets[rows] - base).tolist()
+        ends = (self.offsets[rows + 1] - base - len(ITEM_END)).tolist()
+        data = self.data
+        return [data[k][a:b] for k, a, b in zip(segment.tolist(), starts, ends, strict=True)]
+
+    def span(self, first: int, last: int) -> memoryview:
+        """Rows `first` to `last` (included), of one segment, with `ITEM_END` after each."""
+        segment = int(self.segment[first])
+        base = int(self.bases[segment])
+        return self.data[segment][int(self.offsets[first]) - base:
+                                  int(self.offsets[last + 1]) - base]
