@@ -225,10 +225,20 @@ def not_written(exc: OSError) -> ExportError:
 def _write_all(project: Project, content: Content, *, now: datetime | None, frozen: bool,
                progress: Progress, folder_limit: int, keep: bool) -> BuildReport:
     """Ledger, rendering and both trees, under the export lock."""
+    # Whatever can refuse the export (the ledger unreadable, the clock behind it, a frozen
+    # ledger behind the content) does before anything is staged or forked: a refused export
+    # leaves every file as it was, the build not current included.
+    progress("ledger", 0, len(content.records))
+    ledger = Ledger.load(project.ledger)
+    events = stamped_events(project, ledger, (
+        Current(r.collection, r.id, r.hash, r.access) for r in content.records),
+        now=now, frozen=frozen, whole=True)
+    ledger.apply(events)  # in memory; written once the whole public tree is known to be fine
+    progress("ledger", len(content.records), len(content.records))
     with ExitStack() as aside:  # work done in other processes, stopped if the export fails
         # The search index (embedding new text is the slowest step), the library's passages
         # (their sentence encoding) and what the whole ledger gives are made aside, on the
-        # other core, while the ledger is brought up to date and the pages render.
+        # other core, while the pages render.
         release = Release.stage(project.private, {"site": project.site_out,
                                                   "bundle": project.bundle})
         ordered = _in_list_order(content)
@@ -239,13 +249,6 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
         passages = library.Building(release.tree("bundle"), release.live_tree("bundle"),
                                     content.documents)
         aside.callback(passages.cancel)
-        progress("ledger", 0, len(content.records))
-        ledger = Ledger.load(project.ledger)
-        events = stamped_events(project, ledger, (
-            Current(r.collection, r.id, r.hash, r.access) for r in content.records),
-            now=now, frozen=frozen, whole=True)
-        ledger.apply(events)  # in memory; written once the whole public tree is known fine
-        progress("ledger", len(content.records), len(content.records))
         from_ledger = Aside(_from_ledger, ledger.events, content.node.base_url)
         aside.callback(from_ledger.cancel)
         return _write_trees(project, content, ordered, ledger, events, release, from_ledger,
