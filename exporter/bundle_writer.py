@@ -39,9 +39,6 @@ from .writer import OutputFile, Placed, constant, placed
 
 Hash: TypeAlias = "hashlib._Hash"  # a hash object, as hashlib.sha256 returns
 
-_arrow = arrow_schema
-
-
 # The records table's columns that are a `Rendered` attribute (its other columns: `position`,
 # `item`, `digest`).
 _ATTRIBUTES = {"collection": "collection", "id": "id", "access": "access", "title": "title",
@@ -72,7 +69,7 @@ def records_tables(ordered: list[Rendered], positions: list[int], previous: Rend
             fresh.append(r)
             served.append(r.fresh)
             rows.append(-len(fresh))
-    schema = _arrow(RECORD_COLUMNS)
+    schema = arrow_schema(RECORD_COLUMNS)
     new: dict[str, pa.Array] = {
         name: pa.array([getattr(r, attribute) for r in fresh], schema.field(name).type)
         for name, attribute in _ATTRIBUTES.items()}
@@ -125,7 +122,7 @@ def records_replaced(table: pa.Table, rows: dict[int, tuple[Rendered, int]]) -> 
     in `rows` replaced by those records, each with its position: what `records_tables` makes
     of the same records, without looking at the others."""
     fresh = [rows[n] for n in sorted(rows)]
-    schema = _arrow(RECORD_COLUMNS)
+    schema = arrow_schema(RECORD_COLUMNS)
     new: dict[str, pa.Array] = {
         name: pa.array([getattr(r, attribute) for r, _ in fresh], schema.field(name).type)
         for name, attribute in _ATTRIBUTES.items()}
@@ -149,7 +146,7 @@ def events_table(events: list[Event]) -> bytes:
 def events_arrow(events: list[Event]) -> pa.Table:
     """The events as the bundle's events table holds them."""
     columns = {name: [getattr(e, name) for e in events] for name, _ in EVENT_COLUMNS}
-    return pa.Table.from_pydict(columns, schema=_arrow(EVENT_COLUMNS))
+    return pa.Table.from_pydict(columns, schema=arrow_schema(EVENT_COLUMNS))
 
 
 def events_parquet(table: pa.Table) -> bytes:
@@ -168,20 +165,22 @@ def bundle_files(*, node_id: str, base_url: str, sidecar_url: str, manifest: byt
     made for site_out/ already (30 MB at 100,000 records)."""
     files = ((MANIFEST, manifest), (SCHEMA, schema), (OPENAPI, openapi), (INDEX, index))
     hashed: list[tuple[str, bytes | memoryview | Placed, Hash]] = [
-        (name, data, hashlib.sha256(data)) for name, data in files]  # each once
-    hashed.append((CHANGES, *changes))
-    hashed.append((EVENTS, events, hashlib.sha256(events)))
+        *((name, data, hashlib.sha256(data)) for name, data in files),  # each once
+        (CHANGES, *changes)]
+    events_hash = hashlib.sha256(events)
+    # The build's digest: of every file's, in the order of the bundle's description (each
+    # segment of the records table by its content but the served bytes: `records_files`).
     digest = hashlib.sha256()
-    for _, _, each in hashed[:5]:
-        digest.update(each.digest())
-    for segment in records:  # (by its content but the served bytes: see `records_files`)
-        digest.update(bytes.fromhex(segment.fingerprint))
-    digest.update(hashed[5][2].digest())
+    for part in (*(each.digest() for _, _, each in hashed),
+                 *(bytes.fromhex(segment.fingerprint) for segment in records),
+                 events_hash.digest()):
+        digest.update(part)
     digest.update(search.encode())
     digest.update(" ".join(origins).encode())
     meta = Meta(format=FORMAT, build=digest.hexdigest()[:16], node_id=node_id,
                 base_url=base_url, sidecar_url=sidecar_url, search=search,
                 origins=origins).to_json()
     yield from records
-    for name, data, each in (*hashed, (META, meta, hashlib.sha256(meta))):
+    for name, data, each in (*hashed, (EVENTS, events, events_hash),
+                             (META, meta, hashlib.sha256(meta))):
         yield constant(name, data, each.hexdigest())

@@ -35,7 +35,6 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 
 import pyarrow as pa
@@ -129,7 +128,7 @@ class Feed:
             pieces.append(view[at:start])
             at = start + len(line)
         pieces.append(view[at:])
-        pieces.extend(reversed(list(islice(reversed(self.lines.values()), moved))))
+        pieces.extend(reversed(list(itertools.islice(reversed(self.lines.values()), moved))))
         return b"".join(pieces)
 
 
