@@ -102,7 +102,16 @@ def runs(rows: list[int]) -> Runs:
 
 def spliced(previous: pa.Array | pa.ChunkedArray, new: pa.Array, runs: Runs) -> pa.Array:
     """The runs' rows (of `previous`, or of `new`), one contiguous array made afresh (never
-    a slice of another: its Arrow file would differ), as written from a list."""
+    a slice of another: its Arrow file would differ), as written from a list; or, where they
+    are one whole segment of `previous` as it was read, that segment's array (its Arrow file
+    is the file it was read from: a whole export that changed nothing copies nothing)."""
+    if len(runs) == 1 and runs[0][0] and isinstance(previous, pa.ChunkedArray):
+        _, first, length = runs[0]
+        at = 0
+        for chunk in previous.chunks:
+            if at == first and len(chunk) == length and chunk.offset == 0:
+                return chunk
+            at += len(chunk)
     pieces: list[pa.Array] = []
     for old, first, length in runs:
         piece = (previous if old else new).slice(first, length)
