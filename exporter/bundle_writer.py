@@ -8,7 +8,7 @@ import functools
 import hashlib
 import io
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TypeAlias
 
@@ -84,18 +84,20 @@ def records_tables(ordered: list[Rendered], positions: list[int], previous: Rend
 
 
 def records_files(tables: list[pa.Table], private: Path, made: Iterable[int] | None = None,
-                  kept: Sequence[str] = ()) -> list[OutputFile]:
+                  kept: Mapping[str, str] | None = None) -> list[OutputFile]:
     """The files of the records table's segments (`contract.bundle.segments`), each with
     the hex SHA-256 of its content but the served bytes as its fingerprint (the `digest`
     column stands for them: hashing them all took a tenth of a second at 100,000 records).
     Each of `made` (all, where None) is written ahead (`writer.Placed`) from its table's own
-    buffers, neither gathered in memory nor written twice; each other one is as `kept` says
-    (its fingerprint), made only if the writer cannot link it from the build before."""
+    buffers, neither gathered in memory nor written twice; each other one has the
+    fingerprint `kept` (a build's outputs) gives its path, and is made only if the writer
+    cannot link it from that build."""
     numbers = range(len(tables)) if made is None else set(made)
     found = []
     for n, table in enumerate(tables):
         if n not in numbers:
-            found.append(OutputFile(segment_path(n), kept[n],
+            assert kept is not None
+            found.append(OutputFile(segment_path(n), kept[segment_path(n)],
                                     functools.partial(lambda t: bytes(_ipc(t)), table)))
             continue
         path = placed(private, f"records-{n:05d}.arrow")

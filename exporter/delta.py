@@ -56,7 +56,7 @@ from .build import (
 from .cache import SortKey
 from .config import Project
 from .content import LIBRARY, SourceFile, SourceRecord, is_read, read, version_of
-from .contract.bundle import column, segment_path
+from .contract.bundle import column
 from .contract.feed import (
     SNAPSHOT_CHUNK,
     Event,
@@ -149,8 +149,6 @@ class State:
     sitemap: list[str]  # the sitemaps' lines (`pages.url_line`)
     entry: dict[str, int]  # public record id -> its line in `sitemap`
     segments: list[pa.Table]  # the records table of the build now current, in segments
-    starts: list[int]  # each segment's first row
-    prints: list[str]  # each segment's fingerprint (`bundle_writer.records_files`)
     feed: Feed
     snapshots: dict[tuple[str, int], Snapshot]  # the snapshot chunks (`build.snapshots`)
     group_row: dict[str, int]  # record id -> its row in its access group's search index
@@ -182,15 +180,11 @@ class State:
         entry = {url[base:].rpartition("/")[2][:-5]: n for n, (url, modified)
                  in enumerate(sitemap) if modified}
         release = made.release
-        starts = list(itertools.accumulate((t.num_rows for t in renderings.tables[:-1]),
-                                           initial=0)) if renderings.tables else []
         return cls(made, (report.public.copy(), report.restricted.copy()), row, place, held,
                    {r.id: n for n, r in enumerate(made.content.records)},
                    {tree: release.stale(tree) for tree in ("site", "bundle")}, named,
                    version_at(made.project.ledger), renderings,
                    [pages.url_line(*line) for line in sitemap], entry, renderings.tables,
-                   starts, [release.outputs["bundle"][segment_path(n)]
-                            for n in range(len(renderings.tables))],
                    Feed.of(made.ledger.events, made.changes),
                    snapshots(made.content.node, made.public, made.content.cache), group_row,
                    set(counted))
@@ -203,17 +197,20 @@ def _rendered(files: list[OutputFile]) -> list[Data]:
 def _records(state: State, fresh: dict[int, Rendered], private: Path
              ) -> tuple[list[pa.Table], list[OutputFile]]:
     """The records table's segments with the rows numbered in `fresh` replaced (each keeps
-    its position), and their files: only the segments holding them are made again."""
+    its position), and their files: only the segments holding them are made again; the
+    others are as the build now current records them."""
+    starts = list(itertools.accumulate((t.num_rows for t in state.segments), initial=0))
     replaced: dict[int, dict[int, tuple[Rendered, int]]] = {}
     for row, r in fresh.items():
-        n = bisect.bisect_right(state.starts, row) - 1
-        local = row - state.starts[n]
+        n = bisect.bisect_right(starts, row) - 1
+        local = row - starts[n]
         position = column(state.segments[n], "position")[local].as_py()
         replaced.setdefault(n, {})[local] = (r, position)
     tables = list(state.segments)
     for n, rows in replaced.items():
         tables[n] = bundle_writer.records_replaced(tables[n], rows)
-    return tables, bundle_writer.records_files(tables, private, replaced, state.prints)
+    return tables, bundle_writer.records_files(tables, private, replaced,
+                                               state.made.release.outputs["bundle"])
 
 
 class Session:
@@ -519,7 +516,7 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         checkpoint("bundle")
         release.publish()
     made.release, made.changes = release, changes
-    state.segments, state.prints = segments, [f.fingerprint for f in records]
+    state.segments = segments
     state.pending = set()
     report.seconds = time.perf_counter() - started
     return report

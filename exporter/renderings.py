@@ -17,13 +17,12 @@ class Renderings:
     """id -> (render key, title, bytes) of each record of the previous export; empty when
     there is no readable bundle (the export then renders everything)."""
 
-    def __init__(self, ids: list[str], keys: list[str], titles: list[str], tables: list[pa.Table]
-                 ) -> None:
-        self.rows = {record_id: row for row, record_id in enumerate(ids)}
-        self.keys = keys
-        self.titles = titles
+    def __init__(self, tables: list[pa.Table]) -> None:
         self.tables = tables  # the records table's segments (`contract.bundle.segments`)
         self.table = records_of(tables)  # the same, as one table (its columns chunked)
+        ids, self.keys, self.titles = (self.table.column(name).to_pylist()
+                                       for name in ("id", "render_key", "title"))
+        self.rows = {record_id: row for row, record_id in enumerate(ids)}
         self.items = self.table.column("item")  # a row per record (`ITEM_END` after)
         self.digests = self.table.column("digest")  # each row's served bytes' digest
         self._items: Items | None = None
@@ -32,17 +31,13 @@ class Renderings:
     def read(cls, folder: Path) -> Renderings:
         try:
             # No copy: the map backs the columns, and stays open as long as they do.
-            tables = read_records(folder / RECORDS)
-            table = records_of(tables)
-            ids, keys, titles = (table.column(name).to_pylist()
-                                 for name in ("id", "render_key", "title"))
-            return cls(ids, keys, titles, tables)
+            return cls(read_records(folder / RECORDS))
         except (OSError, KeyError, ValueError, pa.ArrowException):  # none, or of an older format
             return cls.empty()
 
     @classmethod
     def empty(cls) -> Renderings:
-        return cls([], [], [], [])
+        return cls([])
 
     def find(self, record_id: str, key: str) -> int | None:
         """The row of the record's previous rendering if it was rendered from `key`."""
