@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from exporter.build import build
 from exporter.config import Project
-from exporter.contract.bundle import RECORDS, read_records, records_of
+from exporter.contract.bundle import RECORDS, read_records, records_of, segments
 from exporter.contract.wire import COLLECTIONS, PUBLIC
 from sidecar.records import Records as StoredRecords
 
@@ -191,6 +191,28 @@ def test_an_anonymous_page_is_cut_alike_whatever_restricted_records_sit_between(
     for collection in COLLECTIONS:
         listing = records.listed(collection, [PUBLIC])
         assert len(set(listing.runs.tolist())) <= 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(COLLECTIONS[:2]),
+                          st.sampled_from([PUBLIC, "partners", "sensitive"]),
+                          st.integers(1, 9)), max_size=8),
+       st.integers(1, 4))
+def test_where_a_group_is_cut_into_segments_depends_on_its_rows_alone(
+        groups: list[tuple[str, str, int]], size: int) -> None:
+    """The records table's segments (`contract.bundle.segments`) decide where a page's runs
+    end: a group's rows are cut at the same places, counted from its first row, whatever
+    other groups hold and however many of them sit before it."""
+    stored = sorted({(name, access): rows for name, access, rows in groups}.items())
+    collections = [name for (name, _), rows in stored for _ in range(rows)]
+    access = [group for (_, group), rows in stored for _ in range(rows)]
+    cuts = segments(collections, access, size)
+    assert [row for cut in cuts for row in range(*cut)] == list(range(len(collections)))
+    first = 0
+    for (name, group), rows in stored:
+        alone = segments([name] * rows, [group] * rows, size)
+        assert [(a - first, b - first) for a, b in cuts if first <= a < first + rows] == alone
+        first += rows
 
 
 def test_a_list_page_is_not_made_faster_for_another_kind_of_caller(tmp_path: Path) -> None:
