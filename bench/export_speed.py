@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from builders import NODE_TOML, copy_sample, multiply  # noqa: E402
-from timing import timed_command, watched_edits  # noqa: E402
+from timing import reference_loop, timed_command, watched_edits  # noqa: E402
 
 CHECKLIST = Path("/work/shared/data/alien-plants-belgium/taxon.csv")
 RANKS = ("species", "subspecies", "variety", "form", "hybrid", "genus")
@@ -173,11 +173,13 @@ def main() -> None:
     parser.add_argument("--csv-rows", type=int, default=10_000)
     parser.add_argument("--checklist", type=Path, default=CHECKLIST)
     args = parser.parse_args()
+    print(f"reference loop {reference_loop():.2f} s")  # (docs/operations.md)
     with tempfile.TemporaryDirectory(prefix="fednode-bench-") as name:
         folder = Path(name)
         if args.checklist.exists():
             checklist(folder, args.checklist)
         synthetic(folder, args.records, args.csv_rows)
+    print(f"reference loop {reference_loop():.2f} s")
 
 
 if __name__ == "__main__":

@@ -115,3 +115,11 @@ def watched_edits(root: Path, edits: int, edit: Callable[[Path, int], object],
     finally:
         process.terminate()
         process.wait()
+
+
+def reference_loop() -> float:
+    """Seconds a pure Python loop takes (the reference docs/operations.md quotes): how fast
+    this shared machine runs at the moment, printed beside a run's figures."""
+    started = time.perf_counter()
+    sum(range(3 * 10**7))
+    return time.perf_counter() - started
