@@ -400,7 +400,7 @@ def build(bundle: Path, live: Path | None, documents: list[Document]) -> str:
 
 class Building:
     """`build` run aside (`aside.Aside`), from the start of an export's writing: the
-    sentence encoder's 50 ms a passage then shares the other core with the search index
+    sentence encoder's 40 ms a passage then shares the other core with the search index
     while the pages render, instead of running alone at the end on one core (the last 8 s
     of a 100,000-record node's first export, the other core idle). This process learns the
     passages it encoded (`_encoded`), as if it had encoded them itself."""
@@ -462,7 +462,7 @@ _encoded: dict[str, np.ndarray] = {}
 def _senses(texts: list[str], live: Path | None) -> np.ndarray:
     """Each passage's vector by the sentence encoder: taken from the live build's group
     where it holds the same text (an unchanged PDF beside a changed one is not encoded
-    again), or from what this process encoded last, encoded otherwise (about 50 ms a
+    again), or from what this process encoded last, encoded otherwise (about 40 ms a
     passage)."""
     known: dict[str, np.ndarray] = dict(_encoded)
     if live is not None:
