@@ -206,6 +206,12 @@ def _broken(rel: str) -> Problem:
                                "point it at a file or folder that exists")
 
 
+# `errors.CONTROL` in a text whose line ends are "\n" (any CR left is a lone one): one
+# class of characters, which `re` scans three times as fast as CONTROL's alternative (0.8 s
+# of CPU over the 90,000 Markdown files of bench/export_speed.py's node).
+_CONTROL_OR_CR = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def read(source: SourceFile, collection: Collection, *, validated: bool = True
          ) -> tuple[list[SourceRecord], list[Problem]]:
     """Parse and validate one file (only parse it: `validated=False`). Returns its records
@@ -224,7 +230,7 @@ def read(source: SourceFile, collection: Collection, *, validated: bool = True
     said = {(p.line, p.field) for p in problems}  # a cell refused already: not "required"
     # A field can hold a control character only where the file does, or writes one as an
     # escape (TOML's \u0007): a file with neither needs no look at each field (most files).
-    controls = "\\" in text or CONTROL.search(text) is not None
+    controls = "\\" in text or _CONTROL_OR_CR.search(text) is not None
     for record in records:
         found = validate(record, collection, controls=controls) if validated else []
         if not found:
