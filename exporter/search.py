@@ -418,12 +418,16 @@ class WordVectors:
         for start in range(0, len(texts), self.BATCH):
             tokens = self.token_ids(texts[start:start + self.BATCH])
             lengths = np.fromiter(map(len, tokens), np.int64, len(tokens))
+            ends = np.cumsum(lengths).tolist()
+            # the batch's ids in one array, made and clipped once (not a text at a time)
+            ids = np.fromiter(chain.from_iterable(tokens), np.int64, ends[-1] if ends else 0)
+            np.clip(ids, 0, last, out=ids)
             pooled = np.zeros((len(tokens), self.table.shape[1]), np.float32)
-            for n, found in enumerate(tokens):
-                if found:  # a text without tokens stays zero (and then NaN, alike)
-                    ids = np.asarray(found, np.int64)
-                    np.clip(ids, 0, last, out=ids)
-                    self.table[ids].sum(axis=0, dtype=np.float32, out=pooled[n])
+            begin = 0
+            for n, end in enumerate(ends):
+                if end > begin:  # a text without tokens stays zero (and then NaN, alike)
+                    np.add.reduce(self.table[ids[begin:end]], axis=0, out=pooled[n])
+                begin = end
             pooled /= np.maximum(lengths, 1).astype(np.float32)[:, np.newaxis]
             pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
             out[start:start + len(tokens)] = pooled
