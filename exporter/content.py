@@ -336,6 +336,34 @@ def _field_lines(lines: list[str], first: int) -> dict[str, int]:
     key's line, or its table's header. Lines inside a multi-line string or a multi-line
     array or inline table are not keys, nor are the keys inside a table (a problem of
     `family` was named at the line of a `family = ...` written inside a description)."""
+    simple = _simple_field_lines(lines, first)
+    return simple if simple is not None else _scanned_field_lines(lines, first)
+
+
+def _simple_field_lines(lines: list[str], first: int) -> dict[str, int] | None:
+    """`_field_lines` of front matter where each line is a key with a value that ends on it
+    (or blank, or a comment): most files. None where it is not so (a multi-line string or
+    value, a table), for `_scanned_field_lines`. A quarter of the time of reading each line
+    for what could open or close on it; the two agree (tests/test_content.py)."""
+    found: dict[str, int] = {}
+    for number, raw in enumerate(lines, start=first):
+        key = _KEY_LINE.match(raw)
+        if key is not None:
+            value = raw[key.end():]
+            if _TRIPLE_QUOTE in value or _TRIPLE_APOSTROPHE in value or (
+                    ("[" in value or "{" in value) and _nesting(value)):
+                return None
+            found.setdefault(key[1] or key[2] or key[3], number)
+        elif raw and not raw.isspace() and not raw.lstrip().startswith("#"):
+            return None
+    return found
+
+
+_TRIPLE_QUOTE, _TRIPLE_APOSTROPHE = '"' * 3, "'" * 3
+
+
+def _scanned_field_lines(lines: list[str], first: int) -> dict[str, int]:
+    """`_field_lines` of any front matter: each line read for what opens or closes on it."""
     found: dict[str, int] = {}
     open_quote: str | None = None  # the delimiter of a multi-line string being read
     depth = 0  # of brackets and braces open in a value that goes on to the next lines

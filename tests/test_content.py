@@ -88,6 +88,38 @@ def test_field_lines_pass_over_values_that_span_lines(lines: list[str],
     assert _field_lines(lines, 2) == expected
 
 
+# Lines of front matter, as a publisher may write them: keys with values that end on their
+# line, values that go on (arrays, inline tables, multi-line strings), their inner lines,
+# tables, comments, blanks, and numbers whose digits look like a dotted key ("1.5").
+FRONT_LINES = [
+    'family = "Apiaceae"', "'quoted key' = 1", '"category" = "weedy"', "a.b = 2",
+    'tags = ["x", "y"]', "t = { a = [1, 2] }", "coords = [", "  [1, 2],", "  1.5,", "  2.5]",
+    "]", "t = { a = [", "1 ] }", 'habitat = """Riverbanks.', 'x = """one line"""',
+    "note = '''", "category = \"inside a string\"", '"""', "'''", "[[distributions]]",
+    "[table]", "locality = 5", "# a comment", "", "   ", 'bracket = "[not open"',
+    "a = '\"\"\"'", "id = 'it''s'",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(FRONT_LINES), max_size=12))
+def test_the_quick_field_lines_are_the_scanned_ones(lines: list[str]) -> None:
+    """Front matter whose every line is a key with a value ending on it is read line by line
+    without looking for what opens or closes (`_simple_field_lines`); anything else is
+    left to the full reading, and where the quick one answers, it answers alike."""
+    from exporter.content import _field_lines, _scanned_field_lines, _simple_field_lines
+    quick = _simple_field_lines(lines, 2)
+    assert quick is None or quick == _scanned_field_lines(lines, 2)
+    assert _field_lines(lines, 2) == _scanned_field_lines(lines, 2)
+
+
+def test_the_quick_field_lines_read_an_ordinary_file() -> None:
+    """The quick reading is the one most files get: keys, an array, a comment, a blank."""
+    from exporter.content import _simple_field_lines
+    assert _simple_field_lines(['id = "x"', "# note", "", 'tags = ["a", "[b"]', "n = 1.5"],
+                               2) == {"id": 2, "tags": 5, "n": 6}
+
+
 def test_bad_toml_names_the_file_line(node: Node) -> None:
     path = node.path("species", "broken")
     path.parent.mkdir(parents=True)
