@@ -656,8 +656,9 @@ def test_a_page_without_sentence_ends_is_cut_into_passages(tmp_path: Path) -> No
 
 def test_the_readers_warnings_name_the_pdf(tmp_path: Path) -> None:
     """A damaged PDF pypdf can read all the same (here its cross-reference table is not
-    where the file says) exports, and what pypdf warns of is said with the PDF's path."""
-    node = library_node(tmp_path / "node", restricted=False)
+    where the file says) exports, and what pypdf warns of is said with the PDF's path (its
+    own, though another PDF is read at the same time)."""
+    node = library_node(tmp_path / "node")
     pdf = node.root / "content" / "library" / "guide.pdf"
     pdf.unlink()
     raw_pdf(pdf, [_text(b"Knotweed grows along rivers.")])
@@ -672,28 +673,35 @@ def test_the_readers_warnings_name_the_pdf(tmp_path: Path) -> None:
                           for line in warned), done.stderr
 
 
-def test_a_pdf_that_takes_too_long_to_read_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("slow", [("guide.pdf",), ("guide.pdf", "protocol.pdf")])
+def test_a_pdf_that_takes_too_long_to_read_is_refused(tmp_path: Path,
+                                                      slow: tuple[str, ...]) -> None:
     """The command reads each PDF in a process of its own, killed after READ_SECONDS (here 2
     s, for a page whose text takes pypdf about ten): a problem naming the PDF, and the last
-    good build stays."""
-    node = library_node(tmp_path / "node", restricted=False)
+    good build stays. Two PDFs are read at once (the command has two cores), each given its
+    own READ_SECONDS from when its reading began."""
+    node = library_node(tmp_path / "node")
     build(Project(node.root))
     before = os.readlink(node.root / ".fednode" / "current")
-    pdf = node.root / "content" / "library" / "guide.pdf"
-    pdf.unlink()
-    raw_pdf(pdf, [b"BT /F1 10 Tf 50 700 Td\n" + b"(Knotweed grows. ) Tj\n" * 200_000 + b"ET\n"])
+    for name in slow:
+        pdf = node.root / "content" / "library" / name
+        pdf.unlink()
+        raw_pdf(pdf, [b"BT /F1 10 Tf 50 700 Td\n" + b"(Knotweed grows. ) Tj\n" * 200_000 +
+                      b"ET\n"])
     script = ("import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path\n"
               "from exporter import library; from exporter.build import build\n"
               "from exporter.config import Project; from exporter.errors import ContentError\n"
               "library.READ_SECONDS = 2.0\n"
               "try: build(Project(Path(sys.argv[2])))\n"
-              "except ContentError as error: print(error.problems[0])\n")
+              "except ContentError as error: print(*error.problems, sep='\\n')\n")
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", script, str(REPO), str(node.root)],
                           capture_output=True, text=True, timeout=120)
     assert time.monotonic() - started < 30, done
-    assert done.stdout.startswith("content/library/guide.pdf: cannot read this PDF: reading "
-                                  "it took more than 2 s"), done
+    assert done.stdout.splitlines() == [
+        f"content/library/{name}: cannot read this PDF: reading it took more than 2 s; "
+        f"replace it with a PDF whose text can be extracted"
+        for name in slow], done
     assert os.readlink(node.root / ".fednode" / "current") == before
 
 
