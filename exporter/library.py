@@ -141,13 +141,18 @@ def _unreadable(rel: str, exc: Exception) -> Problem:
                                f"text can be extracted")
 
 
+def _cores() -> int:
+    """The cores this process may use (a container's, not the host's), four at most."""
+    return min(len(os.sched_getaffinity(0)), 4) if sys.platform == "linux" else 1
+
+
 def _read_each(pdfs: list[tuple[str, bytes]]) -> dict[str, list[list[Any]] | ValueError]:
     """Each PDF's pages (`_guarded`), or the ValueError that says why it has none.
     Where the export forks, as many are read at once as it has cores, each in a process of
     its own: a first export's PDFs were read one after the other, the other core idle (0.9 s
     of a 100,000-record node's first export, most of the sample's). Elsewhere (a process
     that also serves: the tests) one after the other, on a thread, as before."""
-    at_once = min(len(os.sched_getaffinity(0)), 4) if sys.platform == "linux" else 1
+    at_once = _cores()
     if not forks() or len(pdfs) < 2 or at_once < 2:
         out: dict[str, list[list[Any]] | ValueError] = {}
         for rel, data in pdfs:
@@ -542,7 +547,8 @@ def _senses(texts: list[str], live: Path | None) -> np.ndarray:
         if text in known:
             out[n] = known[text]
     if new:
-        out[new] = encoder.Encoder.shared().encode([texts[n] for n in new])
+        out[new] = encoder.Encoder.shared().encode(
+            [texts[n] for n in new], processes=_cores() if forks() else 1)
         _learn({texts[n]: out[n].copy() for n in new})
     return out
 

@@ -113,3 +113,27 @@ def test_a_library_exported_while_the_sidecar_runs_loads_the_encoder_with_it(
         assert (await store.current()).passages
         assert Encoder._shared is not None
     asyncio.run(run())
+
+
+def test_batches_shared_among_processes_make_the_same_vectors(tmp_path: Path) -> None:
+    """An export that may fork shares the passages' batches among its cores' processes
+    (`encode(processes=...)`): each batch is made as it is alone, so the vectors are those
+    one process makes, to the bit, however many share them. (In a process of its own, with
+    one thread, as the export command: where threads run, nothing is forked.)"""
+    import subprocess
+    import sys
+
+    from builders import REPO
+    script = (
+        "import sys, numpy as np\n"
+        "from exporter.aside import forks\n"
+        "from exporter.encoder import Encoder\n"
+        "assert forks()\n"
+        "texts = [('Knotweed grows along rivers. ' * (n % 9 + 1)) + str(n) for n in range(70)]\n"
+        "one = Encoder.shared().encode(texts)\n"
+        "for processes in (2, 3, 8):\n"
+        "    assert np.array_equal(Encoder.shared().encode(texts, processes=processes), one)\n"
+        "print('same')\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.stdout == "same\n", done.stderr
