@@ -15,9 +15,9 @@ importing it, and refused unless their SHA-256 are those of the model as publish
 tests/test_encoder.py checks a published similarity.
 
 Speed: about 37 ms of CPU a passage of 600 characters (about 125 tokens), on one BLAS
-thread (52 ms before the steps wrote in place, session 27); a question of a line, under
-10 ms. The export encodes each passage once: a library
-group rebuilt takes the vectors of its unchanged passages from the build before
+thread (45 ms before its steps wrote in place, session 27; `bench/encoder_speed.py`); a
+question of a line, under 10 ms. The export encodes each passage once: a library group
+rebuilt takes the vectors of its unchanged passages from the build before
 (`exporter.library`)."""
 
 from __future__ import annotations

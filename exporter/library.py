@@ -88,7 +88,7 @@ def documents(root: Path, records: list[SourceRecord], cache: Path
     remembered = _load_cache(cache)
     kept: dict[str, Any] = {}
     problems: list[Problem] = []
-    described: list[tuple[SourceRecord, str, Path, Any]] = []  # (entry: cached, or bytes)
+    described: list[tuple[SourceRecord, str, Path, Any]] = []  # (entry: cached, or None)
     for record in records:
         if not record.path.startswith(f"content/{LIBRARY}/"):
             continue
@@ -99,27 +99,21 @@ def documents(root: Path, records: list[SourceRecord], cache: Path
         rel = record.path[:-len(".md")] + ".pdf"
         pdf = root / rel
         try:
-            info = pdf.stat()
             entry = remembered.get(rel)
-            version = list(version_of(info))  # (a list, as the cache's JSON holds it)
-            if not (isinstance(entry, dict) and entry.get("version") == version):
-                data = _bytes_of(pdf)
-                entry = {"version": version, "sha256": hashlib.sha256(data).hexdigest(),
-                         "data": data}
-        except (OSError, ValueError) as exc:
+            if not (isinstance(entry, dict) and entry.get("version") == _version(pdf)):
+                entry = None
+        except OSError as exc:
             problems.append(_unreadable(rel, exc))
             continue
         described.append((record, rel, pdf, entry))
-    read = _read_each([(rel, entry.pop("data")) for _, rel, _, entry in described
-                       if "data" in entry])
+    read = _read_each([(rel, pdf) for _, rel, pdf, entry in described if entry is None])
     found = []
     for record, rel, pdf, entry in described:
         try:
-            if rel in read:
-                pages_read = read[rel]
-                if isinstance(pages_read, ValueError):
-                    raise pages_read
-                entry["pages"] = pages_read
+            if entry is None:
+                entry = read[rel]
+                if isinstance(entry, (OSError, ValueError)):
+                    raise entry
             headings = [frozenset(map(str, page[2])) for page in entry["pages"]]
         except (OSError, ValueError) as exc:
             problems.append(_unreadable(rel, exc))
@@ -136,6 +130,11 @@ def documents(root: Path, records: list[SourceRecord], cache: Path
     return found, problems
 
 
+def _version(pdf: Path) -> list[int]:
+    """What tells this version of the PDF from another, as the cache's JSON holds it."""
+    return list(version_of(pdf.stat()))
+
+
 def _unreadable(rel: str, exc: Exception) -> Problem:
     return Problem(rel, 0, "", f"cannot read this PDF: {exc}; replace it with a PDF whose "
                                f"text can be extracted")
@@ -146,40 +145,51 @@ def _cores() -> int:
     return min(len(os.sched_getaffinity(0)), 4) if sys.platform == "linux" else 1
 
 
-def _read_each(pdfs: list[tuple[str, bytes]]) -> dict[str, list[list[Any]] | ValueError]:
-    """Each PDF's pages (`_guarded`), or the ValueError that says why it has none.
-    Where the export forks, as many are read at once as it has cores, each in a process of
-    its own: a first export's PDFs were read one after the other, the other core idle (0.9 s
-    of a 100,000-record node's first export, most of the sample's). Elsewhere (a process
+Read = dict[str, Any] | OSError | ValueError  # a PDF's cache entry, or why it has none
+
+
+def _read_each(pdfs: list[tuple[str, Path]]) -> dict[str, Read]:
+    """Each PDF read (`_guarded`): its cache entry (version, SHA-256, pages), or the error
+    that says why it has none. Where the export forks, as many are read at once as it has
+    cores, each in a process of its own, and as many PDFs are held in memory: a first
+    export's PDFs were read one after the other, the other core idle (0.9 s of a
+    100,000-record node's first export, half the sample's reading). Elsewhere (a process
     that also serves: the tests) one after the other, on a thread, as before."""
-    at_once = _cores()
-    if not forks() or len(pdfs) < 2 or at_once < 2:
-        out: dict[str, list[list[Any]] | ValueError] = {}
-        for rel, data in pdfs:
-            try:
-                with _warnings_named(rel):
-                    out[rel] = _guarded(data)
-            except (OSError, ValueError) as exc:
-                out[rel] = ValueError(str(exc))
-        return out
-    results: dict[str, list[list[Any]] | ValueError] = {}
+    at_once = _cores() if forks() else 1
+    results: dict[str, Read] = {}
     waiting = list(reversed(pdfs))
-    running: list[tuple[str, Aside[list[list[Any]]], float]] = []
+    running: list[tuple[str, Aside[list[list[Any]]], float, dict[str, Any]]] = []
     try:
         while waiting or running:
             while waiting and len(running) < at_once:
-                rel, data = waiting.pop()
-                with _warnings_named(rel):  # (the child's warnings name its PDF)
-                    running.append((rel, Aside(_read_limited, data, redo=False),
-                                    time.monotonic() + READ_SECONDS))
-            rel, work, deadline = running[0]
-            try:
-                results[rel] = _result(work, max(0.0, deadline - time.monotonic()))
-            except (OSError, ValueError) as exc:
-                results[rel] = ValueError(str(exc))
-            running.pop(0)
+                rel, pdf = waiting.pop()
+                try:
+                    entry: dict[str, Any] = {"version": _version(pdf)}
+                    data = _bytes_of(pdf)
+                except (OSError, ValueError) as exc:
+                    results[rel] = exc
+                    continue
+                entry["sha256"] = hashlib.sha256(data).hexdigest()
+                with _warnings_named(rel):  # (a forked reader's warnings name its PDF)
+                    if at_once > 1:
+                        running.append((rel, Aside(_read_limited, data, redo=False),
+                                        time.monotonic() + READ_SECONDS, entry))
+                        continue
+                    try:  # on a thread, read under the handler
+                        entry["pages"] = _guarded(data)
+                        results[rel] = entry
+                    except (OSError, ValueError) as exc:
+                        results[rel] = exc
+            if running:
+                rel, work, deadline, entry = running[0]
+                try:
+                    entry["pages"] = _result(work, max(0.0, deadline - time.monotonic()))
+                    results[rel] = entry
+                except (OSError, ValueError) as exc:
+                    results[rel] = exc
+                running.pop(0)
     finally:  # an export that fails here leaves no reader running
-        for _, work, _ in running:
+        for _, work, _, _ in running:
             work.cancel()
     return results
 
