@@ -161,10 +161,14 @@ def load(project: Project, *, base_url: str | None = None,
         sort_keys.update(zip((record.id for record in got), keys, strict=True))
     progress("reading", len(files), len(files))
     problems.extend(_duplicates(records))
-    documents: list[library.Document] = []
-    if not problems:
-        documents, found = library.documents(project.root, records, project.cache)
-        problems.extend(found)
+    # The PDFs of the library's records that are fine are read whatever else is wrong:
+    # every problem is said at once (`check` named a broken PDF only once all else was
+    # right, a second round of fixing).
+    wrong = {problem.path for problem in problems}
+    documents, found = library.documents(
+        project.root, [r for r in records if r.path not in wrong], project.cache,
+        keep=not problems and node is not None)
+    problems.extend(found)
     if problems or node is None:
         raise ContentError(problems)
     return Content(node, known, records, cache, {source.rel for source in files}, sort_keys,

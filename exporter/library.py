@@ -81,10 +81,12 @@ class Document:
         return f"{self.id}.pdf"
 
 
-def documents(root: Path, records: list[SourceRecord], cache: Path
+def documents(root: Path, records: list[SourceRecord], cache: Path, *, keep: bool = True
               ) -> tuple[list[Document], list[Problem]]:
     """Every library document, its pages read (or taken from the cache when the PDF did
-    not change), and the problems of the library's records and PDFs."""
+    not change), and the problems of the library's records and PDFs. The pages read are
+    kept in the cache unless a PDF has a problem or `keep` is false (an export refused for
+    other problems writes nothing)."""
     remembered = _load_cache(cache)
     kept: dict[str, Any] = {}
     problems: list[Problem] = []
@@ -125,7 +127,7 @@ def documents(root: Path, records: list[SourceRecord], cache: Path
                  in enumerate(zip(labels, texts, headings, strict=True), 1)]
         found.append(Document(record.id, record.access, str(record.fields.get("title", "")),
                               pdf, rel, entry["sha256"], pages))
-    if not problems:
+    if keep and not problems:
         _save_cache(cache, kept)
     return found, problems
 

@@ -731,3 +731,19 @@ def test_furniture_is_only_what_repeats_at_the_edges(
     for (_, text), lines, out in zip(pages, bodies, kept, strict=True):
         got = out.splitlines()
         assert got == (lines if repeats or not header else [header, *lines]), (text, out)
+
+
+def test_a_broken_pdf_is_named_beside_other_problems(tmp_path: Path) -> None:
+    """A broken PDF is named with the content's other problems, not only once they are
+    fixed (`fednode check` said one round of problems, then the PDF's)."""
+    node = library_node(tmp_path / "node", restricted=False)
+    (node.root / "content" / "library" / "guide.pdf").write_bytes(b"%PDF-1.4 not a PDF")
+    fields = species("Heracleum mantegazzianum")
+    fields["category"] = "weedy"
+    node.write("species", "hogweed", fields)
+    done = subprocess.run([sys.executable, "-m", "cli.main", "check", "--project",
+                           str(node.root)], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode != 0
+    said = done.stdout + done.stderr
+    assert "content/species/hogweed.md" in said and "category" in said, said
+    assert "content/library/guide.pdf: cannot read this PDF" in said, said
