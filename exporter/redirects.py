@@ -18,6 +18,8 @@ The rules, in the order Netlify tries them (the first that matches applies):
 
 4. Any other path under /api/ gets the contract's JSON 404 (`NO_ENDPOINT_FILE`, the body
    the sidecar answers for a path without an endpoint) with status 404, not the CDN's page.
+   That file's own URL is one such path: a forced rule, first, answers it with the 404
+   (a file at its URL would otherwise be served with 200).
 
 Every other open path (pages, sync files, PDFs, /api/openapi.json) is a file at its own URL
 and needs no rule. Netlify placeholders match whole path segments only; `{name}` segments
@@ -46,7 +48,9 @@ def rules(sidecar_url: str, records: Sequence[tuple[str, str]]
     """(from, query condition, to, status) for every rule, in order. `records`: the
     (collection, id) of every public record (a restricted one must never be named here)."""
     sidecar = sidecar_url.rstrip("/")
-    out: list[tuple[str, str, str, str]] = []
+    # Rule 4's body is a file at its own URL too: there it is the same 404, not a 200.
+    out: list[tuple[str, str, str, str]] = [("/" + NO_ENDPOINT_FILE, "", "/" + NO_ENDPOINT_FILE,
+                                             "404!")]
     for e in ENDPOINTS:
         if not e.public:
             out.append((_pattern(e.path), "", sidecar + _pattern(e.path), "200!"))

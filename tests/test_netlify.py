@@ -112,6 +112,7 @@ def test_requests_land_where_the_exported_redirects_say(tmp_path: Path) -> None:
                 ("GET", "/api/no-such-collection", None, {}, "static", 404),
                 ("GET", "/api/sync/a/b/c", None, {}, "static", 404),
                 ("GET", "/api/a/b/c", None, {}, "static", 404),
+                ("GET", "/api/404.json", None, {}, "static", 404),  # (200 until session 27)
                 ("GET", "/api/species?limit=2", None, {}, "sidecar", 200),
                 ("GET", "/api/species?offset=10", None, {}, "sidecar", 200),
                 ("GET", "/api/team?updated_since=2020-01-01T00:00:00Z", None, {}, "sidecar", 200),
@@ -136,9 +137,10 @@ def test_requests_land_where_the_exported_redirects_say(tmp_path: Path) -> None:
                          "/api/sync/a/b/c", "/api/a/b/c"):
                 assert request(base + path)[2] == request(sidecar.url + path)[2], path
             # The sidecar names the collections where the CDN cannot know the path meant one.
-            cdn, sidecar_says = (json.loads(request(url + "/api/no-such-collection")[2])
-                                 for url in (base, sidecar.url))
-            assert cdn["error"]["code"] == sidecar_says["error"]["code"] == "not_found"
+            for path in ("/api/no-such-collection", "/api/404.json"):
+                cdn, sidecar_says = (json.loads(request(url + path)[2])
+                                     for url in (base, sidecar.url))
+                assert cdn["error"]["code"] == sidecar_says["error"]["code"] == "not_found"
         finally:
             dev.terminate()
             try:
