@@ -38,6 +38,12 @@ def forks() -> bool:
     return sys.platform == "linux" and threading.active_count() == 1
 
 
+def cores(most: int) -> int:
+    """The cores this process may use (a container's, not the host's), `most` at most: how
+    many processes to share work among."""
+    return min(len(os.sched_getaffinity(0)), most) if sys.platform == "linux" else 1
+
+
 _IN_CHILD = False
 
 

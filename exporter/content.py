@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 import rtoml
 
+from .aside import cores
 from .contract.wire import PUBLIC
 from .errors import CONTROL, ExportError, Problem, control_character, control_problem
 from .fileversion import version_of
@@ -252,8 +253,7 @@ def read_all(files: Sequence[SourceFile]) -> Iterator[tuple[list[SourceRecord], 
     on Linux, so they start at once with the schemas loaded and their validators compiled
     (here, once), and handed files in chunks. Should a worker die, what it had not read is
     read here."""
-    # the cores this process may use (a container's, not the host's)
-    workers = min(len(os.sched_getaffinity(0)), 8) if sys.platform == "linux" else 1
+    workers = cores(8)
     if len(files) < PARALLEL_FROM or workers < 2:
         yield from _read_chunk(files)
         return

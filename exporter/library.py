@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from . import encoder, search
-from .aside import Aside, forks, in_child
+from .aside import Aside, cores, forks, in_child
 from .cache import LIBRARY_PAGES
 from .content import LIBRARY, SourceRecord, version_of
 from .contract.bundle import PASSAGES
@@ -142,11 +142,6 @@ def _unreadable(rel: str, exc: Exception) -> Problem:
                                f"text can be extracted")
 
 
-def _cores() -> int:
-    """The cores this process may use (a container's, not the host's), four at most."""
-    return min(len(os.sched_getaffinity(0)), 4) if sys.platform == "linux" else 1
-
-
 Read = dict[str, Any] | OSError | ValueError  # a PDF's cache entry, or why it has none
 
 
@@ -157,7 +152,7 @@ def _read_each(pdfs: list[tuple[str, Path]]) -> dict[str, Read]:
     export's PDFs were read one after the other, the other core idle (0.9 s of a
     100,000-record node's first export, half the sample's reading). Elsewhere (a process
     that also serves: the tests) one after the other, on a thread, as before."""
-    at_once = _cores() if forks() else 1
+    at_once = cores(4) if forks() else 1
     results: dict[str, Read] = {}
     waiting = list(reversed(pdfs))
     running: list[tuple[str, Aside[list[list[Any]]], float, dict[str, Any]]] = []
@@ -560,7 +555,7 @@ def _senses(texts: list[str], live: Path | None) -> np.ndarray:
             out[n] = known[text]
     if new:
         out[new] = encoder.Encoder.shared().encode(
-            [texts[n] for n in new], processes=_cores() if forks() else 1)
+            [texts[n] for n in new], processes=cores(4) if forks() else 1)
         _learn({texts[n]: out[n].copy() for n in new})
     return out
 

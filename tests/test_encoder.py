@@ -115,7 +115,7 @@ def test_a_library_exported_while_the_sidecar_runs_loads_the_encoder_with_it(
     asyncio.run(run())
 
 
-def test_batches_shared_among_processes_make_the_same_vectors(tmp_path: Path) -> None:
+def test_batches_shared_among_processes_make_the_same_vectors() -> None:
     """An export that may fork shares the passages' batches among its cores' processes
     (`encode(processes=...)`): each batch is made as it is alone, so the vectors are those
     one process makes, to the bit, however many share them. (In a process of its own, with
