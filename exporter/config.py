@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .errors import ContentError, Problem, control_character
+from .errors import ContentError, Problem, control_character, control_problem
 
 NODE_FILE = "node.toml"
 REQUIRED = ("id", "name", "description", "publisher", "contact", "licence", "base_url",
@@ -91,12 +91,11 @@ def load_node_config(project: Project, base_url: str | None = None) -> NodeConfi
             problems.append(Problem(rel, _line_of(path, key), f"node.{key}", "required text"))
     for key in (*REQUIRED, *OPTIONAL):
         value = node.get(key)
-        if isinstance(value, str) and control_character(value):
+        if isinstance(value, str) and (found := control_character(value)):
             # These go into pages, the Darwin Core archive's eml.xml (where XML forbids
-            # them: GBIF would refuse the archive) and the terminal.
+            # control characters: GBIF would refuse the archive) and the terminal.
             problems.append(Problem(rel, _line_of(path, key), f"node.{key}",
-                                    "holds a control character; only line breaks and tabs "
-                                    "may be in text"))
+                                    control_problem(found)))
     for key, example in OPTIONAL.items():
         if key in node and not isinstance(node[key], str):
             problems.append(Problem(rel, _line_of(path, key), f"node.{key}",

@@ -26,7 +26,7 @@ import rtoml
 
 from .aside import cores
 from .contract.wire import PUBLIC
-from .errors import CONTROL, ExportError, Problem, control_character, control_problem
+from .errors import BIDI, CONTROL, ExportError, Problem, control_character, control_problem
 from .fileversion import version_of
 from .schemas import Collection, collections
 from .tomltext import toml_string
@@ -210,7 +210,7 @@ def _broken(rel: str) -> Problem:
 # `errors.CONTROL` in a text whose line ends are "\n" (any CR left is a lone one): one
 # class of characters, which `re` scans three times as fast as CONTROL's alternative (0.8 s
 # of CPU over the 90,000 Markdown files of bench/export_speed.py's node).
-_CONTROL_OR_CR = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_OR_CR = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}]")
 
 
 def read(source: SourceFile, collection: Collection, *, validated: bool = True

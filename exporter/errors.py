@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from .contract.errors import FednodeError
@@ -47,8 +48,15 @@ def printable(text: str) -> str:
 # sends a terminal back to the line's start, over what it printed): in a published record
 # they reach CSV downloads, archives and pages as they are (a terminal runs ESC sequences; XML
 # refuses most of them).
+# And the bidirectional formatting characters that reorder text (embeddings, overrides and
+# isolates; CVE-2021-42574, "Trojan Source"): a text holding one displays in another order
+# than it is stored, so a page, a spreadsheet and an agent reading the JSON each see another
+# text ("knotweed" shown where "deewtonk" is stored). Right-to-left scripts display in their
+# own order without them; the marks U+200E and U+200F, which reorder nothing, are text.
+BIDI = "\u202a-\u202e\u2066-\u2069"
 # Content, node.toml and Darwin Core terms are all checked with this one rule.
-CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")  # (a lone CR too)
+CONTROL = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{BIDI}]|\r(?!\n)")  # (a lone CR too)
+_REORDERING = re.compile(f"[{BIDI}]")
 
 
 def control_character(text: str) -> str | None:
@@ -58,6 +66,11 @@ def control_character(text: str) -> str | None:
 
 
 def control_problem(found: str) -> str:
+    if _REORDERING.match(found):
+        return (f"holds U+{ord(found):04X} ({unicodedata.name(found).lower()}), which makes "
+                f"text display in another order than it is stored, so that readers and "
+                f"programs see different texts: remove it (right-to-left text displays "
+                f"correctly without it)")
     return (f"holds the control character U+{ord(found):04X}, which no reader shows and a "
             f"terminal may act on: remove it (text copied from a terminal or a word processor "
             f"can carry one)")

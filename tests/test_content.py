@@ -236,7 +236,10 @@ def test_broken_node_toml(node: Node) -> None:
     ("base_url", "https://example.org/meuse", "must be the site's origin, with no path "
      "(https://example.org, not https://example.org/meuse)"),
     ("sidecar_url", "https://api.example.org:port", "must be a URL"),
-    ("description", "A node\fwith a form feed", "holds a control character"),
+    ("description", "A node\fwith a form feed", "holds the control character U+000C"),
+    # shown as "Meuse node" where "Meuse edon" is stored
+    ("name", "Meuse \u202eedon\u202c", "holds U+202E (right-to-left override), which makes "
+     "text display in another order than it is stored"),
     ("id", "meuse valley node", "must be letters, digits and . _ : - only"),
 ])
 def test_node_toml_values_that_would_be_published_wrongly(node: Node, key: str, value: str,

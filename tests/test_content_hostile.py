@@ -12,6 +12,7 @@ import io
 import json
 import marshal
 import tempfile
+import unicodedata
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -454,6 +455,59 @@ def test_a_control_character_in_any_field_is_refused_with_its_place(
         f"content/resources/page.md:{line}: {where}: holds the control character "
         f"U+{ord(control):04X}, which no reader shows and a terminal may act on: remove it "
         f"(text copied from a terminal or a word processor can carry one)"]
+
+
+BIDI = [chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))]
+
+
+@SETTINGS
+@given(before=st.text(st.characters(codec="utf-8", exclude_categories=["Cc", "Cs"],
+                                    exclude_characters="".join(BIDI)), max_size=20),
+       bidi=st.sampled_from(BIDI), where=st.sampled_from(["title", "body", "tags"]))
+def test_a_character_that_reorders_text_is_refused_with_its_place(
+        before: str, bidi: str, where: str) -> None:
+    """A right-to-left override (or another embedding, override or isolate) made a page show
+    "knotweed" where the record's JSON, its CSV row and an agent's tool result hold
+    "deewtonk" ("Trojan Source", CVE-2021-42574): readers and programs saw different texts.
+    Each is refused, naming its file, line and field, and nothing is published."""
+    text = "Title " + before + bidi + "deewtonk"
+    fields: dict[str, object] = {"id": row_id(1), "title": "Clean title", "kind": "page",
+                                 "summary": "A page about nothing at all."}
+    body = "A body.\n"
+    if where == "title":
+        fields["title"] = text
+    elif where == "tags":
+        fields["tags"] = ["ok", text]
+    else:
+        body = f"A body.\n\n{text}\n"
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        node = Node(root)
+        path = node.write("resources", "page", fields, body)
+        lines = path.read_text("utf-8").split("\n")
+        with pytest.raises(ContentError) as caught:
+            build(Project(root), now=NOW)
+        assert not (root / "site_out").exists()
+    line = lines.index("+++", 1) + 4 if where == "body" else next(
+        n for n, one in enumerate(lines, 1) if one.startswith(f"{where} ="))
+    name = unicodedata.name(bidi).lower()
+    assert [str(p) for p in caught.value.problems] == [
+        f"content/resources/page.md:{line}: {where}: holds U+{ord(bidi):04X} ({name}), which "
+        f"makes text display in another order than it is stored, so that readers and programs "
+        f"see different texts: remove it (right-to-left text displays correctly without it)"]
+
+
+def test_right_to_left_text_and_its_marks_are_text(node: Node) -> None:
+    """Hebrew and Arabic need none of those characters to display in their own order, and
+    the marks (U+200E, U+200F), which reorder nothing, are text: all published as written."""
+    title = "\u05e4\u05e8\u05d7 \u200f(Impatiens)\u200e \u0632\u0647\u0631\u0629"
+    record_id = row_id(1)
+    node.write("resources", "page", {"id": record_id, "title": title, "kind": "page",
+                                     "summary": "A page about nothing at all."}, "Body.\n")
+    build(Project(node.root), now=NOW)
+    served = json.loads(next((node.root / "site_out" / "api" / "resources").rglob(
+        f"{record_id}.json")).read_text("utf-8"))
+    assert served["title"] == title
 
 
 def test_a_tab_and_line_breaks_are_text(node: Node) -> None:

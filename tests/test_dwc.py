@@ -901,7 +901,7 @@ def test_csv_lines_are_what_the_csv_module_writes(rows: list[list[Any]], end: st
     assert list(csv.reader(io.StringIO(text, newline=""))) == cells
 
 
-@pytest.mark.parametrize("control", ["\x1b", "\x00", "\x7f", "\x85"])
+@pytest.mark.parametrize("control", ["\x1b", "\x00", "\x7f", "\x85", "\u202e"])
 def test_a_control_character_in_a_cell_is_refused_before_anything_is_written(
         tmp_path: Path, control: str) -> None:
     """A term's text holding a control character was imported, and then every export
