@@ -61,7 +61,16 @@ class Renderings:
     def made(served: list[bytes]) -> tuple[pa.Array, pa.Array]:
         """The `item` and `digest` columns of records rendered now, from their served
         bytes."""
-        items = pa.array([data + ITEM_END for data in served], pa.large_binary())
+        # One join, and the offsets: the same array (and Arrow file) as `pa.array` of each
+        # row's bytes with ITEM_END added (a copy a row), in half its time (0.25 s, not
+        # 0.5-0.65 s, for the 100,000 records of bench/export_speed.py's node).
+        ends = np.fromiter(map(len, served), np.int64, len(served))
+        ends += len(ITEM_END)
+        offsets = np.zeros(len(served) + 1, np.int64)
+        np.cumsum(ends, out=offsets[1:])
+        joined = ITEM_END.join(served) + ITEM_END if served else b""
+        items = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), len(served), [None, pa.py_buffer(offsets), pa.py_buffer(joined)])
         digests = pa.array([hashlib.sha256(data).digest()[:DIGEST_SIZE] for data in served],
                            _DIGEST)
         return items, digests
