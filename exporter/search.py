@@ -426,7 +426,9 @@ class WordVectors:
         return out
 
     def _mean_rows(self, tokens: list[list[int]]) -> np.ndarray:
-        """The unit-length mean of each text's token rows (ids past the table: its last)."""
+        """The unit-length mean of each text's token rows (ids past the table: its last
+        row). A text without tokens stays zero, and is NaN once made unit length, as
+        wordllama's is."""
         count = len(tokens)
         lengths = np.fromiter(map(len, tokens), np.int64, count)
         ends = np.cumsum(lengths)
