@@ -248,6 +248,16 @@ def export(project_dir: Path, frozen: bool, base_url: str | None, watch: bool) -
             click.echo("stopped", err=True)
 
 
+def _proxy_networks(context: click.Context, parameter: click.Parameter,
+                    values: tuple[str, ...]) -> tuple[str, ...]:
+    from sidecar.proxies import networks
+    try:
+        networks(values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return values
+
+
 @main.command()
 @project_option
 @click.option("--host", default="127.0.0.1", show_default=True)
@@ -261,8 +271,15 @@ def export(project_dir: Path, frozen: bool, base_url: str | None, watch: bool) -
               help="Keep rate-limit windows in this Redis (redis://host:port/db), shared by "
                    "every worker and host. Default: FEDNODE_REDIS_URL, else [serve] redis in "
                    "content/node.toml, else in the process.")
+@click.option("--trusted-proxy", "trusted_proxies", multiple=True, metavar="ADDRESS",
+              callback=_proxy_networks,
+              help="A proxy in front of the sidecar (an address, or a network such as "
+                   "10.0.0.0/8) whose X-Forwarded-For is believed: anonymous requests through "
+                   "it are counted by the client address it forwards. Repeatable. Default: "
+                   "[serve] trusted_proxies in content/node.toml, else none (every request "
+                   "counts against the address that connected).")
 def serve(project_dir: Path, host: str, port: int, anonymous_rate: int, workers: int | None,
-          redis_url: str | None) -> None:
+          redis_url: str | None, trusted_proxies: tuple[str, ...]) -> None:
     """Start the sidecar on the last export's bundle."""
     from sidecar import access_log
     from sidecar.serve import Options, run
@@ -271,7 +288,8 @@ def serve(project_dir: Path, host: str, port: int, anonymous_rate: int, workers:
     project = Project(project_dir)
     settings = load_serve_config(project)
     options = Options(project.bundle, project.private, host, port, anonymous_rate,
-                      redis_url or os.environ.get("FEDNODE_REDIS_URL") or settings.redis)
+                      redis_url or os.environ.get("FEDNODE_REDIS_URL") or settings.redis,
+                      trusted_proxies or settings.trusted_proxies)
     run(options, workers=workers or settings.workers,
         say=lambda line: click.echo(line, err=True))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import tomllib
 from dataclasses import dataclass
@@ -191,6 +192,8 @@ class ServeConfig:
 
     workers: int = 1
     redis: str | None = None  # where rate-limit windows are kept; None: in the process
+    # proxies whose X-Forwarded-For gives the client's address (`sidecar.proxies`)
+    trusted_proxies: tuple[str, ...] = ()
 
 
 NOT_STARTED = "the sidecar did not start"
@@ -226,9 +229,25 @@ def load_serve_config(project: Project) -> ServeConfig:
         problems.append(Problem(rel, _line_of(path, "redis"), "serve.redis",
                                 "must be a Redis URL in quotes, e.g. "
                                 "redis = \"redis://127.0.0.1:6379/0\""))
-    for name in sorted(set(table) - {"workers", "redis"}):
+    # (sidecar.proxies reads them: it is the sidecar's; this is node.toml's check)
+    trusted = table.get("trusted_proxies", [])
+    if not isinstance(trusted, list) or not all(isinstance(item, str) for item in trusted):
+        problems.append(Problem(rel, _line_of(path, "trusted_proxies"), "serve.trusted_proxies",
+                                'must be a list of addresses or networks in quotes, e.g. '
+                                'trusted_proxies = ["127.0.0.1", "10.0.0.0/8"]'))
+        trusted = []
+    for item in trusted:
+        try:
+            ipaddress.ip_network(item.strip(), strict=False)
+        except ValueError:
+            problems.append(Problem(rel, _line_of(path, "trusted_proxies"),
+                                    "serve.trusted_proxies",
+                                    f"{item[:60]!r} is not an address or a network (write one "
+                                    f"such as 127.0.0.1, ::1 or 10.0.0.0/8)"))
+    for name in sorted(set(table) - {"workers", "redis", "trusted_proxies"}):
         problems.append(Problem(rel, _line_of(path, name), f"serve.{name}",
-                                "unknown setting: [serve] takes workers and redis"))
+                                "unknown setting: [serve] takes workers, redis and "
+                                "trusted_proxies"))
     if problems:
         raise ContentError(problems, NOT_STARTED)
-    return ServeConfig(workers=workers, redis=redis)
+    return ServeConfig(workers=workers, redis=redis, trusted_proxies=tuple(trusted))

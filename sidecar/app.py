@@ -37,6 +37,7 @@ from .errors import (
 )
 from .limits import Limiter, MemoryLimiter, RedisLimiter, rate_limited
 from .params import CONTINUE, expectation
+from .proxies import FORWARDED_FOR, client_address, networks
 from .routing import Route, Router
 from .service import Caller
 from .state import CALLER, COUNT, RATE, RUNNING, Running
@@ -55,6 +56,8 @@ class SidecarConfig:
     bundle: Path
     private: Path  # holds keys.json and, unless FEDNODE_SECRET is set, the signing secret
     anonymous_rate: int = 600  # requests a minute per client address without a key; 0: off
+    # proxies whose X-Forwarded-For gives the client address (`sidecar.proxies`)
+    trusted_proxies: tuple[str, ...] = ()
     query_timeout: float = 10.0
     threads: int = 4
     reload_interval: float = 1.0  # seconds between checks for a newer bundle
@@ -129,11 +132,12 @@ async def admit(running: Running, request: web.Request, endpoint: Endpoint | Non
         if token is not None:
             key = running.verifier.verify(token, (await running.store.current()).meta.node_id)
     except InvalidApiKey:  # guessing keys is rate-limited
-        await _count(running, request, f"addr:{request.remote}", running.anonymous_rate)
+        await _count(running, request, _address_bucket(running, request),
+                     running.anonymous_rate)
         raise
     caller = request[CALLER] = Caller(key)
     bucket, limit = (caller.access, key.rate) if key is not None else \
-        (f"addr:{request.remote}", running.anonymous_rate)
+        (_address_bucket(running, request), running.anonymous_rate)
     await _count(running, request, bucket, limit)
 
     async def count_more(more: int) -> None:
@@ -143,6 +147,12 @@ async def admit(running: Running, request: web.Request, endpoint: Endpoint | Non
     if endpoint is not None:
         check_policy(endpoint, key)
     return None
+
+
+def _address_bucket(running: Running, request: web.Request) -> str:
+    """The bucket of a request without a (good) key: its client's address."""
+    return "addr:" + client_address(request.remote, request.headers.getall(FORWARDED_FOR, []),
+                                    running.trusted)
 
 
 async def _count(running: Running, request: web.Request, bucket: str, limit: int) -> None:
@@ -185,7 +195,7 @@ def create_app(config: SidecarConfig) -> web.Application:
                       # for an hour (aiohttp's default), and a few hundred ran out of them.
                       "keepalive_timeout": KEEPALIVE})
     running = app[RUNNING] = Running(Verifier(config.private, clock=config.clock),
-                                     config.anonymous_rate)
+                                     config.anonymous_rate, networks(config.trusted_proxies))
 
     async def store_ctx(app: web.Application) -> AsyncIterator[None]:
         store = Store(config.bundle, query_timeout=config.query_timeout, threads=config.threads,

@@ -40,6 +40,7 @@ class Options:
     port: int
     anonymous_rate: int
     redis: str | None = None  # rate-limit windows in Redis, shared by workers and hosts
+    trusted_proxies: tuple[str, ...] = ()  # whose X-Forwarded-For is believed
 
 
 def run(options: Options, *, workers: int, say: Callable[[str], None]) -> None:
@@ -61,6 +62,7 @@ async def serve(options: Options, *, say: Callable[[str], None], reuse_port: boo
     """Load the bundle once, listen, and serve until SIGINT or SIGTERM."""
     app = create_app(SidecarConfig(bundle=options.bundle, private=options.private,
                                    anonymous_rate=options.anonymous_rate,
+                                   trusted_proxies=options.trusted_proxies,
                                    redis=options.redis))
     runner = NodeRunner(app)
     try:

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from .auth import Verifier
 from .limits import Decision, Limiter
+from .proxies import Network
 from .service import Caller
 from .store import Store
 
@@ -19,9 +20,11 @@ class Running:
     store: Store
     limiter: Limiter
 
-    def __init__(self, verifier: Verifier, anonymous_rate: int) -> None:
+    def __init__(self, verifier: Verifier, anonymous_rate: int,
+                 trusted: tuple[Network, ...] = ()) -> None:
         self.verifier = verifier
         self.anonymous_rate = anonymous_rate  # requests a minute per address without a key
+        self.trusted = trusted  # proxies whose X-Forwarded-For is believed
 
 
 RUNNING = web.AppKey("running", Running)
