@@ -5,6 +5,11 @@ does not read (`content.is_read`: hidden, set aside with "_", an editor's swap, 
 autosave files) wake nothing. Where there is no inotify, the same folders are looked at
 every `POLL` seconds instead.
 
+A file the export reads may be a symbolic link to a file elsewhere (a folder shared with
+others): the export reads the file it points to, so the folder that file is in is watched
+too, and an edit there wakes the watch for the link (before session 28, it woke nothing
+and the site kept the old text). A linked collection folder is watched where it points.
+
 A change made while an export runs is queued, and `wait` returns at once for it: the watch
 is made before the first export, so no edit is ever missed."""
 
@@ -32,6 +37,9 @@ class ContentWatch:
         self.content = content
         self._inotify = Inotify.open() if inotify else None
         self._folders: dict[int, Path] = {}  # watch descriptor -> folder
+        # watch descriptor -> name in that folder -> the links (in watched folders) to it
+        self._targets: dict[int, dict[str, list[Path]]] = {}
+        self._links: set[Path] = set()  # those links
         # The files of collection folders that changed since `taken` was last called; None
         # where something else changed, or what changed is not known (the first export).
         self._changed: set[Path] | None = None
@@ -90,13 +98,19 @@ class ContentWatch:
         ready = select.select([self._inotify.fd], [], [], timeout)[0]
         if not ready:
             return False
-        matters = False
+        matters = relink = False
         for event in self._inotify.read():
             if event.mask & IN_Q_OVERFLOW:
                 self._unknown()
                 self._watch_all()  # events were lost: watch every folder afresh
                 self._polling_from_now()
                 return True
+            linked = self._targets.get(event.wd, {})
+            if event.name in linked or (linked and not event.name):
+                matters = True  # a linked file (or the folder it is in) changed
+                self._linked_changed(linked.get(event.name) or [
+                    link for links in linked.values() for link in links])
+                relink = relink or not event.name
             folder = self._folders.get(event.wd)
             if event.mask & IN_IGNORED:
                 self._folders.pop(event.wd, None)  # that folder went
@@ -108,6 +122,8 @@ class ContentWatch:
             if folder is None or (event.name and not is_read(event.name)):
                 continue
             matters = True
+            relink = relink or (event.name != "" and (
+                folder / event.name in self._links or os.path.islink(folder / event.name)))
             if folder == self.content or not event.name or event.mask & IN_ISDIR:
                 self._unknown()  # node.toml, a folder, or the collection folder itself
             elif self._changed is not None:
@@ -117,7 +133,16 @@ class ContentWatch:
                 if not self._folders:
                     self._polling_from_now()
                     return True
+        if relink and self._folders:
+            self._watch_links()  # a link came, went or was pointed elsewhere
         return matters
+
+    def _linked_changed(self, links: list[Path]) -> None:
+        for link in links:
+            if link.parent == self.content or self._changed is None:
+                self._unknown()  # node.toml
+            else:
+                self._changed.add(link)
 
     def _watch_all(self) -> None:
         """Watch content/ and every collection folder in it (again: watching a folder twice
@@ -131,6 +156,36 @@ class ContentWatch:
             elif folder.is_dir():  # there, but not watched (the limit on watches reached):
                 self._drop_all(gone=False)  # poll, rather than miss its changes
                 return
+        self._watch_links()
+
+    def _watch_links(self) -> None:
+        """Watch the folder of each file a watched folder links to (again: the links are
+        looked for afresh)."""
+        assert self._inotify is not None
+        targets: dict[Path, list[Path]] = {}
+        for folder in list(self._folders.values()):
+            try:
+                entries = [entry for entry in os.scandir(folder)
+                           if is_read(entry.name) and entry.is_symlink()]
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.is_dir():
+                    continue  # a linked folder: followed by its own watch
+                targets.setdefault(Path(os.path.realpath(entry.path)), []).append(
+                    Path(entry.path))
+        for wd in set(self._targets) - set(self._folders):
+            self._inotify.remove(wd)  # (not a watched folder's own: that stays)
+        self._targets = {}
+        self._links = {link for links in targets.values() for link in links}
+        for target, links in targets.items():
+            watch = self._inotify.add(target.parent)
+            if watch is None:
+                if target.parent.is_dir():  # the limit on watches reached: poll instead
+                    self._drop_all(gone=False)
+                    return
+                continue  # pointing nowhere: the export says so
+            self._targets.setdefault(watch, {})[target.name] = links
 
     def _polling_from_now(self) -> None:
         """Where the folders could not all be watched, poll from what is there now: called
@@ -141,9 +196,11 @@ class ContentWatch:
 
     def _drop_all(self, *, gone: bool = True) -> None:
         assert self._inotify is not None
-        for wd in self._folders:
+        for wd in {*self._folders, *self._targets}:
             self._inotify.remove(wd)
         self._folders.clear()
+        self._targets.clear()
+        self._links.clear()
         self._inotify.read()  # the removals' own events
         if gone:
             self._seen = set()  # polled until content/ is back: whatever is there then is new

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 import pytest
-from builders import REPO, Node, species
+from builders import REPO, Node, record_text, species
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -89,6 +89,53 @@ def test_names_the_export_skips_wake_nothing(content: tuple[Node, ContentWatch])
     assert not changes.wait(NOTHING)
     (folder / "_notes" / "todo.md").write_text("not read by the export")
     assert not changes.wait(NOTHING)
+
+
+def test_an_edit_to_a_linked_file_wakes_the_watch(content: tuple[Node, ContentWatch],
+                                                 tmp_path: Path) -> None:
+    """A content file may be a symbolic link to a file kept elsewhere (a folder shared with
+    colleagues). The export reads the file it points to; an edit there woke nothing, and
+    the site kept the old text until something else changed."""
+    node, changes = content
+    folder = node.root / "content"
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    target = shared / "balsam.md"
+    target.write_text(record_text(species("Impatiens glandulifera")))
+    link = folder / "species" / "balsam.md"
+    link.symlink_to(target)
+    assert changes.wait(5)  # the link itself, made in a watched folder
+    polling = changes._inotify is None
+    changes.taken()
+    target.write_text(target.read_text() + "\nMore text.\n")  # edited in place
+    assert changes.wait(5) and not changes.wait(NOTHING)
+    assert changes.taken() == (None if polling else {link})
+    saved = shared / ".balsam.md.tmp"  # saved as many editors save: a new file renamed over
+    saved.write_text(target.read_text() + "Even more.\n")
+    saved.replace(target)
+    assert changes.wait(5)
+    assert changes.taken() == (None if polling else {link})
+    (shared / "unrelated.md").write_text("not linked: read by nothing")
+    assert not changes.wait(NOTHING)
+    # node.toml kept elsewhere too: its edits make the next export whole
+    toml = shared / "node.toml"
+    (folder / "node.toml").replace(toml)
+    (folder / "node.toml").symlink_to(toml)
+    assert changes.wait(5)
+    changes.taken()
+    toml.write_text(toml.read_text() + "\n")
+    assert changes.wait(5) and changes.taken() is None
+    # the link pointed elsewhere: the new target is watched, the old one no longer
+    other = shared / "other.md"
+    other.write_text(record_text(species("Heracleum mantegazzianum")))
+    link.unlink()
+    link.symlink_to(other)
+    assert changes.wait(5)
+    changes.taken()
+    target.write_text("no longer linked")
+    assert not changes.wait(NOTHING)
+    other.write_text(other.read_text() + "\nEdited.\n")
+    assert changes.wait(5) and changes.taken() == (None if polling else {link})
 
 
 NAMES = ["a.md", "b.csv", ".a.md.swp", "_draft.md", "a.md~", "#a.md#"]
@@ -237,3 +284,24 @@ def test_export_watch_exports_each_edit_and_keeps_the_last_good_one(tmp_path: Pa
         watching.process.send_signal(signal.SIGINT)
         assert watching.process.wait(30) == 0
     assert ("err", "stopped") in watching.until("stopped")
+
+
+def test_export_watch_exports_an_edit_to_a_linked_file(tmp_path: Path) -> None:
+    """The record file is a link to a file kept elsewhere: saving that file exports it."""
+    node = Node(tmp_path / "node")
+    fields = species("Fallopia japonica")
+    kept = tmp_path / "shared" / "knotweed.md"
+    kept.parent.mkdir()
+    kept.write_text(record_text(fields))
+    node.path("species", "knotweed").parent.mkdir(parents=True, exist_ok=True)
+    node.path("species", "knotweed").symlink_to(kept)
+    watching = Watching(node.root)
+    try:
+        watching.until("exported species 1")
+        served = next((node.root / "site_out").rglob(f"{fields['id']}.json"))
+        kept.write_text(record_text({**fields, "vernacularName": "Japanese knotweed"}))
+        watching.until("exported species 1", seconds=30)
+        assert "Japanese knotweed" in served.read_text()
+    finally:
+        watching.process.send_signal(signal.SIGINT)
+        assert watching.process.wait(30) == 0
