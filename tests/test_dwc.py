@@ -918,3 +918,20 @@ def test_a_control_character_in_a_cell_is_refused_before_anything_is_written(
     assert [(p.line, p.field) for p in caught.value.problems] == [(3, "vernacularName")]
     assert f"U+{ord(control):04X}" in caught.value.problems[0].message
     assert not (project.content / "species").exists()
+
+
+def test_an_archive_a_zip_cannot_hold_without_zip64_is_refused(tmp_path: Path) -> None:
+    """A zip without ZIP64 extensions holds sizes and offsets below 4 GiB: past that the
+    archive would be unreadable, so the export stops with a message, before writing. (Made
+    of one 64 MiB part given 65 times: the limit is reached without 4 GiB of memory.)"""
+    from exporter import dwc_archive
+    from exporter.config import load_node_config
+    from exporter.errors import ExportError
+
+    node = load_node_config(Project(Node(tmp_path / "node").root))
+    part = dwc_archive.rows(node, [{"id": "t1", "scientificName": "x" * (64 << 20),
+                                    "updated_at": "2026-03-01T00:00:00Z"}])
+    assert dwc_archive.archive(node, [part])[:4] == b"PK\x03\x04"  # one is a zip
+    with pytest.raises(ExportError, match=r"taxon\.csv would hold 4,362,\d{3},\d{3} bytes, "
+                                          r"more than a zip without ZIP64 extensions can"):
+        dwc_archive.archive(node, [part] * 65)
