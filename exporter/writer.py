@@ -230,16 +230,33 @@ class Release:
         the export after it (`resume`) then writes its own changes only. False, touching
         nothing, where the builds are not as this release left them. Between exports, where
         there is time (`delta.Session.prepare`): after an export that changed every file, the
-        next one would link 200,000 of them at 100,000 records (4 s)."""
-        other = Release.resume(self)
+        next one would link 200,000 of them at 100,000 records (4 s). After a node's very
+        first export, which had no build before it, the other build is made here, every
+        file linked (before session 28, the first edit after it was exported whole)."""
+        other = Release.resume(self) if self.live is not None else self._second()
         if other is None:
             return False
         for tree, paths in stale.items():
             other.write_changes(tree, [], paths)
         other._write_record()
+        self.live = other.name
         self._previous = other.outputs
         self._versions[other.name] = _version(other.folder)
         return True
+
+    def _second(self) -> Release | None:
+        """The build beside this one, the first a node published, made empty and ready to
+        be brought up to date as `resume` makes the build before; None where this one is
+        not current as it was published (another export ran since)."""
+        if _current(self.private) != self.name or \
+                _version(self.folder) != self._versions.get(self.name):
+            return None
+        release = Release(self.private, self.links)
+        _rmtree(release.folder)  # nothing of a build is trusted without its record
+        private_folder(release.folder, PASSAGE)
+        release._previous = self.outputs
+        release._versions = dict(self._versions)
+        return release
 
     def stale(self, tree: str) -> set[str]:
         """The paths at which the build before this one differs from this one, once

@@ -342,6 +342,26 @@ def test_after_a_whole_export_the_watch_prepares_what_the_first_edit_needs(
     assert_whole(root, tmp_path / "elsewhere", (("zyxwvut", ("public",)),))
 
 
+def test_the_first_edit_after_a_nodes_very_first_export_is_brought_up_to_date(
+        tmp_path: Path) -> None:
+    """A node's very first export has no build before it to bring up to date: `prepare`
+    makes one beside it (every file linked), and the edits after it are exported as edits,
+    the first one too (it was exported whole), giving what a whole export gives."""
+    root = copy_sample(tmp_path / "node")
+    session = Session(Project(root))
+    session.export(None)
+    session.prepare()
+    assert session.state is not None
+    assert session.state.stale == {"site": set(), "bundle": set()}
+    builds = root / ".fednode" / "builds"
+    assert sorted(p.name for p in builds.iterdir() if p.is_dir()) == ["a", "b"]
+    pick = random.Random(5)
+    for _ in range(2):
+        session.export(body(root, pick))
+    assert (session.whole, session.deltas, session.failures) == (1, 2, [])
+    assert_whole(root, tmp_path / "elsewhere")
+
+
 def test_a_ledger_written_by_something_else_makes_the_next_export_whole(
         sample: Path, tmp_path: Path) -> None:
     """A `git pull` replacing ledger.jsonl: the export reads it again rather than append to
