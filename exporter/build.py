@@ -35,6 +35,8 @@ from .contract.layout import FOLDER_LIMIT, record_file
 from .contract.wire import (
     COLLECTIONS,
     LIST_LIMIT_DEFAULT,
+    NO_COLLECTION,
+    NO_COLLECTION_FILE,
     NO_ENDPOINT,
     NO_ENDPOINT_FILE,
     PUBLIC,
@@ -553,7 +555,8 @@ def _static_files(node: NodeConfig, public: dict[str, Public], manifest_bytes: b
     """Every public file but the sync files."""
     for path, data in (("api/manifest.json", manifest_bytes), ("api/schema.json", schema_bytes),
                        ("index.html", index_bytes),
-                       (NO_ENDPOINT_FILE, error_body("not_found", NO_ENDPOINT))):
+                       (NO_ENDPOINT_FILE, error_body("not_found", NO_ENDPOINT)),
+                       (NO_COLLECTION_FILE, error_body("not_found", NO_COLLECTION))):
         yield constant(path, data, hashlib.sha256(data).hexdigest())
     for name, group in public.items():
         for r, print_ in zip(group.records, group.prints, strict=True):

@@ -16,10 +16,11 @@ The rules, in the order Netlify tries them (the first that matches applies):
    the request to the sidecar, not forced. On Netlify the Edge Function rewrites anonymous
    record reads to the shard file before these rules (netlify/edge-functions/keyed.ts).
 
-4. Any other path under /api/ gets the contract's JSON 404 (`NO_ENDPOINT_FILE`, the body
-   the sidecar answers for a path without an endpoint) with status 404, not the CDN's page.
-   That file's own URL is one such path: a forced rule, first, answers it with the 404
-   (a file at its URL would otherwise be served with 200).
+4. Any other path under /api/ gets the contract's JSON 404, not the CDN's page: one segment
+   (`/api/plants`, no file there) the body the sidecar answers for a collection that does
+   not exist (`NO_COLLECTION_FILE`), any other path the one for a path without an endpoint
+   (`NO_ENDPOINT_FILE`). Those files' own URLs are such paths: forced rules, first, answer
+   them with the 404 (a file at its URL would otherwise be served with 200).
 
 Every other open path (pages, sync files, PDFs, /api/openapi.json) is a file at its own URL
 and needs no rule. Netlify placeholders match whole path segments only; `{name}` segments
@@ -33,7 +34,7 @@ from collections.abc import Sequence
 
 from .contract.endpoints import ENDPOINTS
 from .contract.layout import RECORD_RULES_MAX, record_file
-from .contract.wire import COLLECTIONS, NO_ENDPOINT_FILE
+from .contract.wire import COLLECTIONS, NO_COLLECTION_FILE, NO_ENDPOINT_FILE
 
 FILE = "_redirects"
 _SEGMENT = re.compile(r"\{(\w+)\}")
@@ -48,9 +49,9 @@ def rules(sidecar_url: str, records: Sequence[tuple[str, str]]
     """(from, query condition, to, status) for every rule, in order. `records`: the
     (collection, id) of every public record (a restricted one must never be named here)."""
     sidecar = sidecar_url.rstrip("/")
-    # Rule 4's body is a file at its own URL too: there it is the same 404, not a 200.
-    out: list[tuple[str, str, str, str]] = [("/" + NO_ENDPOINT_FILE, "", "/" + NO_ENDPOINT_FILE,
-                                             "404!")]
+    # Rule 4's bodies are files at their own URLs too: there they are the same 404s, not 200.
+    out: list[tuple[str, str, str, str]] = [("/" + body, "", "/" + body, "404!")
+                                            for body in (NO_ENDPOINT_FILE, NO_COLLECTION_FILE)]
     for e in ENDPOINTS:
         if not e.public:
             out.append((_pattern(e.path), "", sidecar + _pattern(e.path), "200!"))
@@ -76,6 +77,7 @@ def rules(sidecar_url: str, records: Sequence[tuple[str, str]]
                         "/" + record_file(collection, record_id), "200")
                        for collection, record_id in records)
         out.append((_pattern(e.path), "", sidecar + _pattern(e.path), "200"))
+    out.append(("/api/:collection", "", "/" + NO_COLLECTION_FILE, "404"))
     out.append(("/api/*", "", "/" + NO_ENDPOINT_FILE, "404"))
     return out
 

@@ -26,6 +26,7 @@ from exporter.contract.page_urls import file_of, href_of
 from exporter.contract.wire import (
     CHANGES_LIMIT_DEFAULT,
     COLLECTIONS,
+    NO_COLLECTION,
     PUBLIC,
     SEARCH_QUERY_MAX,
     TIME_PATTERN,
@@ -66,8 +67,7 @@ class Caller:
     def require_collection(self, name: str) -> None:
         """A named collection that does not exist is 404; one outside the key's limits 403."""
         if name not in COLLECTIONS:
-            raise NotFound(f"no collection {name!r}; the collections are "
-                           f"{', '.join(COLLECTIONS)}")
+            raise NotFound(NO_COLLECTION)  # the CDN's words too: the name is not echoed
         if name not in self.collections:
             raise InsufficientScope(f"this key may read {', '.join(self.collections)}, "
                                     f"not {name}")

@@ -113,6 +113,8 @@ def test_requests_land_where_the_exported_redirects_say(tmp_path: Path) -> None:
                 ("GET", "/api/sync/a/b/c", None, {}, "static", 404),
                 ("GET", "/api/a/b/c", None, {}, "static", 404),
                 ("GET", "/api/404.json", None, {}, "static", 404),  # (200 until session 27)
+                ("GET", "/api/no-collection.json", None, {}, "static", 404),
+                ("GET", "/api/sync", None, {}, "static", 404),
                 ("GET", "/api/species?limit=2", None, {}, "sidecar", 200),
                 ("GET", "/api/species?offset=10", None, {}, "sidecar", 200),
                 ("GET", "/api/team?updated_since=2020-01-01T00:00:00Z", None, {}, "sidecar", 200),
@@ -134,10 +136,11 @@ def test_requests_land_where_the_exported_redirects_say(tmp_path: Path) -> None:
             # A static answer is the sidecar's answer, byte for byte.
             for path in ("/api/manifest", f"/api/species/{KNOTWEED}", "/api/species", "/",
                          "/species/", record_href("species", KNOTWEED), "/sitemap.xml",
-                         "/api/sync/a/b/c", "/api/a/b/c"):
+                         "/api/sync/a/b/c", "/api/a/b/c", "/api/no-such-collection",
+                         "/api/sync", "/api/no-collection.json"):
                 assert request(base + path)[2] == request(sidecar.url + path)[2], path
-            # The sidecar names the collections where the CDN cannot know the path meant one.
-            for path in ("/api/no-such-collection", "/api/404.json"):
+            # The sidecar takes /api/404.json for a collection's name; the CDN for its file.
+            for path in ("/api/404.json",):
                 cdn, sidecar_says = (json.loads(request(url + path)[2])
                                      for url in (base, sidecar.url))
                 assert cdn["error"]["code"] == sidecar_says["error"]["code"] == "not_found"

@@ -22,7 +22,7 @@ from test_cli_serve import ENV, FEDNODE, free_port
 from exporter.build import load
 from exporter.config import Project
 from exporter.contract.endpoints import ENDPOINTS, capabilities
-from exporter.contract.wire import COLLECTIONS, NO_ENDPOINT, PUBLIC
+from exporter.contract.wire import COLLECTIONS, NO_COLLECTION, NO_ENDPOINT, PUBLIC
 from sidecar.app import ROUTER, NodeRunner, SidecarConfig, create_app, dispatch
 from sidecar.handlers import HANDLERS
 from sidecar.state import RUNNING
@@ -84,10 +84,14 @@ def test_redirects_send_every_dynamic_endpoint_to_the_sidecar(sample_root: Path)
     rules = [line.split() for line in (sample_root / "site_out" / "_redirects").read_text()
              .splitlines() if line and not line.startswith("#")]
     first_static = next(i for i, rule in enumerate(rules) if not rule[-1].endswith("!"))
-    # Last: any other path under /api/ gets the contract's JSON 404, not the CDN's page.
-    assert rules[-1] == ["/api/*", "/api/404.json", "404"]
+    # Last: any other path under /api/ gets the contract's JSON 404, not the CDN's page:
+    # one segment that names no collection, the sidecar's words for that.
+    assert rules[-2:] == [["/api/:collection", "/api/no-collection.json", "404"],
+                          ["/api/*", "/api/404.json", "404"]]
     assert json.loads((sample_root / "site_out" / "api" / "404.json").read_bytes()) == \
         {"error": {"code": "not_found", "message": NO_ENDPOINT}}
+    assert json.loads((sample_root / "site_out" / "api" / "no-collection.json").read_bytes()) \
+        == {"error": {"code": "not_found", "message": NO_COLLECTION}}
     site = sample_root / "site_out"
     for endpoint in ENDPOINTS:
         path = re.sub(r"\{(\w+)\}", r":\1", endpoint.path)

@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient
 from builders import Node, app_for, species, team
 
 from exporter.build import BuildReport
-from exporter.contract.wire import NO_ENDPOINT_FILE
+from exporter.contract.wire import NO_COLLECTION_FILE, NO_ENDPOINT_FILE
 
 
 def static_url(relative: str) -> str | None:
@@ -47,6 +47,12 @@ async def test_every_static_file_equals_the_sidecar_answer(sample_root: Path,
             response = await sample_client.get("/api/no/such/endpoint")
             assert response.status == 404
             assert await response.read() == path.read_bytes()
+            continue
+        if relative == NO_COLLECTION_FILE:  # and for one segment that names no collection
+            for url in ("/api/plants", "/api/sync", "/api/no-collection.json"):
+                response = await sample_client.get(url)
+                assert response.status == 404
+                assert await response.read() == path.read_bytes(), url
             continue
         url = static_url(relative)
         assert url is not None, f"no open URL serves {relative}"
