@@ -187,8 +187,7 @@ NO_ENDPOINT_FILE = "api/404.json"
 # What one segment under /api/ that names no collection gets (/api/plants), from the sidecar
 # (`Caller.require_collection`) and from the CDN alike (NO_COLLECTION_FILE, served with a 404
 # for such a path): the CDN cannot say the name it was given, so neither does the sidecar.
-NO_COLLECTION = (f"no collection at this path; the collections are {', '.join(COLLECTIONS)} "
-                 f"(/api/<collection>)")
+NO_COLLECTION = f"no collection at this path; the collections are {', '.join(COLLECTIONS)}"
 NO_COLLECTION_FILE = "api/no-collection.json"
 
 
