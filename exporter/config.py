@@ -229,7 +229,7 @@ def load_serve_config(project: Project) -> ServeConfig:
         problems.append(Problem(rel, _line_of(path, "redis"), "serve.redis",
                                 "must be a Redis URL in quotes, e.g. "
                                 "redis = \"redis://127.0.0.1:6379/0\""))
-    # (sidecar.proxies reads them: it is the sidecar's; this is node.toml's check)
+    # checked here with the other settings; `sidecar.proxies` reads them when it starts
     trusted = table.get("trusted_proxies", [])
     if not isinstance(trusted, list) or not all(isinstance(item, str) for item in trusted):
         problems.append(Problem(rel, _line_of(path, "trusted_proxies"), "serve.trusted_proxies",
