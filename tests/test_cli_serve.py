@@ -180,7 +180,8 @@ def test_netlify_builds_with_the_frozen_ledger_and_publishes_site_out() -> None:
     assert "redirects" not in config
     headers = {rule["for"]: rule["values"] for rule in config["headers"]}
     assert headers["/*"]["X-Node-Access"] == "open"
-    assert headers["/api/*"]["Content-Type"].startswith("application/json")
+    assert headers["/api/:file"]["Content-Type"].startswith("application/json")
+    assert headers["/api/sync/:part/*"]["Content-Type"].startswith("application/x-ndjson")
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -151,3 +152,42 @@ def test_requests_land_where_the_exported_redirects_say(tmp_path: Path) -> None:
             except subprocess.TimeoutExpired:
                 dev.kill()
             log.close()
+
+
+def test_one_header_rule_types_each_api_path_as_the_sidecar_does(sample_root: Path) -> None:
+    """netlify.toml's header rules as Netlify's own parser reads them (@netlify/headers-parser,
+    which its build uses): every file under site_out/api/ and every open API path is matched
+    by exactly one rule that sets Content-Type, and it sets the sidecar's type. Where two
+    rules set one header, which wins in production is not documented; so none may. (The
+    sync files were typed JSON: the /api/* rule set it, and no rule was theirs. `netlify
+    dev` cannot show this: its static server's own type overrides the rules'.)"""
+    cli = npm_tool("netlify-cli", "26.2.0", "netlify")
+    parser = cli.parent.parent / "@netlify" / "headers-parser" / "lib" / "index.js"
+    script = (f"import {{ parseAllHeaders }} from {json.dumps(parser.as_uri())};"
+              f"const {{ headers, errors }} = await parseAllHeaders("
+              f"{{ netlifyConfigPath: {json.dumps(str(REPO / 'netlify.toml'))}, minimal: false }});"
+              "console.log(JSON.stringify({ errors: errors.map(String), rules: headers.map("
+              "h => [h.for, h.forRegExp.source, h.forRegExp.flags, h.values]) }));")
+    node = shutil.which("node")
+    assert node is not None  # (npm_tool found npm, which comes with it)
+    done = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True,
+                          text=True, timeout=60, check=True)
+    parsed = json.loads(done.stdout)
+    assert parsed["errors"] == []
+    typing = [(rule, re.compile(source, re.IGNORECASE if "i" in flags else 0),
+               values["Content-Type"]) for rule, source, flags, values in parsed["rules"]
+              if "Content-Type" in values]
+    site = sample_root / "site_out"
+    files = ["/" + str(path.relative_to(site)) for path in (site / "api").rglob("*")
+             if path.is_file()]
+    assert any(f.endswith(".ndjson") for f in files) and len(files) > 100
+    urls = ["/api/manifest", "/api/schema", "/api/openapi.json", "/api/species",
+            f"/api/species/{KNOTWEED}", "/api/sync/changes.ndjson", "/api/sync/team/0.ndjson"]
+    with ServerThread(app_for(sample_root, anonymous_rate=0)) as sidecar:
+        served = {url: request(sidecar.url + url)[1]["Content-Type"] for url in urls}
+    for path in [*files, *urls]:
+        matched = [(rule, value) for rule, pattern, value in typing if pattern.match(path)]
+        assert len(matched) == 1, (path, matched)
+        expected = served.get(path) or served[
+            "/api/sync/changes.ndjson" if path.endswith(".ndjson") else "/api/manifest"]
+        assert matched[0][1] == expected, path
