@@ -336,9 +336,10 @@ def export(state: State, paths: Iterable[str]) -> BuildReport | None:
 def _source(project: Project, read_before: set[str], path: str) -> SourceFile | None:
     """The content file at `path`, if an export may bring it up to date: a record file of
     a collection (not the library's) that the last export read."""
-    try:  # (a link is not followed: a whole export says what it makes of one)
+    try:  # (a link is followed, as `content.discover` follows it; one that points nowhere
+        # is left to a whole export, which says so)
         rel = Path(os.path.abspath(path)).relative_to(os.path.abspath(project.root)).as_posix()
-        info = os.lstat(path)
+        info = os.stat(path)
     except (OSError, ValueError):
         return None
     if not stat.S_ISREG(info.st_mode):

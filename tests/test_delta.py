@@ -378,6 +378,26 @@ def test_a_ledger_written_by_something_else_makes_the_next_export_whole(
     assert_whole(root, tmp_path / "elsewhere")
 
 
+def test_an_edit_to_a_linked_record_file_is_brought_up_to_date(sample: Path,
+                                                              tmp_path: Path) -> None:
+    """A record file that is a link to a file kept elsewhere (what `--watch` names when
+    that file is saved): read through the link, as a whole export reads it."""
+    shutil.rmtree(tmp_path / "node", ignore_errors=True)
+    shutil.copytree(sample, tmp_path / "node", symlinks=True)
+    root = tmp_path / "node"
+    record = sorted((root / "content" / "species").glob("*.md"))[0]
+    kept = tmp_path / "shared" / record.name
+    kept.parent.mkdir()
+    record.replace(kept)
+    record.symlink_to(kept)
+    session = Session(Project(root))
+    session.export(None)
+    kept.write_text(kept.read_text() + "\nOne more paragraph: qwertzuiop.\n")
+    session.export({record})
+    assert (session.whole, session.deltas, session.failures) == (1, 1, [])
+    assert_whole(root, tmp_path / "elsewhere", (("qwertzuiop", ("public",)),))
+
+
 def test_a_record_file_replaced_by_a_link_is_exported_whole(sample: Path,
                                                            tmp_path: Path) -> None:
     """What a whole export makes of a link (here: two files with the same records), not
