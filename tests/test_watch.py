@@ -257,6 +257,30 @@ class Watching:
             if text in line[1]:
                 return seen
 
+    def stop(self) -> None:
+        """Ctrl-C: the process ends, with status 0. Where it does not within 30 s, the
+        failure says what its signal masks and threads were, and what it printed."""
+        self.process.send_signal(signal.SIGINT)
+        try:
+            assert self.process.wait(30) == 0
+            return
+        except subprocess.TimeoutExpired:
+            status = Path(f"/proc/{self.process.pid}/status").read_text()
+            threads = []
+            for task in Path(f"/proc/{self.process.pid}/task").iterdir():
+                stat = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                threads.append(f"{(task / 'comm').read_text().strip()} {stat} "
+                               f"{(task / 'wchan').read_text()}")
+            self.process.kill()
+            self.process.wait(10)
+        printed = []
+        while not self.lines.empty():
+            printed.append(self.lines.get())
+        masks = [line for line in status.splitlines()
+                 if line.startswith(("State", "Threads", "Sig"))]
+        raise AssertionError(f"--watch did not stop on Ctrl-C within 30 s: {masks}; "
+                             f"threads {threads}; printed {printed}")
+
 
 def test_export_watch_exports_each_edit_and_keeps_the_last_good_one(tmp_path: Path) -> None:
     node = Node(tmp_path / "node")
@@ -281,8 +305,7 @@ def test_export_watch_exports_each_edit_and_keeps_the_last_good_one(tmp_path: Pa
         assert "Asian knotweed" in served.read_text()
         assert watching.process.poll() is None
     finally:
-        watching.process.send_signal(signal.SIGINT)
-        assert watching.process.wait(30) == 0
+        watching.stop()
     assert ("err", "stopped") in watching.until("stopped")
 
 
@@ -303,5 +326,4 @@ def test_export_watch_exports_an_edit_to_a_linked_file(tmp_path: Path) -> None:
         watching.until("exported species 1", seconds=30)
         assert "Japanese knotweed" in served.read_text()
     finally:
-        watching.process.send_signal(signal.SIGINT)
-        assert watching.process.wait(30) == 0
+        watching.stop()
