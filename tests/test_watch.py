@@ -227,12 +227,21 @@ def test_a_watch_over_the_limit_of_watches_polls_and_misses_nothing(tmp_path: Pa
     assert result.stdout.strip() == "ok", result.stderr
 
 
+# `python -m cli.main`, with Ctrl-C's handler set as an interactive shell leaves it: a suite
+# started in the background by a shell without job control (`./scripts/test &`) runs with
+# SIGINT ignored, which its processes inherit, and the command never saw the Ctrl-C (its
+# /proc status said so: SigIgn held SIGINT).
+INTERACTIVE = ("import runpy, signal, sys; signal.signal(signal.SIGINT, "
+               "signal.default_int_handler); sys.argv[0] = 'fednode'; "
+               "runpy.run_module('cli.main', run_name='__main__', alter_sys=True)")
+
+
 class Watching:
     """`fednode export --watch` as a real process, its output read line by line."""
 
     def __init__(self, root: Path) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "export", "--watch", "--project", str(root)],
+            [sys.executable, "-c", INTERACTIVE, "export", "--watch", "--project", str(root)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=dict(os.environ, PYTHONPATH=str(REPO)))
         self.lines: queue.Queue[tuple[str, str]] = queue.Queue()
