@@ -79,6 +79,9 @@ async def serve(options: Options, *, say: Callable[[str], None], reuse_port: boo
                              f"what uses that port or choose another with --port") from None
         here = f"http://{options.host}:{options.port}"
         say(f"fednode sidecar on {here}/api/manifest")
+        if options.trusted_proxies:
+            say(f"anonymous requests from {', '.join(options.trusted_proxies)} are counted by "
+                f"the client address they forward (X-Forwarded-For)")
         meta = app[RUNNING].store.snapshot.meta
         for line in address_warnings(here, meta.base_url, meta.sidecar_url):
             say(line)

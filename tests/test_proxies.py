@@ -147,7 +147,10 @@ def test_fednode_serve_takes_trusted_proxies(sample_root: Path, tmp_path: Path) 
             == [200, 429, 200]
     finally:
         process.terminate()
-        process.wait(30)
+        said = process.communicate(timeout=30)[1]
+    # it says so at start, for the operator to check
+    assert ("anonymous requests from 127.0.0.0/8 are counted by the client address they "
+            "forward (X-Forwarded-For)") in said
     done = subprocess.run([*FEDNODE, "serve", "--project", str(sample_root), "--port",
                            str(free_port()), "--trusted-proxy", "10.0.0.0/33"], env=ENV,
                           capture_output=True, text=True, timeout=60)
