@@ -250,7 +250,7 @@ def export(project_dir: Path, frozen: bool, base_url: str | None, watch: bool) -
 
 def _proxy_networks(context: click.Context, parameter: click.Parameter,
                     values: tuple[str, ...]) -> tuple[str, ...]:
-    from sidecar.proxies import networks
+    from exporter.contract.addresses import networks
     try:
         networks(values)
     except ValueError as exc:

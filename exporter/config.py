@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .contract.addresses import networks
 from .errors import ContentError, Problem, control_character, control_problem
 
 NODE_FILE = "node.toml"
@@ -229,7 +229,7 @@ def load_serve_config(project: Project) -> ServeConfig:
         problems.append(Problem(rel, _line_of(path, "redis"), "serve.redis",
                                 "must be a Redis URL in quotes, e.g. "
                                 "redis = \"redis://127.0.0.1:6379/0\""))
-    # checked here with the other settings; `sidecar.proxies` reads them when it starts
+    # checked here with the other settings (`contract.addresses`); the sidecar uses them
     trusted = table.get("trusted_proxies", [])
     if not isinstance(trusted, list) or not all(isinstance(item, str) for item in trusted):
         problems.append(Problem(rel, _line_of(path, "trusted_proxies"), "serve.trusted_proxies",
@@ -238,12 +238,10 @@ def load_serve_config(project: Project) -> ServeConfig:
         trusted = []
     for item in trusted:
         try:
-            ipaddress.ip_network(item.strip(), strict=False)
-        except ValueError:
+            networks([item])
+        except ValueError as exc:
             problems.append(Problem(rel, _line_of(path, "trusted_proxies"),
-                                    "serve.trusted_proxies",
-                                    f"{item[:60]!r} is not an address or a network (write one "
-                                    f"such as 127.0.0.1, ::1 or 10.0.0.0/8)"))
+                                    "serve.trusted_proxies", str(exc)))
     for name in sorted(set(table) - {"workers", "redis", "trusted_proxies"}):
         problems.append(Problem(rel, _line_of(path, name), f"serve.{name}",
                                 "unknown setting: [serve] takes workers, redis and "

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from aiohttp import http_exceptions, web, web_protocol, web_server
 
+from exporter.contract.addresses import networks
 from exporter.contract.endpoints import ENDPOINTS, Endpoint
 from exporter.contract.wire import BODY_LIMIT, error_body
 
@@ -37,7 +38,7 @@ from .errors import (
 )
 from .limits import Limiter, MemoryLimiter, RedisLimiter, rate_limited
 from .params import CONTINUE, expectation
-from .proxies import FORWARDED_FOR, client_address, networks
+from .proxies import FORWARDED_FOR, client_address
 from .routing import Route, Router
 from .service import Caller
 from .state import CALLER, COUNT, RATE, RUNNING, Running
@@ -151,8 +152,8 @@ async def admit(running: Running, request: web.Request, endpoint: Endpoint | Non
 
 def _address_bucket(running: Running, request: web.Request) -> str:
     """The bucket of a request without a (good) key: its client's address."""
-    return "addr:" + client_address(request.remote, request.headers.getall(FORWARDED_FOR, []),
-                                    running.trusted)
+    forwarded = request.headers.getall(FORWARDED_FOR, []) if running.trusted else []
+    return "addr:" + client_address(request.remote, forwarded, running.trusted)
 
 
 async def _count(running: Running, request: web.Request, bucket: str, limit: int) -> None:

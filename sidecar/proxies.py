@@ -14,25 +14,13 @@ shares one bucket, the stricter reading, never a bucket the request chose."""
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+from exporter.contract.addresses import Network
+
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 FORWARDED_FOR = "X-Forwarded-For"
-
-
-def networks(values: Iterable[str]) -> tuple[Network, ...]:
-    """Addresses and networks (`10.0.0.0/8`, `::1`) as networks; ValueError names the first
-    that is neither."""
-    out = []
-    for value in values:
-        try:
-            out.append(ipaddress.ip_network(value.strip(), strict=False))
-        except ValueError:
-            raise ValueError(f"{value[:60]!r} is not an address or a network (write one "
-                             f"such as 127.0.0.1, ::1 or 10.0.0.0/8)") from None
-    return tuple(out)
 
 
 def client_address(peer: str | None, forwarded: Sequence[str],

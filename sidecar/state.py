@@ -6,9 +6,10 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from exporter.contract.addresses import Network
+
 from .auth import Verifier
 from .limits import Decision, Limiter
-from .proxies import Network
 from .service import Caller
 from .store import Store
 

@@ -415,20 +415,9 @@ def test_a_cache_made_under_older_reading_rules_is_not_trusted(node: Node) -> No
     assert not (node.root / "site_out").exists()
 
 
-CONTROLS = [chr(c) for c in (*range(0x00, 0x09), 0x0B, 0x0C, 0x0D, *range(0x0E, 0x20),
-                             *range(0x7F, 0xA0))]  # (0x0D: a CR not before a line feed)
-
-
-@SETTINGS
-@given(before=st.text(st.characters(codec="utf-8", exclude_categories=["Cc", "Cs"]),
-                      max_size=20),
-       control=st.sampled_from(CONTROLS), where=st.sampled_from(["title", "body", "tags"]))
-def test_a_control_character_in_any_field_is_refused_with_its_place(
-        before: str, control: str, where: str) -> None:
-    """ESC, NUL, DEL, C1 controls and the like in a field reached CSV downloads (a terminal
-    runs ESC sequences), archives and pages as they were. Each is refused, naming its file,
-    line and field, and nothing is published; a tab or a line break is text."""
-    text = "Title " + before + control + "x"
+def _refused_page(text: str, where: str) -> tuple[list[str], int]:
+    """A node whose one page holds `text` in its title, a tag or its body (`where`): the
+    export must refuse it and write nothing. Its problems, and the line `text` is on."""
     fields: dict[str, object] = {"id": row_id(1), "title": "Clean title", "kind": "page",
                                  "summary": "A page about nothing at all."}
     body = "A body.\n"
@@ -451,7 +440,24 @@ def test_a_control_character_in_any_field_is_refused_with_its_place(
     # the body's text starts two lines below the closing fence (one empty line between)
     line = lines.index("+++", 1) + 4 if where == "body" else next(
         n for n, one in enumerate(lines, 1) if one.startswith(f"{where} ="))
-    assert [str(p) for p in caught.value.problems] == [
+    return [str(p) for p in caught.value.problems], line
+
+
+CONTROLS = [chr(c) for c in (*range(0x00, 0x09), 0x0B, 0x0C, 0x0D, *range(0x0E, 0x20),
+                             *range(0x7F, 0xA0))]  # (0x0D: a CR not before a line feed)
+
+
+@SETTINGS
+@given(before=st.text(st.characters(codec="utf-8", exclude_categories=["Cc", "Cs"]),
+                      max_size=20),
+       control=st.sampled_from(CONTROLS), where=st.sampled_from(["title", "body", "tags"]))
+def test_a_control_character_in_any_field_is_refused_with_its_place(
+        before: str, control: str, where: str) -> None:
+    """ESC, NUL, DEL, C1 controls and the like in a field reached CSV downloads (a terminal
+    runs ESC sequences), archives and pages as they were. Each is refused, naming its file,
+    line and field, and nothing is published; a tab or a line break is text."""
+    problems, line = _refused_page("Title " + before + control + "x", where)
+    assert problems == [
         f"content/resources/page.md:{line}: {where}: holds the control character "
         f"U+{ord(control):04X}, which no reader shows and a terminal may act on: remove it "
         f"(text copied from a terminal or a word processor can carry one)"]
@@ -470,28 +476,9 @@ def test_a_character_that_reorders_text_is_refused_with_its_place(
     "knotweed" where the record's JSON, its CSV row and an agent's tool result hold
     "deewtonk" ("Trojan Source", CVE-2021-42574): readers and programs saw different texts.
     Each is refused, naming its file, line and field, and nothing is published."""
-    text = "Title " + before + bidi + "deewtonk"
-    fields: dict[str, object] = {"id": row_id(1), "title": "Clean title", "kind": "page",
-                                 "summary": "A page about nothing at all."}
-    body = "A body.\n"
-    if where == "title":
-        fields["title"] = text
-    elif where == "tags":
-        fields["tags"] = ["ok", text]
-    else:
-        body = f"A body.\n\n{text}\n"
-    with tempfile.TemporaryDirectory() as folder:
-        root = Path(folder)
-        node = Node(root)
-        path = node.write("resources", "page", fields, body)
-        lines = path.read_text("utf-8").split("\n")
-        with pytest.raises(ContentError) as caught:
-            build(Project(root), now=NOW)
-        assert not (root / "site_out").exists()
-    line = lines.index("+++", 1) + 4 if where == "body" else next(
-        n for n, one in enumerate(lines, 1) if one.startswith(f"{where} ="))
+    problems, line = _refused_page("Title " + before + bidi + "deewtonk", where)
     name = unicodedata.name(bidi).lower()
-    assert [str(p) for p in caught.value.problems] == [
+    assert problems == [
         f"content/resources/page.md:{line}: {where}: holds U+{ord(bidi):04X} ({name}), which "
         f"makes text display in another order than it is stored, so that readers and programs "
         f"see different texts: remove it (right-to-left text displays correctly without it)"]

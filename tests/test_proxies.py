@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cli_serve import ENV, FEDNODE, free_port, wait_for
 
-from sidecar.proxies import client_address, networks
+from exporter.contract.addresses import networks
+from sidecar.proxies import client_address
 
 LOOPBACK = networks(["127.0.0.1"])
 PROXY = "127.0.0.1"  # where the tests' requests come from, unless said otherwise

@@ -8,4 +8,5 @@ jsonschema or renderer), so that the sidecar and the hub load it cheaply:
 - `bundle`: the private bundle's file names, columns and typed `Meta`, written by the
   exporter and read by the sidecar.
 - `errors`: `FednodeError`, the base of every error a user can cause and fix.
+- `addresses`: the addresses and networks of the proxies the sidecar trusts.
 """
