@@ -19,8 +19,9 @@ import json
 import os
 import re
 import threading
+import time
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -168,17 +169,38 @@ def open_index(folder: Path) -> tantivy.Index:
     return _register(tantivy.Index.open(str(folder)))
 
 
+# An `add_document` that took this long waited: tantivy's queue of documents was full.
+WAITED = 50e-6
+DRAIN = 0.02  # seconds this thread then sleeps, with nothing else to do, while it drains
+
+
 def write(index: tantivy.Index, add: Iterable[tantivy.Document],
-          remove: Iterable[str] = ()) -> None:
+          remove: Iterable[str] = (), alongside: Iterable[object] = ()) -> None:
     """Remove records by id, add documents, commit once, and leave no merge running. One
-    indexing thread: the same documents make the same segments, whatever the machine."""
+    indexing thread: the same documents make the same segments, whatever the machine.
+
+    Documents reach tantivy's indexing thread through a queue of 10,000 that this thread
+    fills faster than that one empties it. Once it is full, each add would wait for a place
+    and be woken for it: two context switches a document, 1.5 s of the 8.6 s of CPU that
+    indexing 100,000 records took (session 29). So an add that waited is taken as the sign
+    to step aside while the queue drains: the next step of `alongside` (the export's other
+    work in this process: the record vectors) is done then, or, with none left, this thread
+    sleeps a moment; the documents after are added in a burst, without waiting. The
+    documents, and their order, are the same either way."""
     writer = index.writer(heap_size=64_000_000, num_threads=1)
     for record_id in remove:
         writer.delete_documents_by_term("id", record_id)
+    clock, steps = time.perf_counter, iter(alongside)
     for doc in add:
+        started = clock()
         writer.add_document(doc)
+        if clock() - started > WAITED and next(steps, _DONE) is _DONE:
+            time.sleep(DRAIN)
     writer.commit()
     writer.wait_merging_threads()
+
+
+_DONE = object()
 
 
 def record_document(doc: Doc) -> tantivy.Document:
@@ -256,6 +278,11 @@ class Embedder:
         if not texts:
             return np.zeros((0, DIMENSIONS), np.float32)
         return (cls.serving() if serving else cls.model()).embed(list(texts))
+
+    @classmethod
+    def groups(cls, texts: Sequence[str]) -> Iterator[tuple[int, np.ndarray]]:
+        """`embed` (as an export does) a group of texts at a time (`WordVectors.groups`)."""
+        return cls.model().groups(list(texts))
 
 
 SPACE = "\u2581"  # what the model's normalizer makes of a space, and puts before a text
@@ -417,13 +444,19 @@ class WordVectors:
         adds them; and no padding is made. (A text at a time, gathering and summing its
         own rows, took a second more at 100,000 records: two numpy calls a text.)"""
         out = np.empty((len(texts), self.table.shape[1]), np.float32)
+        for start, vectors in self.groups(texts):
+            out[start:start + len(vectors)] = vectors
+        return out
+
+    def groups(self, texts: list[str]) -> Iterator[tuple[int, np.ndarray]]:
+        """`embed`, `SUM_TEXTS` texts at a time: where each group starts in `texts`, and its
+        vectors (a step of work another can be done between: `search_index`)."""
         for start in range(0, len(texts), self.SUM_TEXTS):
             group = texts[start:start + self.SUM_TEXTS]
             tokens = list(chain.from_iterable(
                 self.token_ids(group[at:at + self.BATCH])
                 for at in range(0, len(group), self.BATCH)))
-            out[start:start + len(group)] = self._mean_rows(tokens)
-        return out
+            yield start, self._mean_rows(tokens)
 
     def _mean_rows(self, tokens: list[list[int]]) -> np.ndarray:
         """The unit-length mean of each text's token rows (ids past the table: its last

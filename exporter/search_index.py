@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -59,16 +59,24 @@ class Vectors:
         self.fresh: dict[str, np.ndarray] = {}
         self.docs: dict[str, search.Doc] = {}  # record id -> its document, made once
 
-    def embed(self, records: Iterable[SourceRecord], known: dict[str, Collection]) -> None:
-        """Embed the text of every record the live build has not embedded."""
+    def embedding(self, records: Iterable[SourceRecord], known: dict[str, Collection]
+                  ) -> Iterator[None]:
+        """The embedding of the text of every record the live build has not embedded: its
+        documents made now, its vectors a step each time the iterator is advanced (a group of
+        texts, `search.Embedder.groups`), and `fresh` once it ends."""
         missing: dict[str, str] = {}
         for record in records:
             if record.hash not in self.known and record.hash not in missing:
                 doc = self.docs[record.id] = _doc(record, known)
                 missing[record.hash] = doc.embedding_text()
-        if missing:
-            self.fresh = dict(zip(missing, search.Embedder.embed(list(missing.values())),
-                                  strict=True))
+        return self._embed(missing)
+
+    def _embed(self, missing: dict[str, str]) -> Iterator[None]:
+        vectors = np.empty((len(missing), search.DIMENSIONS), np.float32)
+        for start, rows in search.Embedder.groups(list(missing.values())):
+            vectors[start:start + len(rows)] = rows
+            yield
+        self.fresh = dict(zip(missing, vectors, strict=True))
 
     def of(self, rows: list[Row]) -> np.ndarray:
         """The vectors of `rows`, in order."""
@@ -113,15 +121,17 @@ class Index:
 def _index(bundle: Path, live: Path | None, listed: list[Listed],
            sources: dict[str, SourceRecord], known: dict[str, Collection]) -> str:
     vectors = Vectors(live, index_version(known))
-    vectors.embed(sources.values(), known)
-    return build(bundle, live, listed, sources, known, vectors)
+    return build(bundle, live, listed, sources, known, vectors,
+                 vectors.embedding(sources.values(), known))
 
 
 def build(bundle: Path, live: Path | None, listed: list[Listed],
           sources: dict[str, SourceRecord], known: dict[str, Collection],
-          vectors: Vectors) -> str:
+          vectors: Vectors, embedding: Iterator[None]) -> str:
     """Write `bundle/search/`, starting from the live bundle's; return a digest of what it
-    indexes (for the bundle's meta). `listed`: every record, in list order."""
+    indexes (for the bundle's meta). `listed`: every record, in list order. `embedding`
+    (`Vectors.embedding`) is done while tantivy indexes (`search.write`), then ended, and
+    the vectors written."""
     root = bundle / SEARCH
     shutil.rmtree(root, ignore_errors=True)  # the build before last's: never trusted
     private_folder(root)
@@ -130,11 +140,19 @@ def build(bundle: Path, live: Path | None, listed: list[Listed],
         groups.setdefault(access, []).append((collection, record_id, digest_of))
     moved = _moved(vectors.live, groups)
     digest = hashlib.sha256(vectors.version.encode())
+    unsaved = []
     for group in sorted(groups):
-        state = _group(root / group, live / SEARCH / group if live else None,
-                       vectors.live.get(group), groups[group], group in moved, sources, known,
-                       vectors)
+        state, indexed = _group(root / group, live / SEARCH / group if live else None,
+                                vectors.live.get(group), groups[group], group in moved,
+                                sources, known, vectors, embedding)
         _mark(digest, group, state)
+        if indexed:
+            unsaved.append(group)
+    for _ in embedding:  # what of it no full queue made room for
+        pass
+    for group in unsaved:
+        search.save_vectors(root / group / search.VECTORS, vectors.of(groups[group]))
+        search.seal(root / group)
     return digest.hexdigest()[:16]
 
 
@@ -250,12 +268,14 @@ def _state(folder: Path, version: str) -> list[Row] | None:
 
 def _group(folder: Path, live: Path | None, before: list[Row] | None, rows: list[Row],
            moved: bool, sources: dict[str, SourceRecord], known: dict[str, Collection],
-           vectors: Vectors) -> bytes:
-    """Write one group's index; return its `state.json`."""
+           vectors: Vectors, embedding: Iterator[None]) -> tuple[bytes, bool]:
+    """Write one group's tantivy index and `state.json`; return the state, and whether the
+    group's vectors are still to be written (and its folder sealed), or were linked whole
+    from the live build's."""
     if live is not None and before is not None and not moved:
         search.link_tree(live, folder)
         if before == rows:
-            return (folder / search.STATE).read_bytes()
+            return (folder / search.STATE).read_bytes(), False
         old = {row[1]: row[2] for row in before}
         new = {row[1]: row[2] for row in rows}
         remove = [record_id for record_id, digest in old.items() if new.get(record_id) != digest]
@@ -263,19 +283,17 @@ def _group(folder: Path, live: Path | None, before: list[Row] | None, rows: list
         (folder / search.STATE).unlink()
         (folder / search.VECTORS).unlink()
         search.write(search.open_index(folder), _docs(add, sources, known, vectors.docs),
-                     remove)
+                     remove, embedding)
     else:
-        search.write(search.create(folder), _docs(rows, sources, known, vectors.docs))
-    search.save_vectors(folder / search.VECTORS, vectors.of(rows))
-    state = _save_state(folder, vectors.version, rows)
-    search.seal(folder)
-    return state
+        search.write(search.create(folder), _docs(rows, sources, known, vectors.docs),
+                     alongside=embedding)
+    return _save_state(folder, vectors.version, rows), True
 
 
 def _docs(rows: list[Row], sources: dict[str, SourceRecord], known: dict[str, Collection],
-          made: dict[str, search.Doc]) -> list[tantivy.Document]:
-    return [search.record_document(made.get(record_id) or _doc(sources[record_id], known))
-            for _, record_id, _ in rows]
+          made: dict[str, search.Doc]) -> Iterator[tantivy.Document]:
+    return (search.record_document(made.get(record_id) or _doc(sources[record_id], known))
+            for _, record_id, _ in rows)
 
 
 def _doc(record: SourceRecord, known: dict[str, Collection]) -> search.Doc:

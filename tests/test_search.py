@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
+import tantivy
 from builders import REPO, Node, ServerThread, app_for, copy_sample, http_get, issue_key, species
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -316,6 +318,31 @@ def test_a_change_of_searched_fields_indexes_afresh() -> None:
     schema["x-fednode"]["search"]["names"] = ["scientificName"]
     changed = {**known, "species": dataclasses.replace(known["species"], schema=schema)}
     assert index_version(changed) != index_version(known) == index_version(collections())
+
+
+def test_indexing_steps_aside_while_tantivys_queue_is_full(tmp_path: Path) -> None:
+    """More documents than tantivy's queue holds (10,000): the adds that find it full are
+    where the process's other work is done (each step of `alongside`, all of them here),
+    not after the index is written; and every document is indexed all the same."""
+    steps: list[int] = []
+
+    def other_work() -> Iterator[None]:
+        for step in range(5):
+            steps.append(step)
+            yield
+
+    def document(n: int) -> Any:
+        return search.record_document(search.Doc(
+            "species", f"s{n}", f"Name {n}", f"Title {n}", "some words of text " * 40))
+
+    index = search.create(tmp_path)
+    search.write(index, map(document, range(30_000)), alongside=other_work())
+    assert steps == [0, 1, 2, 3, 4]
+    index.reload()
+    searcher = index.searcher()
+    assert searcher.num_docs == 30_000
+    found = searcher.search(tantivy.Query.term_query(search.SCHEMA, "id", "s29999"), limit=1)
+    assert len(found.hits) == 1
 
 
 # Texts made mostly of what could break cutting a text into pieces: spaces and runs of them,
