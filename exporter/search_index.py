@@ -9,8 +9,9 @@ live build's copy of it (hard links: tantivy never writes into a file it has wri
 - a record left the group for another one (its access changed): the group is indexed
   afresh, so that not even its term statistics remember a record now restricted.
 
-Vectors are reused by content hash from the live build, so only new text is embedded.
-All of it is done aside (`Index`), on the other core, while the export renders the site.
+Vectors are reused by content hash from the live build, so only new text is embedded, and
+that while tantivy's own thread indexes the words (`search.write`'s `alongside`). All of it
+is done aside (`Index`), on the other core, while the export renders the site.
 """
 
 from __future__ import annotations
