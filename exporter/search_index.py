@@ -73,6 +73,8 @@ class Vectors:
         return self._embed(missing)
 
     def _embed(self, missing: dict[str, str]) -> Iterator[None]:
+        if not missing:  # (and the model not loaded)
+            return
         vectors = np.empty((len(missing), search.DIMENSIONS), np.float32)
         for start, rows in search.Embedder.groups(list(missing.values())):
             vectors[start:start + len(rows)] = rows

@@ -345,6 +345,20 @@ def test_indexing_steps_aside_while_tantivys_queue_is_full(tmp_path: Path) -> No
     assert len(found.hits) == 1
 
 
+def test_nothing_new_to_embed_loads_no_model() -> None:
+    """An index whose texts all have vectors already (an export after one that changed
+    only who may read a record) embeds nothing, and does not load the model to do so."""
+    from exporter.schemas import collections
+    from exporter.search_index import Vectors, index_version
+    loaded, search.Embedder._model = search.Embedder._model, None
+    try:
+        vectors = Vectors(None, index_version(collections()))
+        assert list(vectors.embedding([], collections())) == []
+        assert vectors.fresh == {} and search.Embedder._model is None
+    finally:
+        search.Embedder._model = loaded
+
+
 # Texts made mostly of what could break cutting a text into pieces: spaces and runs of them,
 # the model's own space sign, special tokens, line breaks, characters the vocabulary lacks.
 _AWKWARD = st.lists(st.one_of(
