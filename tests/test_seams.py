@@ -175,6 +175,35 @@ def test_the_command_line_starts_without_what_its_commands_need(sample_copy: Pat
     assert "1 ledger events" in found[-2] and found[-1] == "['fastjsonschema']", found
 
 
+def test_the_export_command_ends_at_once_and_says_all_first(sample_copy: Path) -> None:
+    """`fednode export` (`cli.main.run`) ends as soon as its export succeeded, without
+    Python's own teardown (no exit handler runs), its summary flushed to a pipe first; a
+    failed export ends as Python ends, with its error and exit code 1; and `main` invoked
+    in a process that goes on (as the tests do) leaves that process as it was, its garbage
+    collector included."""
+    marked = ("import atexit, sys; atexit.register(print, 'teardown', flush=True); "
+              "from cli.main import run; sys.argv = ['fednode', *sys.argv[1:]]; run()")
+    done = subprocess.run([sys.executable, "-c", marked, "export", "--project",
+                           str(sample_copy)], env=ENV, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("exported species ") and "teardown" not in done.stdout
+    node_toml = sample_copy / "content" / "node.toml"
+    kept = node_toml.read_text()
+    node_toml.write_text("id = [\n")
+    failed = subprocess.run([sys.executable, "-c", marked, "export", "--project",
+                             str(sample_copy)], env=ENV, capture_output=True, text=True)
+    assert failed.returncode == 1 and "node.toml" in failed.stderr
+    assert failed.stdout == "teardown\n"
+    in_process = ("import gc, sys; from cli.main import main\n"
+                  "try:\n    main(['export', '--project', sys.argv[1]])\n"
+                  "except SystemExit as ending:\n    print('ended', ending.code)\n"
+                  "print('still here', gc.isenabled())")
+    node_toml.write_text(kept)
+    went_on = subprocess.run([sys.executable, "-c", in_process, str(sample_copy)], env=ENV,
+                             capture_output=True, text=True)
+    assert went_on.stdout.splitlines()[-2:] == ["ended 0", "still here True"], went_on.stderr
+
+
 @pytest.mark.parametrize("headers, data, status, code, says", [
     ({"Content-Type": "text/plain"}, b"{}", 415, "unsupported_media_type", "application/json"),
     ({"Content-Type": "application/json"}, b"{", 400, "invalid_parameter", "not valid JSON"),
