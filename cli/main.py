@@ -473,7 +473,7 @@ def run() -> None:
     """The `fednode` command: `main`, in a process that ends with it. After an export that
     succeeded, the process ends at once, its output flushed, without freeing what the export
     left in memory (`_LEFT_IN_MEMORY`): at 100,000 records that is millions of objects, which
-    Python frees one by one, and its collector walks, before it exits: 0.8 s on one core
+    Python frees one by one, and its collector walks, before it exits: 0.9 s on one core
     after the export was done (a compiler's reason for not freeing before it exits, as
     clang's -disable-free). Every other ending is Python's own."""
     global _ENDS_WITH_COMMAND
