@@ -47,7 +47,7 @@ from .contract.wire import (
     parse_time,
 )
 from .errors import ContentError, ExportError, Problem
-from .ledger import Current, Event, Ledger
+from .ledger import Current, Event, Ledger, catch_up
 from .render import (
     Rendered,
     fingerprint,
@@ -59,7 +59,15 @@ from .render import (
 )
 from .renderings import Renderings
 from .schemas import Collection, collections
-from .writer import OutputFile, Release, TreeStats, checkpoint, constant, exclusive
+from .writer import (
+    OutputFile,
+    Release,
+    TreeStats,
+    checkpoint,
+    constant,
+    exclusive,
+    published_pending,
+)
 
 # progress(phase, done, total) for the phases reading, ledger, rendering, writing site,
 # indexing and writing bundle, in this order: called with done = 0 when a phase starts, now
@@ -235,11 +243,14 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     # ledger behind the content) does before anything is staged or forked: a refused export
     # leaves every file as it was, the build not current included.
     progress("ledger", 0, len(content.records))
+    catch_up(project.ledger, published_pending(project.private))
     ledger = Ledger.load(project.ledger)
     events = stamped_events(project, ledger, (
         Current(r.collection, r.id, r.hash, r.access) for r in content.records),
         now=now, frozen=frozen, whole=True)
-    ledger.apply(events)  # in memory; written once the whole public tree is known to be fine
+    ledger.writable()
+    pending = ledger.pending(events)  # written to the file once the build is published
+    ledger.apply(events)  # in memory only, until then
     progress("ledger", len(content.records), len(content.records))
     with ExitStack() as aside:  # work done in other processes, stopped if the export fails
         # The search index (embedding new text is the slowest step), the library's passages
@@ -247,6 +258,7 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
         # other core, while the pages render.
         release = Release.stage(project.private, {"site": project.site_out,
                                                   "bundle": project.bundle})
+        aside.callback(release.close)
         ordered = _in_list_order(content)
         index = search_index.Index(release.tree("bundle"), release.live_tree("bundle"),
                                    [(r.collection, r.id, r.hash, r.access) for r in ordered],
@@ -257,9 +269,11 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
         aside.callback(passages.cancel)
         from_ledger = Aside(_from_ledger, ledger.events, content.node.base_url)
         aside.callback(from_ledger.cancel)
-        return _write_trees(project, content, ordered, ledger, events, release, from_ledger,
-                            index, passages, aside, progress=progress,
-                            folder_limit=folder_limit, keep=keep)
+        report = _write_trees(project, content, ordered, ledger, events, release,
+                              from_ledger, index, passages, aside, progress=progress,
+                              folder_limit=folder_limit, keep=keep, pending=pending)
+    ledger.write(events)
+    return report
 
 
 def stamped_events(project: Project, ledger: Ledger, current: Iterable[Current], *,
@@ -306,7 +320,7 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
                  ledger: Ledger, events: list[Event], release: Release,
                  from_ledger: Aside[tuple[PublicChanges, bytes]], index: search_index.Index,
                  passages: library.Building, aside: ExitStack, *, progress: Progress,
-                 folder_limit: int, keep: bool) -> BuildReport:
+                 folder_limit: int, keep: bool, pending: bytes) -> BuildReport:
     """Render every output and write both trees into the build, then switch it in."""
     previous = Renderings.read(project.bundle)
     rendered = _render(content, ordered, ledger, previous, progress)
@@ -344,9 +358,8 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
             constant(redirects.FILE, routing, hashlib.sha256(routing).hexdigest()),
             *sync_files, *library.published(content.documents), *page_files,
             *download_files]  # last: their parts may be in the making aside meanwhile
-    # The whole public tree is known: refuse it before the ledger or any tree is written.
+    # The whole public tree is known: refuse it before any tree is written.
     layout.check_folders((f.path for f in site), folder_limit)
-    ledger.write(events)
     checkpoint("ledger")
     report.site = _write(release, "site", site, "writing site", progress)
     checkpoint("site")
@@ -372,7 +385,7 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     release.write("bundle", private)
     progress("writing bundle", len(rendered), len(rendered))
     checkpoint("bundle")
-    release.publish()
+    release.publish(pending)
     try:
         saving.result()
     except (OSError, ExportError, ChildProcessError) as exc:

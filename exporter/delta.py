@@ -392,14 +392,21 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
     release = Release.resume(made.release) if edits else None
     if edits and release is None:
         return None  # the builds are not as this process left them: another export ran
-    events = stamped_events(project, ledger, (
-        Current(e.record.collection, e.record.id, e.record.hash, e.record.access)
-        for e in edits), now=None, frozen=False, whole=False)
+    try:
+        events = stamped_events(project, ledger, (
+            Current(e.record.collection, e.record.id, e.record.hash, e.record.access)
+            for e in edits), now=None, frozen=False, whole=False)
+    except BaseException:
+        if release is not None:
+            release.close()
+        raise
     if release is None:  # saved as it was: nothing to export, but the second is claimed
         report.site = TreeStats(0, len(made.release.outputs.get("site", {})), 0)
         report.seconds = time.perf_counter() - started
         return report
     report.events = len(events)
+    ledger.writable()
+    pending = ledger.pending(events)  # written to the file once the build is published
     ledger.apply(events)
     touched: set[str] = set()
     retitled: set[str] = set()
@@ -426,6 +433,7 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
                                           for section, x in made.related[other.id]]
             content.cache.names[r.key] = content.cache.names.get(edit.before.key, [])
     with ExitStack() as aside, ThreadPoolExecutor(4, thread_name_prefix="fednode-delta") as threads:
+        aside.callback(release.close)
         bundle, live_bundle = release.tree("bundle"), release.live_tree("bundle")
         assert live_bundle is not None
         # The word vectors are loaded in this process, once: the process the index is
@@ -496,8 +504,6 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
             site_files.extend(list_pages(node, name, made.public[name], sorted(found)))
         if entries:
             site_files.extend(pages.sitemap_files(node.base_url, state.sitemap, entries))
-        ledger.write(events)
-        state.ledger = version_at(project.ledger)
         checkpoint("ledger")
         report.site, state.stale["site"] = release.write_changes("site", site_files,
                                                                  state.stale["site"])
@@ -515,7 +521,9 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         _, state.stale["bundle"] = release.write_changes("bundle", private,
                                                          state.stale["bundle"])
         checkpoint("bundle")
-        release.publish()
+        release.publish(pending)
+    ledger.write(events)
+    state.ledger = version_at(project.ledger)
     made.release, made.changes = release, changes
     state.segments = segments
     state.pending = set()

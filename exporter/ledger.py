@@ -2,7 +2,13 @@
 
 It is a JSON-lines file beside the content that the publisher commits, so the same
 committed content exports to the same bytes anywhere. Timestamps come from here, never
-from hand edits: a record's `updated_at` moves only when its content or access changes."""
+from hand edits: a record's `updated_at` moves only when its content or access changes.
+
+An export's events become durable with the build that publishes them, never before: the
+build carries them (`Ledger.pending`), the switch publishes them, and only then are they
+appended to the file. An export killed before the switch leaves the file as the last
+published build left it; one killed after it, before or while appending, has its events
+appended by the next export (`catch_up`), from the published build's copy."""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ from typing import NamedTuple
 from .contract.feed import EVENT_FIELDS, OPS, Event
 from .contract.wire import COLLECTIONS, TIME_PATTERN, UUID_PATTERN, format_time, parse_time
 from .errors import ExportError
+from .fileversion import version_at
 
 
 class Entry(NamedTuple):
@@ -40,10 +47,12 @@ class Current(NamedTuple):
 
 
 class Ledger:
-    def __init__(self, path: Path, events: list[Event], valid_size: int) -> None:
+    def __init__(self, path: Path, events: list[Event], valid_size: int,
+                 version: tuple[int, ...] | None = None) -> None:
         self.path = path
         self.events = events
         self._valid_size = valid_size
+        self._version = version  # the file's, as read or last written
         self.entries: dict[str, Entry] = {}
         for event in events:
             self._apply(event)
@@ -52,6 +61,7 @@ class Ledger:
     def load(cls, path: Path) -> Ledger:
         """Read the ledger. A torn last line (an export killed while appending) is ignored
         and cut off at the next append; any other damage is an error naming the line."""
+        version = version_at(path)
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
@@ -66,7 +76,7 @@ class Ledger:
         valid = raw.rfind(b"\n") + 1  # a last piece without a newline is torn
         events = _written(raw[:valid])
         if events is not None:
-            return cls(path, events, valid)
+            return cls(path, events, valid, version)
         lines = raw[:valid].split(b"\n")[:-1]
         try:  # lines not as `Event.line` writes them, in one pass of the JSON parser
             rows = json.loads(b"[" + b",".join(line for line in lines if line.strip()) + b"]",
@@ -74,14 +84,14 @@ class Ledger:
             events = [Event(**row) for row in rows]
             if all(_sound(event, previous) for event, previous in
                    zip(events, [0, *(e.seq for e in events)], strict=False)):
-                return cls(path, events, valid)
+                return cls(path, events, valid, version)
         except (ValueError, TypeError):
             pass
         events = []  # something is wrong: find the line and say which
         for number, line in enumerate(lines, start=1):
             if line.strip():
                 events.append(_parse(line, path, number, events[-1].seq if events else 0))
-        return cls(path, events, valid)
+        return cls(path, events, valid, version)
 
     @property
     def last_seq(self) -> int:
@@ -147,16 +157,39 @@ class Ledger:
         """Write the events durably at the end of the file."""
         if not events:
             return
+        self._append(b"".join(event.line().encode("utf-8") for event in events))
+
+    def _append(self, data: bytes) -> None:
         try:
             with open(self.path, "ab") as handle:
                 handle.truncate(self._valid_size)
-                handle.write("".join(event.line() for event in events).encode("utf-8"))
+                handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
                 self._valid_size = handle.tell()
         except OSError as exc:
             raise ExportError(f"{self.path.name}: cannot be written ({exc.strerror}); make it "
                               f"a writable file and export again") from None
+        self._version = version_at(self.path)
+
+    def writable(self) -> None:
+        """Refuse now, before anything is published, a ledger file that could not be
+        appended to once it is."""
+        try:
+            with open(self.path, "ab"):
+                pass
+        except OSError as exc:
+            raise ExportError(f"{self.path.name}: cannot be written ({exc.strerror}); make it "
+                              f"a writable file and export again") from None
+        if self._version is None:
+            self._version = version_at(self.path)  # (made empty just now)
+
+    def pending(self, events: list[Event]) -> bytes:
+        """What a build keeps of the events it publishes (`catch_up` reads it): the file as
+        this export found it (its version and valid size), then the lines to append."""
+        head = {"version": self._version, "size": self._valid_size}
+        return (json.dumps(head).encode() + b"\n"
+                + b"".join(event.line().encode("utf-8") for event in events))
 
     def _apply(self, event: Event) -> None:
         previous = self.entries.get(event.id)
@@ -164,6 +197,43 @@ class Ledger:
                    and event.op != "create" else event.at)
         self.entries[event.id] = Entry(event.collection, created, event.at, event.hash,
                                        event.access, event.op == "delete")
+
+
+def catch_up(path: Path, pending: bytes | None) -> bool:
+    """Append to the ledger file the events the published build holds (`Ledger.pending`)
+    that it lacks: those of an export killed after its switch, before its append ended.
+    Where the file is no longer as that export found it, and not that plus part of its
+    events, it was written since by something else (a `git checkout`), and is left alone.
+    True where events were appended."""
+    if not pending:
+        return False
+    head, _, lines = pending.partition(b"\n")
+    try:
+        found = json.loads(head)
+        version, size = found["version"], found["size"]
+        if not isinstance(size, int) or size < 0:
+            return False
+    except (ValueError, KeyError, TypeError):
+        return False  # a build of an older fednode, or damaged: nothing is trusted
+    if not lines:
+        return False
+    now = version_at(path)
+    if now is not None and version is not None and list(now) == version:
+        torn = False  # untouched since: nothing of the events reached it
+    else:
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(size)
+                tail = handle.read(len(lines) + 1)
+        except OSError:
+            return False
+        # Part of the events and no more, after exactly the bytes it was found with.
+        torn = now is not None and now[1] > size and lines.startswith(tail) and tail != lines
+        if not torn:
+            return False
+    ledger = Ledger(path, [], size, None)
+    ledger._append(lines)
+    return True
 
 
 _TIME = re.compile(TIME_PATTERN)

@@ -5,8 +5,10 @@ Layout (everything under the private folder is 0700; bundle files are 0600):
     .fednode/builds/a/site/       a build's public tree
     .fednode/builds/a/bundle/     the same build's private bundle
     .fednode/builds/a/outputs.marshal   what each file of both trees was rendered from
+    .fednode/builds/a/ledger.pending    the ledger events this build publishes (`Pending`)
     .fednode/builds/b/...         the other build: the previous one, or the next one
     .fednode/builds/placed-...    an output written ahead (`Placed`), until moved into a tree
+    .fednode/readers/a.lock       build a's readers' lock (`contract.builds`)
     .fednode/current -> builds/a  the switch
     site_out -> .fednode/current/site
     .fednode/bundle -> current/bundle
@@ -16,7 +18,13 @@ one atomic rename of a new symlink over the old one. So `site_out/` and the bund
 exist and always belong to the same build, whenever the export is killed; readers see the
 old pair or the new pair, never a mix.
 
-The two builds take turns. The one not current holds the build before last, with its
+An export writes only into a build whose readers' lock it holds exclusively: a sidecar pins
+the build it reads with a shared lock (`contract.builds.pin`), so no build a sidecar may be
+reading is ever written into. Normally two builds take turns; while a sidecar still pins the
+build before last, the export takes another free name, and builds no one pins and no export
+starts from are removed when a build is published.
+
+The build the export starts from holds the build before last, with its
 `outputs.marshal`: files whose fingerprint is unchanged stay, files the current build has are
 hard-linked from it, and only the rest are rendered. A file is never written into: it is
 replaced by a new one, so the builds can share files through hard links. `outputs.marshal` is
@@ -26,12 +34,14 @@ build whose export died is rebuilt from scratch, never trusted."""
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import marshal
 import os
 import shutil
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -39,17 +49,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from .contract.builds import BUILDS, CURRENT, NAMES, hold_exclusive
 from .errors import ExportError
 from .fileversion import version_at
 
-BUILDS = "builds"
-CURRENT = "current"
 # Python's marshal, not JSON: 300,000 paths at 100,000 records took 0.3 s to read (twice an
 # export) and 0.3 s to write as JSON; marshal reads them in 0.13 s and writes them in 0.01 s.
 # Written and read by this fednode only; one it cannot read is not trusted (rebuilt).
 OUTPUTS = "outputs.marshal"
 LEGACY_OUTPUTS = "outputs.json"  # what earlier versions of fednode wrote: read, never written
-NAMES = ("a", "b")
+PENDING = "ledger.pending"  # in a build: the ledger events it publishes (`Pending`)
+WAIT_FOR_READERS = 5.0  # seconds a delta export waits for sidecars to leave its build
 # Each tree's folder name in a build, and the mode of its files.
 TREES = {"site": 0o644, "bundle": 0o600}
 PRIVATE = 0o700  # the bundle and the cache: only the node's own user enters
@@ -121,6 +131,18 @@ def checkpoint(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+# Fault injection for the kill tests: FEDNODE_EXPORT_KILL_AFTER_WRITES=<n> kills the export
+# with SIGKILL once it has written n files into a build (its own process's writes only).
+_KILL_AFTER = int(os.environ.get("FEDNODE_EXPORT_KILL_AFTER_WRITES") or 0)
+_KILL_PID = os.getpid()
+_kill_count = itertools.count(1)
+
+
+def _counted_write() -> None:
+    if next(_kill_count) >= _KILL_AFTER and os.getpid() == _KILL_PID:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 _HELD: set[int] = set()  # descriptors of the export locks this process holds
 
 
@@ -162,13 +184,16 @@ def private_folder(path: Path, mode: int = PRIVATE) -> Path:
 class Release:
     """The build being written, and the links that will show it."""
 
-    def __init__(self, private: Path, links: dict[str, Path]) -> None:
+    def __init__(self, private: Path, links: dict[str, Path], name: str, live: str | None,
+                 lock: int) -> None:
         self.private = private
         self.builds = private / BUILDS
         self.links = links  # tree -> the path that shows it: site_out, .fednode/bundle
-        self.live = _current(private)
-        self.name = NAMES[1] if self.live == NAMES[0] else NAMES[0]
+        self.live = live  # the build current when this one was begun
+        self.name = name
         self.folder = self.builds / self.name
+        self._lock: int | None = lock  # this build's readers' lock, held exclusively
+        _HELD.add(lock)
         self.outputs: dict[str, dict[str, str]] = {}
         self._kept: dict[str, dict[str, str]] = {}  # what the build holds already
         self._previous: dict[str, dict[str, str]] = {}  # what the current build holds
@@ -176,6 +201,14 @@ class Release:
         # build's once written (`resume` checks that neither changed)
         self._versions: dict[str, tuple[int, ...] | None] = {}
         self._records: dict[str, Future[bytes]] = {}  # tree -> its outputs, marshalled
+
+    def close(self) -> None:
+        """Let readers and other exports have this build again (after `publish`, or when
+        the export fails)."""
+        if self._lock is not None:
+            _HELD.discard(self._lock)
+            os.close(self._lock)
+            self._lock = None
 
     def _recorded(self, tree: str, outputs: dict[str, str]) -> None:
         """A tree brought up to date (`write_changes`) has these outputs: marshalled on a
@@ -189,23 +222,30 @@ class Release:
 
     @classmethod
     def stage(cls, private: Path, links: dict[str, Path]) -> Release:
-        """Sweep what killed runs left, and make the build that is not current ready to be
-        brought up to date."""
+        """Sweep what killed runs left, and make a build that is not current, and that no
+        reader pins, ready to be brought up to date: the build before last where it is free,
+        else another (`_free`)."""
         private_folder(private, PASSAGE)
-        release = cls(private, links)
-        private_folder(release.builds, PASSAGE)
+        builds = private_folder(private / BUILDS, PASSAGE)
+        live = _current(private)
+        free = _free(private, live)
+        if free is None:
+            raise ExportError(f"every build folder under {builds} is being read by a sidecar "
+                              f"({len(NAMES)} of them); restart the sidecars that serve old "
+                              f"builds, then export again")
+        release = cls(private, links, free[0], live, free[1])
         _sweep(release)
         kept = _read_outputs(release.folder)
-        (release.folder / OUTPUTS).unlink(missing_ok=True)
-        (release.folder / LEGACY_OUTPUTS).unlink(missing_ok=True)
+        for record in (OUTPUTS, LEGACY_OUTPUTS, PENDING):
+            (release.folder / record).unlink(missing_ok=True)
         if kept is None:
             _rmtree(release.folder)
             kept = {}
         private_folder(release.folder, PASSAGE)
         release._kept = kept
-        if release.live:
-            release._versions[release.live] = _version(release.builds / release.live)
-            release._previous = _read_outputs(release.builds / release.live) or {}
+        if live:
+            release._versions[live] = _version(builds / live)
+            release._previous = _read_outputs(builds / live) or {}
         return release
 
     @classmethod
@@ -213,15 +253,23 @@ class Release:
         """The build after `last`, which this process published: the one `last` replaced,
         made ready to be brought up to date from what `last` knew both builds to hold,
         without reading either. None where either is not as `last` left it (another export
-        ran since, or was killed), or there is no such build."""
+        ran since, or was killed), there is no such build, or a sidecar still reads it after
+        `WAIT_FOR_READERS` seconds."""
         if last.live is None or _current(last.private) != last.name or any(
                 _version(last.builds / name) != last._versions.get(name)
                 for name in (last.name, last.live)):
             return None
-        release = cls(last.private, last.links)
+        lock = _wait_exclusive(last.private, last.live)
+        if lock is None:
+            return None
+        release = cls(last.private, last.links, last.live, last.name, lock)
+        if _version(release.folder) != last._versions.get(release.name):
+            release.close()  # changed while the readers were waited for
+            return None
         release._kept, release._previous = last._previous, last.outputs
         release._versions = dict(last._versions)
         (release.folder / OUTPUTS).unlink()  # written back once the build is whole again
+        (release.folder / PENDING).unlink(missing_ok=True)
         return release
 
     def mirror(self, stale: dict[str, set[str]]) -> bool:
@@ -236,9 +284,12 @@ class Release:
         other = Release.resume(self) if self.live is not None else self._second()
         if other is None:
             return False
-        for tree, paths in stale.items():
-            other.write_changes(tree, [], paths)
-        other._write_record()
+        try:
+            for tree, paths in stale.items():
+                other.write_changes(tree, [], paths)
+            other._write_record()
+        finally:
+            other.close()
         self.live = other.name
         self._previous = other.outputs
         self._versions[other.name] = _version(other.folder)
@@ -251,7 +302,10 @@ class Release:
         if _current(self.private) != self.name or \
                 _version(self.folder) != self._versions.get(self.name):
             return None
-        release = Release(self.private, self.links)
+        free = _free(self.private, self.name)
+        if free is None:
+            return None
+        release = Release(self.private, self.links, free[0], self.name, free[1])
         _rmtree(release.folder)  # nothing of a build is trusted without its record
         private_folder(release.folder, PASSAGE)
         release._previous = self.outputs
@@ -379,9 +433,12 @@ class Release:
             for tree, each in self.outputs.items()}), 0o600, replace=True)
         os.replace(str(record) + ".tmp", record)
 
-    def publish(self) -> None:
+    def publish(self, pending: bytes = b"") -> None:
         """Switch both trees in with one rename, then make sure the links point through
-        the switch. The build that was current stays, as the next export's starting point."""
+        the switch. `pending`: the ledger events this build publishes, kept in the build
+        (`PENDING`) until the ledger holds them. The build that was current stays, as the
+        next export's starting point; other builds no reader pins are removed."""
+        _write(str(self.folder / PENDING), pending, 0o600)
         self._write_record()
         self._versions[self.name] = _version(self.folder)
         checkpoint("recorded")
@@ -392,9 +449,53 @@ class Release:
             if not (link.is_symlink() and os.readlink(link) == target):
                 _retire(link, self.builds)
                 _symlink(target, link)
+        self.close()
         for leftover in self.builds.iterdir():
             if leftover.name not in NAMES:
                 _rmtree(leftover)
+            elif leftover.name not in (self.name, self.live):
+                lock = hold_exclusive(self.private, leftover.name)
+                if lock is not None:  # (one a sidecar reads stays, until a later export)
+                    _rmtree(leftover)
+                    os.close(lock)
+
+
+def published_pending(private: Path) -> bytes | None:
+    """The ledger events the current build published (`Release.publish`'s `pending`), or
+    None where there is no current build or it keeps none."""
+    try:
+        return (private / CURRENT / PENDING).read_bytes()
+    except OSError:
+        return None
+
+
+def _free(private: Path, live: str | None) -> tuple[str, int] | None:
+    """A build name other than `live` whose readers' lock is had exclusively, with its
+    descriptor: the build before last first (the newest record of its outputs), then the
+    other builds there are, then a new one; None where sidecars read every one."""
+    builds = private / BUILDS
+
+    def newest(name: str) -> tuple[bool, int, bool]:
+        record = _version(builds / name)
+        return record is None, -(record[0] if record else 0), not (builds / name).exists()
+
+    for name in sorted((n for n in NAMES if n != live), key=newest):
+        lock = hold_exclusive(private, name)
+        if lock is not None:
+            return name, lock
+    return None
+
+
+def _wait_exclusive(private: Path, name: str) -> int | None:
+    """Build `name`'s readers' lock held exclusively, once the sidecars that read it have
+    moved on (they do within a second or so of a switch), or None after
+    `WAIT_FOR_READERS` seconds."""
+    deadline = time.monotonic() + WAIT_FOR_READERS
+    while True:
+        lock = hold_exclusive(private, name)
+        if lock is not None or time.monotonic() > deadline:
+            return lock
+        time.sleep(0.02)
 
 
 def _current(private: Path) -> str | None:
@@ -530,6 +631,8 @@ def _write(path: str, data: Data, mode: int, replace: bool = False) -> None:
                 view = view[os.write(descriptor, view):]
     finally:
         os.close(descriptor)
+    if _KILL_AFTER:
+        _counted_write()
 
 
 def _write_pieces(descriptor: int, pieces: Sequence[bytes | memoryview]) -> None:

@@ -213,7 +213,9 @@ def create_app(config: SidecarConfig) -> web.Application:
                 raise
         running.limiter = limiter
         running.verifier.attach(asyncio.get_running_loop())
+        following = asyncio.ensure_future(store.follow())
         yield
+        following.cancel()
         await limiter.close()
         store.close()
         running.verifier.close()

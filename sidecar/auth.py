@@ -8,10 +8,12 @@ error codes here and nowhere else."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import logging
 import math
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -151,6 +153,9 @@ class Verifier:
         """The claims of a well-signed token of this node. Remembered per token (failures are
         not), so a busy key costs one signature check; expiry, revocation and the registry
         are checked by the caller on every request."""
+        if not _issued_form(token):
+            raise InvalidApiKey("not a key of this node (malformed, forged, or issued by "
+                                "another node); check the key you sent")
         try:
             claims: dict[str, Any] = jwt.decode(
                 token, secret, algorithms=[ALGORITHM], audience=node_id, issuer=node_id,
@@ -164,6 +169,26 @@ class Verifier:
             raise InvalidApiKey("not a key of this node (malformed, forged, or issued by "
                                 "another node); check the key you sent") from None
         return claims
+
+
+_SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _issued_form(token: str) -> bool:
+    """Whether the token is written as keys are issued: three base64url parts without
+    padding, each the one spelling of its bytes. A decoder also takes padding, and letters
+    whose unused low bits differ: the same key written another way, which is not the key
+    that was issued."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return False
+    for part in parts:
+        if not _SEGMENT.fullmatch(part) or len(part) % 4 == 1:
+            return False
+        raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+        if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != part:
+            return False
+    return True
 
 
 def check_policy(endpoint: Endpoint, key: KeyRecord | None) -> None:

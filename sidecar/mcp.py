@@ -28,7 +28,7 @@ from typing import Any
 from aiohttp import web
 
 from exporter import __version__
-from exporter.contract.wire import decode, encode
+from exporter.contract.wire import LongNumber, decode, encode
 
 from . import service, tools
 from .access_log import printable
@@ -77,7 +77,10 @@ class Message:
 async def handle(request: web.Request, store: Store, caller: service.Caller,
                  origins: list[str]) -> web.Response:
     """Answer one POST to /api/mcp."""
-    origin = request.headers.get("Origin")
+    given = request.headers.getall("Origin", [])
+    if len(given) > 1:  # a browser sends one; which copy a proxy or a check reads varies
+        raise OriginNotAllowed(f"the Origin header is given {len(given)} times; send it once")
+    origin = given[0] if given else None
     if origin is not None and origin.lower() not in origins:
         raise OriginNotAllowed(f"this node's tool interface does not accept calls from the "
                                f"web page at {origin[:80]!r}; the node's operator can allow it "
@@ -111,7 +114,7 @@ async def _answer(request: web.Request, body: Any, store: Store, caller: service
     """One JSON-RPC message: the HTTP status it alone would be answered with, and its
     response (None for a notification)."""
     message_id = body.get("id") if isinstance(body, dict) else None
-    if not isinstance(message_id, (str, int)) or isinstance(message_id, bool):
+    if not isinstance(message_id, (str, int)) or isinstance(message_id, (bool, LongNumber)):
         message_id = None
     try:
         message = _message(body)
@@ -119,9 +122,12 @@ async def _answer(request: web.Request, body: Any, store: Store, caller: service
             raise RpcError(INVALID_REQUEST, "Invalid Request: initialize, and requests of "
                                             "revision 2026-07-28, are sent alone, never in a "
                                             "batch")
-        if message.id is None:  # a notification: nothing to answer, if its version is known
+        if message.id is None:  # a notification: nothing to answer, once it passes the
+            # checks a request of its revision passes
             version = _header(request, "MCP-Protocol-Version")
-            if version is not None and version not in (*MODERN, *HANDSHAKE):
+            if _is_modern(request, message):
+                _check_modern(request, message)
+            elif version is not None and version not in HANDSHAKE:
                 raise RpcError(INVALID_REQUEST, _unsupported(version))
             return 202, None
         result = await _dispatch(request, message, store, caller)
@@ -196,7 +202,7 @@ def _message(body: Any) -> Message:
         raise RpcError(INVALID_PARAMS, "Invalid params: params must be an object")
     if "id" in body:
         message_id = body["id"]
-        if not isinstance(message_id, (str, int)) or isinstance(message_id, bool):
+        if not isinstance(message_id, (str, int)) or isinstance(message_id, (bool, LongNumber)):
             raise RpcError(INVALID_REQUEST, "Invalid Request: id must be a string or a number")
         return Message(method, params, message_id, False)
     return Message(method, params, None, False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiohttp import HttpVersion11, web
@@ -13,6 +13,7 @@ from multidict import MultiMapping
 
 from exporter.contract.endpoints import INTEGER_MAX, Endpoint, Param
 from exporter.contract.wire import (
+    AFTER_EVERY_TIME,
     ASK_LIMIT_DEFAULT,
     ASK_LIMIT_MAX,
     BODY_LIMIT,
@@ -28,7 +29,7 @@ from .errors import InvalidParameter, PayloadTooLarge, UnsupportedMediaType
 BODY_SECONDS = 30.0  # for a whole request body (1 MiB at most) to arrive
 CONTINUE = "100-continue"  # the one expectation met (HTTP/1.1): before a body is read
 # ASCII digits only: no `+`, spaces, `_`, or digits of other scripts, which int() takes.
-_DIGITS = re.compile(r"[0-9]{1,19}")
+_DIGITS = re.compile(r"0|[1-9][0-9]{0,18}")  # as the static files are named: no leading 0
 _INTEGER = re.compile(r"-?[0-9]{1,40}")
 _LONG_INTEGER = re.compile(r"-?[0-9]+")
 
@@ -73,6 +74,9 @@ def integer(param: Param, raw: str) -> int:
     return value
 
 
+LAST_SECOND = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+
+
 def integer_segment(raw: str) -> int | None:
     """A whole number in a path segment, or None (the path then names nothing)."""
     return int(raw) if _DIGITS.fullmatch(raw) and int(raw) <= INTEGER_MAX else None
@@ -87,6 +91,8 @@ def timestamp(param: Param, raw: str) -> str:
         if moment.microsecond:
             moment = moment.replace(microsecond=0)
             if not param.exclusive:
+                if moment == LAST_SECOND:
+                    return AFTER_EVERY_TIME  # rounded up past 9999: after every record
                 moment += timedelta(seconds=1)
     except (ValueError, OverflowError) as exc:
         reason = str(exc) if isinstance(exc, ValueError) else "the time is out of range"
@@ -110,6 +116,12 @@ async def read_body(request: web.Request) -> bytes:
     if request.content_type != "application/json":
         raise UnsupportedMediaType(f"send the body as JSON with 'Content-Type: "
                                    f"application/json', not {request.content_type!r}")
+    charset = request.charset
+    if charset is not None and charset.lower() != "utf-8":
+        # JSON is UTF-8 (RFC 8259): a body declared otherwise would be read as what it is not
+        raise UnsupportedMediaType(f"the body is read as UTF-8, but its Content-Type says "
+                                   f"charset={shown(charset)}; send it as UTF-8 (charset=utf-8, "
+                                   f"or no charset)")
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding != "identity":
         raise UnsupportedMediaType(f"this node reads a body as it is sent: send it without "

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from exporter.contract.bundle import DIGEST_SIZE, ITEM_END, Items, read_records, records_of
-from exporter.contract.wire import COLLECTIONS
+from exporter.contract.wire import AFTER_EVERY_TIME, COLLECTIONS
 
 # A caller's merged rows are kept for this many (collection, groups) pairs: callers share
 # few distinct sets of groups (anonymous, and each kind of partner key).
@@ -149,6 +149,8 @@ class Records:
     def listed_since(self, collection: str, groups: Sequence[str], since: str) -> Listing:
         """Those of `listed` updated at or after `since` (an RFC 3339 UTC time), in order."""
         rows, times, _ = self._listed(collection, groups)
+        if since == AFTER_EVERY_TIME:
+            return Listing(rows[:0], None)
         return Listing(rows[times >= _seconds([since])[0]], None)
 
     def _listed(self, collection: str, groups: Sequence[str]

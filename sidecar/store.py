@@ -4,8 +4,10 @@ DuckDB for the changes feed, and the one way to query DuckDB: `Store.query(fn)`.
 The caller passes a function; the store picks the snapshot (the newest loaded bundle) and a
 connection on a worker thread, runs the function there, and on a timeout interrupts that
 same connection (datasette's `execute_fn`). DuckDB never runs on the event loop. A new
-export is picked up without a restart: the bundle's meta.json is checked at most once a
-second and a fresh snapshot swapped in; queries already running finish on the old one."""
+export is picked up without a restart: the build the bundle path shows is checked at most
+once a second (`contract.builds.identity`) and a fresh snapshot swapped in; queries already
+running finish on the old one. Each snapshot pins its build (`contract.builds.pin`) for as
+long as anything holds the snapshot, so the export never writes into a build being read."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,7 +27,7 @@ import duckdb
 import pyarrow as pa
 
 from exporter import encoder, search
-from exporter.contract import bundle
+from exporter.contract import builds, bundle
 from exporter.contract.errors import FednodeError
 from exporter.errors import ExportError
 
@@ -60,11 +63,25 @@ class Snapshot:
     """One bundle, loaded. Immutable once built; replaced whole on reload."""
 
     def __init__(self, path: Path) -> None:
-        path = path.resolve()  # one build's folder, even while a new one is swapped in
+        # The build the bundle path shows now, pinned: no export writes into it while this
+        # snapshot lives (`contract.builds`), so every file read from it later, pages, PDFs
+        # and downloads, is the published build's.
+        try:
+            self.pin = builds.pin(path)
+        except builds.PinFailed as exc:
+            raise BundleMissing(f"{exc}; retrying") from None
+        weakref.finalize(self, self.pin.release)
+        try:
+            self._load(self.pin.folder)
+        except BaseException:
+            self.pin.release()
+            raise
+
+    def _load(self, path: Path) -> None:
+        self.identity = builds.identity(path)
         meta_path = path / bundle.META
         try:
             self.meta = bundle.Meta.from_json(meta_path.read_bytes())
-            self.stamp = meta_path.stat().st_mtime_ns
             self.manifest = (path / bundle.MANIFEST).read_bytes()
             self.schema = (path / bundle.SCHEMA).read_bytes()
             self.openapi = (path / bundle.OPENAPI).read_bytes()
@@ -173,19 +190,29 @@ class Store:
         now = time.monotonic()
         if now - self._checked >= self.reload_interval:
             self._checked = now
-            try:
-                stamp = os.stat(self.path / bundle.META).st_mtime_ns
-                public = (self.path / bundle.MANIFEST).read_bytes() \
-                    if stamp != self.snapshot.stamp else self.snapshot.manifest
-            except OSError:
-                return self.snapshot  # mid-swap: keep serving what we have
-            if stamp != self.snapshot.stamp:
+            shown = builds.identity(self.path)
+            if shown != self.snapshot.identity:
+                try:
+                    public = (Path(shown[0]) / bundle.MANIFEST).read_bytes()
+                except OSError:
+                    return self.snapshot  # mid-swap: keep serving what we have
                 if public != self.snapshot.manifest:
                     async with self._reload_lock:
                         await self._reload(ahead=False)
                 elif self._aside is None or self._aside.done():
                     self._aside = asyncio.ensure_future(self._reload_aside())
         return self.snapshot
+
+    async def follow(self) -> None:
+        """Check for a new build every `reload_interval` whether or not requests come (a
+        server runs this as a task): an idle sidecar moves to the new build too, and lets
+        the one it leaves go to the next export (`contract.builds`)."""
+        while True:
+            await asyncio.sleep(max(self.reload_interval, 0.25))
+            try:
+                await self.current()
+            except Exception:  # (a reload logs its own failures) keep following
+                log.exception("checking for a new build failed")
 
     async def settled(self) -> Snapshot:
         """The snapshot of the bundle as it is now, once the loads it needs have ended (for
@@ -196,10 +223,7 @@ class Store:
             await self.current()
             if self._aside is not None:
                 await asyncio.shield(self._aside)
-            try:
-                if os.stat(self.path / bundle.META).st_mtime_ns == self.snapshot.stamp:
-                    break
-            except OSError:
+            if builds.identity(self.path) == self.snapshot.identity:
                 break
         return self.snapshot
 
@@ -218,11 +242,7 @@ class Store:
         otherwise wait for the feed of every kind of caller that polled, and its time
         would tell how many kinds had)."""
         loop = asyncio.get_running_loop()
-        try:
-            stamp = os.stat(self.path / bundle.META).st_mtime_ns
-        except OSError:
-            return
-        if stamp == self.snapshot.stamp:
+        if builds.identity(self.path) == self.snapshot.identity:
             return  # another reload, waited for on the lock, loaded it
         replaced = self.snapshot
         try:

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from exporter.contract.bundle import RECORDS, read_records, records_of
 from exporter.contract.wire import decode
+from sidecar.mcp import HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, UNSUPPORTED_VERSION
 
 CODES = {400: "invalid_parameter", 401: {"api_key_required", "invalid_api_key"},
          403: "insufficient_scope", 404: "not_found", 405: "method_not_allowed",
@@ -703,3 +704,148 @@ def test_a_connection_without_a_whole_request_is_closed(
                 connection.sock.settimeout(10)
                 assert connection.sock.recv(65536) == b""  # closed by the server
                 assert time.monotonic() - started < 5
+
+
+def raw_request(server: ServerThread, method: str, target: str,
+                headers: list[tuple[str, str]], body: bytes | None = None
+                ) -> tuple[int, bytes]:
+    """A request whose headers may repeat a name."""
+    port = int(server.url.rsplit(":", 1)[1])
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.putrequest(method, target, skip_accept_encoding=True)
+        for name, value in headers:
+            connection.putheader(name, value)
+        if body is not None:
+            connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def test_two_origin_headers_are_refused(server: ServerThread, ungranted: str) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    base = [("Content-Type", "application/json"), ("X-API-Key", ungranted)]
+    own = "http://127.0.0.1:8000"
+    assert raw_request(server, "POST", "/api/mcp", base, body)[0] == 200
+    for origins in ([own, "https://evil.example.com"], ["https://evil.example.com", own],
+                    [own, own]):
+        status, answer = raw_request(server, "POST", "/api/mcp",
+                                     base + [("Origin", o) for o in origins], body)
+        assert status == 403, origins
+        assert decode(answer)["error"]["code"] == "origin_not_allowed"
+        assert "given 2 times" in decode(answer)["error"]["message"]
+
+
+@pytest.mark.parametrize(("headers", "meta", "expected"), [
+    ({"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "notifications/cancelled"},
+     MODERN_META, 202),
+    ({"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}, MODERN_META, 400),
+    ({"MCP-Protocol-Version": "2026-07-28"}, MODERN_META, 400),
+    ({"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "notifications/cancelled"},
+     {**MODERN_META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}, 400),
+    ({"Mcp-Method": "notifications/cancelled"},
+     {**MODERN_META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}, 400),
+    ({}, None, 202),  # a notification of the handshake revisions
+])
+def test_a_notification_passes_the_checks_a_request_of_its_revision_does(
+        server: ServerThread, ungranted: str, headers: dict[str, str],
+        meta: dict[str, Any] | None, expected: int) -> None:
+    params: dict[str, Any] = {"requestId": 7}
+    if meta is not None:
+        params["_meta"] = meta
+    body = json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": params}).encode()
+    status, answer = raw_request(server, "POST", "/api/mcp", [
+        ("Content-Type", "application/json"), ("X-API-Key", ungranted),
+        *headers.items()], body)
+    assert status == expected, answer
+    if expected != 202:
+        assert decode(answer)["error"]["code"] in (
+            HEADER_MISMATCH, INVALID_REQUEST, INVALID_PARAMS, UNSUPPORTED_VERSION)
+
+
+def test_a_key_is_taken_only_as_issued(server: ServerThread, ungranted: str) -> None:
+    assert raw_request(server, "GET", "/api/changes?since=2026-01-01T00:00:00Z",
+                       [("X-API-Key", ungranted)])[0] == 200
+    head, payload, signature = ungranted.split(".")
+    last = signature[-1]
+    # The same bytes spelled another way: a letter whose unused low bits differ.
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    spare = 6 - (len(signature) * 6 % 8) if len(signature) * 6 % 8 else 0
+    twin = alphabet[alphabet.index(last) ^ 1] if spare else None
+    variants = [ungranted + "=", ungranted + "==", f"{head}=.{payload}.{signature}",
+                f"{head}.{payload}=.{signature}"]
+    if twin is not None:
+        variants.append(f"{head}.{payload}.{signature[:-1]}{twin}")
+    for variant in variants:
+        for header in ("X-API-Key", "Authorization"):
+            value = variant if header == "X-API-Key" else f"Bearer {variant}"
+            status, answer = raw_request(
+                server, "GET", "/api/changes?since=2026-01-01T00:00:00Z", [(header, value)])
+            assert status == 401, variant
+            assert decode(answer)["error"]["code"] == "invalid_api_key"
+
+
+@pytest.mark.parametrize("digits", [4301, 5000, 20000])
+def test_a_number_too_long_to_read_gets_the_fields_own_message(
+        server: ServerThread, ungranted: str, digits: int) -> None:
+    body = b'{"question": "How deep is the cane injected?", "limit": ' + b"9" * digits + b"}"
+    status, answer = raw_request(server, "POST", "/api/library/ask", [
+        ("Content-Type", "application/json"), ("X-API-Key", ungranted)], body)
+    assert status == 400
+    error = decode(answer)["error"]
+    assert error["code"] == "invalid_parameter"
+    assert error["message"] == (f"limit must be a whole number from 1 to 10, got a whole "
+                                f"number of {digits} digits")
+    assert "sys." not in error["message"]
+    rpc = (b'{"jsonrpc": "2.0", "id": ' + b"1" * digits + b', "method": "tools/list"}')
+    status, answer = raw_request(server, "POST", "/api/mcp", [
+        ("Content-Type", "application/json"), ("X-API-Key", ungranted)], rpc)
+    assert status == 400 and decode(answer)["error"]["code"] == -32600
+
+
+def test_sync_paths_are_the_static_files_names(server: ServerThread,
+                                               hostile_root: Path) -> None:
+    assert (hostile_root / "site_out/api/sync/species/0.ndjson").is_file()
+    assert raw_request(server, "GET", "/api/sync/species/0.ndjson", [])[0] == 200
+    for other in ("00", "000", "+0", "0x0", "050"):
+        assert not (hostile_root / f"site_out/api/sync/species/{other}.ndjson").exists()
+        status, answer = raw_request(server, "GET", f"/api/sync/species/{other}.ndjson", [])
+        assert status == 404, other
+        assert decode(answer)["error"]["code"] == "not_found"
+
+
+def test_updated_since_in_the_last_second_there_is(server: ServerThread) -> None:
+    for since in ("9999-12-31T23:59:59.5Z", "9999-12-31T23:59:59.000001Z"):
+        status, answer = raw_request(server, "GET",
+                                     f"/api/species?updated_since={since}", [])
+        assert status == 200, answer
+        page = decode(answer)
+        assert page["items"] == [] and page["total"] == 0 and page["next"] is None
+    status, answer = raw_request(server, "GET",
+                                 "/api/species?updated_since=9999-12-31T23:59:59Z", [])
+    assert status == 200 and decode(answer)["total"] == 0
+
+
+@pytest.mark.parametrize("charset", ["latin-1", "iso-8859-1", "utf-16", "ascii"])
+def test_a_body_in_another_charset_is_refused(server: ServerThread, ungranted: str,
+                                              charset: str) -> None:
+    body = json.dumps({"question": "Wie lange kühlen?"}).encode("utf-8")
+    status, answer = raw_request(server, "POST", "/api/library/ask", [
+        ("Content-Type", f"application/json; charset={charset}"), ("X-API-Key", ungranted)],
+        body)
+    assert status == 415, charset
+    error = decode(answer)["error"]
+    assert error["code"] == "unsupported_media_type" and "UTF-8" in error["message"]
+    for declared in ("application/json; charset=utf-8", "application/json; charset=UTF-8",
+                     "application/json"):
+        status, _ = raw_request(server, "POST", "/api/library/ask", [
+            ("Content-Type", declared), ("X-API-Key", ungranted)], body)
+        assert status == 200, declared

@@ -7,6 +7,7 @@ jsonschema or renderer), so that the sidecar and the hub load it cheaply:
   files (public snapshots and the public change list).
 - `bundle`: the private bundle's file names, columns and typed `Meta`, written by the
   exporter and read by the sidecar.
+- `builds`: which build a reader reads, and the locks that keep exports out of it.
 - `errors`: `FednodeError`, the base of every error a user can cause and fix.
 - `addresses`: the addresses and networks of the proxies the sidecar trusts.
 """

@@ -50,7 +50,8 @@ def decode(data: bytes | str) -> Any:
     if isinstance(data, bytes) and json.detect_encoding(data) not in ("utf-8", "utf-8-sig"):
         raise ValueError(f"the JSON is {json.detect_encoding(data).upper()}, not UTF-8: send "
                          f"it as UTF-8")
-    value = json.loads(data, object_pairs_hook=_members, parse_constant=_not_a_number)
+    value = json.loads(data, object_pairs_hook=_members, parse_constant=_not_a_number,
+                       parse_int=_whole_number)
     # Half a pair reaches the value through a \\u escape, or as the text holds it (json reads
     # bytes with surrogatepass): a text without an escape is checked as text, a fraction of
     # the cost of writing the value back (a hub reads every record through here).
@@ -87,6 +88,23 @@ def _members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
+class LongNumber(int):
+    """A whole number of more digits than Python reads from text (4,300): no field takes
+    one, so it is kept as the smallest number of as many digits, with its length, and
+    refused by the field's own check, whose message says it by its length (`shown`)."""
+
+    digits: int
+
+
+def _whole_number(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits <= 4000:
+        return int(text)
+    number = LongNumber(-(10 ** (digits - 1)) if text.startswith("-") else 10 ** (digits - 1))
+    number.digits = digits
+    return number
+
+
 def _not_a_number(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON; send a number or null")
 
@@ -102,6 +120,12 @@ def format_time(moment: datetime) -> str:
 # around it) are not this.
 _RFC3339 = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}"
                       r"(?:\.[0-9]+)?)([Zz]|[+-][0-9]{2}:[0-9]{2})?", re.ASCII)
+
+
+# An inclusive time bound within the last second there is, rounded up: after every time a
+# record can have (`sidecar.params.timestamp`). No list holds a record updated then, so it is
+# never shown in a link.
+AFTER_EVERY_TIME = "9999-12-31T23:59:60Z"
 
 
 def parse_time(text: str) -> datetime:
@@ -200,6 +224,8 @@ def shown(value: Any) -> str:
     number too long to read is said by its length (10**400 is not echoed as forty digits
     that look like a number), and a float keeps its own form: 1e308 is "1e+308", not the
     309 digits of the whole number it also is."""
+    if isinstance(value, LongNumber):
+        return f"a whole number of {value.digits} digits"
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 15:
         return f"a whole number of {len(str(abs(value)))} digits"
     if isinstance(value, str):
