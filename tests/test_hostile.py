@@ -263,7 +263,8 @@ def test_json_not_in_utf8_is_refused(encoding: str) -> None:
     ("/api/species?limit=99999999999999999999999", 400),
     ("/api/species?updated_since=0001-01-01T00:00:00%2B01:00", 400),
     ("/api/species?updated_since=9999-12-31T23:59:59-01:00", 400),
-    ("/api/species?updated_since=9999-12-31T23:59:59.5Z", 400),
+    # within the last second there is: rounded up, after every record (an empty page)
+    ("/api/species?updated_since=9999-12-31T23:59:59.5Z", 200),
     # RFC 3339 only: not ISO 8601's other forms, nor spaces or a line break around it
     ("/api/species?updated_since=2026-01-01T00:00:00%2B0100", 400),
     ("/api/species?updated_since=2026-01-01T00:00:00%2B01", 400),

@@ -24,8 +24,6 @@ import os
 import time
 from pathlib import Path
 
-from .bundle import META
-
 BUILDS = "builds"
 CURRENT = "current"
 READERS = "readers"
@@ -45,6 +43,8 @@ def lock_file(private: Path, name: str) -> Path:
 def identity(bundle: Path) -> Identity:
     """What tells the build the bundle path shows now from any other: the real folder it
     leads to and the version of that folder's meta.json (time, size, change time, inode)."""
+    from .bundle import META  # (not at import: the bundle module loads pyarrow and numpy)
+
     folder = os.path.realpath(bundle)
     try:
         info = os.stat(os.path.join(folder, META))
