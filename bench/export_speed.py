@@ -173,7 +173,7 @@ def main() -> None:
     parser.add_argument("--csv-rows", type=int, default=10_000)
     parser.add_argument("--checklist", type=Path, default=CHECKLIST)
     args = parser.parse_args()
-    print(f"reference loop {reference_loop():.2f} s")  # (docs/operations.md)
+    print(f"reference loop {reference_loop():.2f} s")  # (bench/RESULTS.md)
     with tempfile.TemporaryDirectory(prefix="fednode-bench-") as name:
         folder = Path(name)
         if args.checklist.exists():

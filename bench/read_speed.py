@@ -229,7 +229,7 @@ def main() -> None:
                 processes.append(process)
             for launch in range(args.launches):
                 # Fresh processes each launch: one process of the same code can run a fifth
-                # faster or slower than the next for its whole life (docs/operations.md).
+                # faster or slower than the next for its whole life (bench/RESULTS.md).
                 launched: list[subprocess.Popen[bytes]] = []
                 port = free_port()
                 started = time.perf_counter()

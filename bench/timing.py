@@ -118,7 +118,7 @@ def watched_edits(root: Path, edits: int, edit: Callable[[Path, int], object],
 
 
 def reference_loop() -> float:
-    """Seconds a pure Python loop takes (the reference docs/operations.md quotes): how fast
+    """Seconds a pure Python loop takes (the reference bench/RESULTS.md quotes): how fast
     this shared machine runs at the moment, printed beside a run's figures."""
     started = time.perf_counter()
     sum(range(3 * 10**7))
