@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import shutil
-import subprocess
 import threading
 import uuid
 from datetime import UTC, datetime
@@ -87,6 +86,31 @@ def copy_sample(destination: Path) -> Path:
     return destination
 
 
+_EXPORTED: list[Path] = []  # this process's exported sample (`exported_sample`)
+
+
+def exported_sample(destination: Path) -> Path:
+    """The bundled sample as it is once exported (content, ledger, both builds, the cache
+    and the links to them), copied into `destination`: its next export is the quick one
+    after an unchanged export, not a first one, which reads every PDF and encodes the
+    library's passages. For tests about anything but a node's very first export. The sample
+    is exported once a test process, into a folder of its own removed at exit."""
+    if not _EXPORTED:
+        import atexit
+        import tempfile
+
+        from exporter.build import build
+
+        base = Path(tempfile.mkdtemp(prefix="fednode-sample-"))
+        atexit.register(shutil.rmtree, base, True)
+        copy_sample(base / "node")
+        build(Project(base / "node"), now=datetime(2026, 3, 1, tzinfo=UTC))
+        build(Project(base / "node"), now=datetime(2026, 3, 1, tzinfo=UTC))  # both builds
+        _EXPORTED.append(base / "node")
+    shutil.copytree(_EXPORTED[0], destination, symlinks=True, dirs_exist_ok=True)
+    return destination
+
+
 def multiply(content: Path, count: int) -> int:
     """Add `count` synthetic records cloned from the sample's public Markdown records, each
     with a fresh id and a distinct title, spread over the collections like the sample."""
@@ -111,6 +135,17 @@ def multiply(content: Path, count: int) -> int:
 
 
 NODE_ID = "00000000-0000-4000-8000-000000000001"  # the id in NODE_TOML
+
+# The test profile: "default", or "thorough" (HYPOTHESIS_PROFILE=thorough ./scripts/test),
+# which runs the costliest generated tests (an export or a server an example, a kill an
+# export) at several times the examples of the default, which CI and the developer's loop
+# run. Property tests that cost little run their full count in both.
+THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
+
+
+def examples(default: int, thorough: int) -> int:
+    """How many examples (or generated cases) a costly test runs under the profile."""
+    return thorough if THOROUGH else default
 
 
 def issue_key(root: Path, name: str, **grants: Any) -> tuple[str, keyring.KeyRecord]:
@@ -311,43 +346,34 @@ def make_pdf(path: Path, pages: list[str], labels: list[str] | None = None, *,
         writer.write(handle)
 
 
-def npm_tool(package: str, version: str, binary: str) -> Path:
-    """A command-line tool from the npm registry, installed into .cache/ on first use; the
-    test is skipped, saying why, where npm is absent."""
+def _missing(what: str) -> None:
+    """A tool a test drives is not installed: skipped, saying why, or failed under CI, where
+    `scripts/test-tools` was to install it (a suite that skips there proves less than it
+    says)."""
     import pytest
-    folder = REPO / ".cache" / f"{package}-{version}"
-    found = folder / "node_modules" / ".bin" / binary
+    message = f"{what}; ./scripts/test-tools installs it (./scripts/test runs that first)"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def npm_tool(package: str, version: str, binary: str) -> Path:
+    """A command-line tool from the npm registry, as `scripts/test-tools` installs it into
+    .cache/."""
+    found = REPO / ".cache" / f"{package}-{version}" / "node_modules" / ".bin" / binary
     if not found.exists():
-        if shutil.which("npm") is None:
-            pytest.skip(f"npm is not installed: this test needs {package} from npm")
-        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder),
-                        f"{package}@{version}"], check=True, capture_output=True, timeout=900)
+        _missing(f"{package}@{version} from npm is not in .cache/")
     return found
 
 
 def debian_tool(package: str, binary: str) -> Path:
-    """A program from Debian's packages, installed with apt-get on first use where it is
-    missing (CI runs as root on a clean machine); the test is skipped, saying why, where it
-    cannot be installed."""
-    import pytest
+    """A program from Debian's packages, as `scripts/test-tools` installs it."""
     for folder in ("", "/usr/sbin/", "/usr/bin/"):
         found = shutil.which(folder + binary) if folder else shutil.which(binary)
         if found:
             return Path(found)
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        pytest.skip(f"{binary} is missing and apt-get cannot run here (it needs root): "
-                    f"install Debian's {package}")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", package]
-    if subprocess.run(install, capture_output=True, env=env, timeout=900).returncode:
-        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, timeout=900)
-        done = subprocess.run(install, capture_output=True, text=True, env=env, timeout=900)
-        if done.returncode:
-            pytest.skip(f"apt-get could not install {package}: {done.stderr.strip()[-300:]}")
-    found = shutil.which(binary) or shutil.which("/usr/sbin/" + binary)
-    if not found:
-        pytest.skip(f"{package} installed no {binary}")
-    return Path(found)
+    _missing(f"{binary} is not installed (Debian's {package})")
+    raise AssertionError  # (not reached)
 
 
 def raw_pdf(path: Path, contents: list[bytes], *, labels: bytes = b"",

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import BaseTestServer, TestClient, TestServer
+from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -17,6 +19,12 @@ from builders import Node, app_for, copy_sample  # noqa: E402
 from exporter.build import BuildReport, build  # noqa: E402
 from exporter.config import Project  # noqa: E402
 from sidecar.app import NodeRunner  # noqa: E402
+
+# Hypothesis keeps no example database in the checkout (no test writes there); a failure
+# prints the example and the seed that reproduce it.
+settings.register_profile("default", database=None, print_blob=True)
+settings.register_profile("thorough", database=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 class Clock:

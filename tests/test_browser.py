@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from builders import REPO, copy_sample, debian_tool
+from builders import REPO, debian_tool, exported_sample
 from test_cli_serve import ENV, FEDNODE, free_port, wait_for
 
 ARTIFACTS = REPO / "tests" / "artifacts"
@@ -22,7 +22,7 @@ def test_a_reader_goes_from_the_home_page_to_a_species_and_its_treatment(
         tmp_path: Path) -> None:
     browser_path = debian_tool("chromium", "chromium")  # Debian's, from the test setup
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-    root = copy_sample(tmp_path / "node")
+    root = exported_sample(tmp_path / "node")
     subprocess.run([*FEDNODE, "export", "--project", str(root)], env=ENV, check=True,
                    capture_output=True, timeout=300)
     port = free_port()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import REPO, copy_sample, http_get
+from builders import REPO, copy_sample, exported_sample, http_get
 
 FEDNODE = [sys.executable, "-m", "cli.main"]
 ENV = dict(os.environ, PYTHONPATH=str(REPO))
@@ -70,7 +70,7 @@ def test_export_then_serve_answers_with_the_static_bytes(tmp_path: Path) -> None
 def test_a_sidecar_host_needs_the_build_alone(tmp_path: Path) -> None:
     """A sidecar host is given the build (docs/operations.md), not content/: without
     content/node.toml there are no [serve] settings, and the defaults hold."""
-    root = copy_sample(tmp_path / "publisher")
+    root = exported_sample(tmp_path / "publisher")
     subprocess.run([*FEDNODE, "export", "--project", str(root)], env=ENV, capture_output=True,
                    timeout=120, check=True)
     host = tmp_path / "host"
@@ -90,7 +90,7 @@ def test_a_sidecar_host_needs_the_build_alone(tmp_path: Path) -> None:
 def test_access_lines_are_written_within_a_second_while_serving(tmp_path: Path) -> None:
     """Access lines are buffered, not held: they reach standard error within about
     half a second of the request, while the server keeps running."""
-    root = copy_sample(tmp_path / "node")
+    root = exported_sample(tmp_path / "node")
     subprocess.run([*FEDNODE, "export", "--project", str(root)], env=ENV, capture_output=True,
                    timeout=120, check=True)
     port = free_port()
@@ -184,15 +184,33 @@ def test_netlify_builds_with_the_frozen_ledger_and_publishes_site_out() -> None:
     assert headers["/api/sync/:part/*"]["Content-Type"].startswith("application/x-ndjson")
 
 
+def checkout_copy(destination: Path) -> Path:
+    """The files git tracks in this checkout, as they are now, copied to `destination`: a
+    fresh clone of the working tree, with no .venv, site_out/ or .fednode/."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
+                            check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = REPO / name
+        if source.is_file():
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return destination
+
+
 @pytest.mark.slow
-def test_scripts_run_on_another_port_gives_working_links() -> None:
-    """The README's first command, on a port of one's own: every link answers."""
+def test_scripts_run_on_another_port_gives_working_links(tmp_path: Path) -> None:
+    """The README's first command, on a fresh copy of the checkout and a port of one's own:
+    it installs, exports and serves, and every link answers."""
+    checkout = checkout_copy(tmp_path / "fednode")
     port = free_port()
-    server = subprocess.Popen([str(REPO / "scripts" / "run"), "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen([str(checkout / "scripts" / "run"), "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              env={k: v for k, v in os.environ.items()
+                                   if k not in ("PYTHONPATH", "VIRTUAL_ENV")})
     try:
         base = f"http://127.0.0.1:{port}"
-        manifest = json.loads(wait_for(f"{base}/api/manifest", server, 240)[2])
+        manifest = json.loads(wait_for(f"{base}/api/manifest", server, 600)[2])
         assert manifest["node"]["base_url"] == manifest["node"]["sidecar_url"] == base
         with urllib.request.urlopen(f"{base}/api/species?limit=5") as answer:
             page = json.loads(answer.read())

@@ -498,7 +498,14 @@ def test_right_to_left_text_and_its_marks_are_text(node: Node) -> None:
 
 
 def test_a_tab_and_line_breaks_are_text(node: Node) -> None:
-    node.write("resources", "page", {"id": row_id(1), "title": "Tabs\tand breaks",
+    """A tab, and line breaks of either kind, are text, not control characters: published."""
+    record_id = row_id(1)
+    node.write("resources", "page", {"id": record_id, "title": "Tabs\tand breaks",
                                      "kind": "page", "summary": "A page about nothing at all."},
                "One\r\ntwo\n")
     build(Project(node.root), now=NOW)
+    served = json.loads(next((node.root / "site_out" / "api" / "resources").rglob(
+        f"{record_id}.json")).read_text("utf-8"))
+    assert served["title"] == "Tabs\tand breaks"
+    assert "One" in served["body"] and "two" in served["body"]
+    assert "\n" in served["body"].strip()

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from builders import REPO, copy_sample, multiply, search_ids
+from builders import REPO, copy_sample, exported_sample, multiply, search_ids
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -125,7 +125,7 @@ def assert_whole(root: Path, elsewhere: Path, queries: tuple[tuple[str, tuple[st
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sample exported twice (the second export leaves both builds), to copy from."""
-    root = copy_sample(tmp_path_factory.mktemp("delta") / "node")
+    root = exported_sample(tmp_path_factory.mktemp("delta") / "node")
     build(Project(root))
     build(Project(root))
     return root

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from builders import REPO, ServerThread, app_for, copy_sample, issue_key, npm_tool
+from builders import REPO, ServerThread, app_for, exported_sample, issue_key, npm_tool
 
 from exporter.build import build
 from exporter.config import Project
@@ -33,7 +33,7 @@ def test_the_edge_functions_folder_holds_functions_only() -> None:
 
 def test_the_edge_function_forwards_keyed_requests(tmp_path: Path) -> None:
     binary = npm_tool("deno", "2", "deno")
-    root = copy_sample(tmp_path / "node")
+    root = exported_sample(tmp_path / "node")
     build(Project(root))
     key, _ = issue_key(root, "edge", groups=["partners"], rate=10**6)
     with ServerThread(app_for(root, anonymous_rate=0)) as sidecar:

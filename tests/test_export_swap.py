@@ -19,7 +19,18 @@ from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient
-from builders import REPO, Node, app_for, copy_sample, engine_file, multiply, search_ids, species
+from builders import (
+    REPO,
+    Node,
+    app_for,
+    copy_sample,
+    engine_file,
+    examples,
+    exported_sample,
+    multiply,
+    search_ids,
+    species,
+)
 
 from exporter.build import BuildReport
 from exporter.contract.layout import record_file
@@ -62,7 +73,7 @@ def edit(root: Path, n: int) -> None:
 
 
 def test_a_kill_at_any_step_leaves_one_whole_build(tmp_path: Path) -> None:
-    root = copy_sample(tmp_path)
+    root = exported_sample(tmp_path)
     assert run_export(root).returncode == 0
     before = one_build(root)
     for n, step in enumerate(STEPS):
@@ -94,7 +105,7 @@ def test_kills_at_random_moments_leave_one_whole_build(tmp_path: Path) -> None:
     node_toml = root / "content" / "node.toml"
     original = node_toml.read_text()
     rng = random.Random(7)
-    for n in range(12):
+    for n in range(examples(6, 24)):
         # A base_url change re-renders every file: the longest export there is.
         node_toml.write_text(original.replace('base_url = "http://127.0.0.1:8000"',
                                               f'base_url = "https://n{n}.example.org"'))
@@ -184,7 +195,7 @@ async def test_the_sidecar_picks_up_each_new_build(node: Node, export: Export,
 
 
 def test_a_second_export_at_the_same_time_stops(tmp_path: Path) -> None:
-    root = copy_sample(tmp_path)
+    root = exported_sample(tmp_path)
     assert run_export(root).returncode == 0
     before = one_build(root)
     edit(root, 0)
@@ -199,7 +210,7 @@ def test_a_second_export_at_the_same_time_stops(tmp_path: Path) -> None:
 
 
 def test_a_write_that_fails_is_one_error_and_keeps_the_build(tmp_path: Path) -> None:
-    root = copy_sample(tmp_path)
+    root = exported_sample(tmp_path)
     assert run_export(root).returncode == 0
     before = one_build(root)
     edit(root, 0)
@@ -223,7 +234,7 @@ def test_a_file_that_cannot_be_created_is_one_error_and_keeps_the_build(tmp_path
                                                                         ) -> None:
     """Files are created by writer threads: a failure there still stops the export with one
     message, and the published build stays whole."""
-    root = copy_sample(tmp_path)
+    root = exported_sample(tmp_path)
     assert run_export(root).returncode == 0
     edit(root, 0)
     assert run_export(root).returncode == 0  # both builds exist now
@@ -252,7 +263,7 @@ def test_builds_recorded_by_an_older_fednode_are_reused_and_a_damaged_record_is_
     from exporter.build import build
     from exporter.config import Project
 
-    root = copy_sample(tmp_path / "node")
+    root = exported_sample(tmp_path / "node")
     build(Project(root))
     first = build(Project(root))  # both builds exist and are recorded now
     assert first.site is not None and first.site.written == 0
@@ -292,7 +303,7 @@ def test_a_full_disk_is_one_error_line_and_keeps_the_build(tmp_path: Path, limit
     says so in one line and leaves the last build whole, whatever it was writing (the
     library's page cache, written while the content is read, ended in a traceback)."""
     import resource
-    root = copy_sample(tmp_path / "node")
+    root = exported_sample(tmp_path / "node")
     assert run_export(root).returncode == 0
     before = one_build(root)
     shutil.rmtree(root / ".fednode" / "cache")  # everything is written again

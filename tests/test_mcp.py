@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import ServerThread, app_for, copy_sample, http_get, http_post, issue_key
+from builders import (
+    ServerThread,
+    app_for,
+    copy_sample,
+    exported_sample,
+    http_get,
+    http_post,
+    issue_key,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client, MCPError
@@ -64,7 +72,7 @@ class Node:
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    node = Node(copy_sample(tmp_path_factory.mktemp("mcp")))
+    node = Node(exported_sample(tmp_path_factory.mktemp("mcp")))
     yield node
     node.server.__exit__(None, None, None)
 
@@ -311,7 +319,7 @@ def test_batches_in_the_revision_that_has_them(tmp_path: Path) -> None:
     """Revision 2025-03-26 (assumed without a version header) requires JSON-RPC batches:
     answered in order, notifications unanswered, each message counted toward the key's rate
     as a request of its own. Later revisions have none, and initialize is never batched."""
-    root = copy_sample(tmp_path / "node")
+    root = exported_sample(tmp_path / "node")
     build(Project(root))
     key, _ = issue_key(root, "eight a minute", rate=8)
     with ServerThread(app_for(root, anonymous_rate=0)) as server:

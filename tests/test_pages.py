@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jinja2
 from aiohttp.test_utils import TestClient
-from builders import app_for, copy_sample
+from builders import app_for, copy_sample, exported_sample
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markupsafe import Markup
@@ -129,7 +129,7 @@ def test_restricted_records_leave_no_trace_on_any_page(tmp_path: Path) -> None:
 
 def test_collection_pages_are_paged(tmp_path: Path) -> None:
     from builders import multiply
-    root = copy_sample(tmp_path / "node")
+    root = exported_sample(tmp_path / "node")
     multiply(root / "content", 260)
     build(Project(root), now=NOW)
     files = page_files(root)
@@ -173,7 +173,7 @@ def test_links_follow_an_edit_of_the_species_a_record_names(tmp_path: Path) -> N
     """The species a record names are remembered between exports (by render key): after a
     treatment is pointed at another species, every page is what an export that remembers
     nothing makes."""
-    root = copy_sample(tmp_path / "node")
+    root = exported_sample(tmp_path / "node")
     build(Project(root), now=NOW)
     records = load(Project(root)).records
     treatment = next(r for r in records if r.collection == "treatments"

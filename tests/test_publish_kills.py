@@ -22,7 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from builders import REPO, ServerThread, app_for, copy_sample, http_get, issue_key
+from builders import (
+    REPO,
+    ServerThread,
+    app_for,
+    copy_sample,
+    examples,
+    exported_sample,
+    http_get,
+    issue_key,
+)
 
 from exporter.contract.builds import hold_exclusive
 from exporter.contract.page_urls import collection_href, record_href
@@ -171,7 +180,7 @@ SCENARIOS = [
 
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[tuple[Path, ServerThread, Callers]]:
-    root = copy_sample(tmp_path)
+    root = exported_sample(tmp_path)
     for _ in range(2):  # the second changes nothing and switches builds all the same
         done = export(root)
         assert done.returncode == 0, done.stderr
@@ -223,11 +232,14 @@ def test_kills_at_every_step_and_inside_the_writes_publish_nothing(
     paths = urls(record_ids(root / "content"))
     published = crawl(server, paths, callers)
     rng = random.Random(44)
+    steps = list(STEPS) * examples(1, 4)
     for turn, scenario in enumerate(SCENARIOS):
-        # Every step twice over the scenarios, and kills at random inside the writes.
-        kills = [{"FEDNODE_EXPORT_KILL_AT": STEPS[(3 * turn + n) % len(STEPS)]}
-                 for n in range(3)] + [
-            {"FEDNODE_EXPORT_KILL_AFTER_WRITES": str(rng.randint(1, 40))} for _ in range(2)]
+        # Every step once over the scenarios (four times in the thorough profile), and
+        # kills at random inside the writes.
+        share = steps[turn::len(SCENARIOS)]
+        kills = [{"FEDNODE_EXPORT_KILL_AT": step} for step in share] + [
+            {"FEDNODE_EXPORT_KILL_AFTER_WRITES": str(rng.randint(1, 40))}
+            for _ in range(examples(1, 4))]
         for n, kill in enumerate(kills):
             what = f"{scenario.name}, {kill}"
             file = root / "content" / scenario.path

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
-from builders import REPO, app_for, copy_sample, issue_key
+from builders import REPO, app_for, exported_sample, issue_key
 from test_cli_serve import ENV, FEDNODE, free_port
 
 from exporter.build import load
@@ -259,7 +259,7 @@ async def test_every_response_carries_the_contract_headers(sample_client: TestCl
 
 
 def test_serve_on_a_taken_port_says_so_in_one_line(tmp_path: Path) -> None:
-    root = copy_sample(tmp_path)
+    root = exported_sample(tmp_path)
     subprocess.run([*FEDNODE, "export", "--project", str(root)], env=ENV, check=True,
                    capture_output=True, timeout=120)
     with socket.socket() as taken:
@@ -276,7 +276,7 @@ def test_serve_on_a_taken_port_says_so_in_one_line(tmp_path: Path) -> None:
 
 
 def test_serve_warns_when_links_point_elsewhere(tmp_path: Path) -> None:
-    root = copy_sample(tmp_path)
+    root = exported_sample(tmp_path)
     subprocess.run([*FEDNODE, "export", "--project", str(root)], env=ENV, check=True,
                    capture_output=True, timeout=120)
     port = free_port()

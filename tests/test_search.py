@@ -24,7 +24,17 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 import tantivy
-from builders import REPO, Node, ServerThread, app_for, copy_sample, http_get, issue_key, species
+from builders import (
+    REPO,
+    Node,
+    ServerThread,
+    app_for,
+    copy_sample,
+    exported_sample,
+    http_get,
+    issue_key,
+    species,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -59,7 +69,7 @@ class Site:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    site = Site(copy_sample(tmp_path_factory.mktemp("search")))
+    site = Site(exported_sample(tmp_path_factory.mktemp("search")))
     yield site
     site.close()
 

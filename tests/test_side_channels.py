@@ -15,7 +15,7 @@ from builders import (
     Records,
     ServerThread,
     app_for,
-    copy_sample,
+    exported_sample,
     http_get,
     issue_key,
     species,
@@ -223,7 +223,7 @@ def test_a_list_page_is_not_made_faster_for_another_kind_of_caller(tmp_path: Pat
     same bytes."""
     from sidecar import service
 
-    root = copy_sample(tmp_path / "node")
+    root = exported_sample(tmp_path / "node")
     build(Project(root), now=datetime(2026, 3, 1, tzinfo=UTC))
     key, _ = issue_key(root, "grouped", groups=["nobody"])
     service._envelopes.clear()
@@ -248,7 +248,7 @@ def test_a_changes_feed_is_not_pushed_out_by_another_kind_of_caller(tmp_path: Pa
     keys of four other kinds (partners', say) had polled, which the key could time."""
     from sidecar.state import RUNNING
 
-    root = copy_sample(tmp_path / "node")
+    root = exported_sample(tmp_path / "node")
     build(Project(root), now=datetime(2026, 3, 1, tzinfo=UTC))
     plain, _ = issue_key(root, "plain", scopes=["read", "changes"])
     others = [issue_key(root, f"kind {n}", scopes=["read", "changes"], groups=[f"g{n}"])[0]

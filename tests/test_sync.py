@@ -18,6 +18,7 @@ from builders import (
     Records,
     ServerThread,
     app_for,
+    examples,
     http_get,
     issue_key,
     species,
@@ -131,7 +132,8 @@ operation = st.one_of(
 )
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(12, 60), deadline=None,
+          suppress_health_check=list(HealthCheck))
 @given(st.lists(operation, min_size=2, max_size=14))
 @example([("edit", 0), ("delete", 0)])  # a delete in the very second of the last sync
 @example([("restrict", 1, "partners"), ("export", 0), ("sync",), ("unrestrict", 1)])
