@@ -95,7 +95,7 @@ async def read_record(request: web.Request, call: Call) -> web.Response:
 
 async def changes(request: web.Request, call: Call) -> web.Response:
     query = call.query
-    cursor = query["cursor"] and service.Position.decode(query["cursor"])
+    cursor = None if query["cursor"] is None else service.Position.decode(query["cursor"])
     return web.Response(body=await service.changes(
         call.store, request[CALLER], since=query["since"], limit=query["limit"],
         cursor=cursor), content_type=JSON, charset="utf-8")

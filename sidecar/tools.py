@@ -66,7 +66,10 @@ _RECORDS_OUT = {
         "total": {"type": "integer", "description": "records of the collection this key "
                                                    "may read"},
         "limit": {"type": "integer"}, "offset": {"type": "integer"},
-        "next": {"type": ["string", "null"], "description": "the REST URL of the next page"},
+        # (a branch a type, not a list of types: clients that map tool schemas onto a
+        # single-type dialect refuse `"type": ["string", "null"]`)
+        "next": {"anyOf": [{"type": "string"}, {"type": "null"}],
+                 "description": "the REST URL of the next page, or null on the last"},
     },
     "required": ["collection", "items", "total"],
 }

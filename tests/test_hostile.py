@@ -850,3 +850,16 @@ def test_a_body_in_another_charset_is_refused(server: ServerThread, ungranted: s
         status, _ = raw_request(server, "POST", "/api/library/ask", [
             ("Content-Type", declared), ("X-API-Key", ungranted)], body)
         assert status == 200, declared
+
+
+@pytest.mark.parametrize("cursor", ["", "%20", "x"])
+def test_a_cursor_must_be_one_the_node_gave(server: ServerThread, ungranted: str,
+                                            cursor: str) -> None:
+    """As the OpenAPI document's pattern for `cursor` says: an empty one is no cursor of the
+    node's, not the same as none (schemathesis found it answered 200)."""
+    status, answer = raw_request(server, "GET",
+                                 f"/api/changes?since=2026-01-01T00:00:00Z&cursor={cursor}",
+                                 [("X-API-Key", ungranted)])
+    assert status == 400, answer
+    error = decode(answer)["error"]
+    assert error["code"] == "invalid_parameter" and "cursor" in error["message"]

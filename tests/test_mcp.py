@@ -5,6 +5,7 @@ what the same key sees over REST."""
 from __future__ import annotations
 
 import json
+import os
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from builders import (
     http_get,
     http_post,
     issue_key,
+    npm_tool,
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -504,3 +506,27 @@ async def test_a_tool_needs_the_scope_its_rest_read_needs(node: Node) -> None:
         if not allowed:
             assert "insufficient_scope" in result["content"][0]["text"]
     assert node.rest("/api/search?q=knotweed", "mcp and read")[0] == 403
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_the_official_inspector_lists_every_tool_as_portable(tmp_path: Path, era: str) -> None:
+    """The official MCP Inspector's CLI (2.12), in each protocol era, lists the seven tools
+    with `--strict`: no schema portability problem, error or warning (a `type` given as a
+    list of types is one: clients that map tool schemas onto a single-type dialect refuse
+    it)."""
+    import subprocess
+
+    inspector = npm_tool("@modelcontextprotocol/inspector", "2.12.0", "mcp-inspector")
+    root = exported_sample(tmp_path / "node")
+    key, _ = issue_key(root, "inspector")
+    with ServerThread(app_for(root, anonymous_rate=0)) as server:
+        result = subprocess.run(
+            [str(inspector), "--cli", f"{server.url}/api/mcp", "--transport", "http",
+             "--header", f"X-API-Key: {key}", "--method", "tools/list", "--strict",
+             "--protocol-era", era],
+            capture_output=True, text=True, timeout=120, cwd=tmp_path,
+            env={**os.environ, "MCP_CATALOG_PATH": str(tmp_path / "catalog.json"),
+                 "HOME": str(tmp_path)})
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert result.stderr.strip() == "", result.stderr[-4000:]
+    assert sorted(tool["name"] for tool in json.loads(result.stdout)["tools"]) == sorted(TOOLS)
