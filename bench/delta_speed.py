@@ -31,8 +31,8 @@ from builders import copy_sample, multiply  # noqa: E402
 from export_speed import edit_body, germination_table, synthetic_species  # noqa: E402
 from timing import PAUSE, reference_loop  # noqa: E402
 
-from exporter.config import Project  # noqa: E402
-from exporter.delta import Session  # noqa: E402
+from exporter.pipeline.delta import Session  # noqa: E402
+from exporter.project.config import Project  # noqa: E402
 
 
 def cpu() -> float:

@@ -29,7 +29,7 @@ from builders import copy_sample, multiply  # noqa: E402
 # Run in a fresh process: embed the pickled texts one way, print seconds and a digest.
 ONE = """
 import gc, hashlib, pickle, sys, time
-from exporter.search import WordVectors
+from exporter.shared.search import WordVectors
 texts = pickle.load(open(sys.argv[1], "rb"))
 model = WordVectors.load(pieces=sys.argv[2] == "pieces")
 gc.disable()  # as in an export
@@ -41,9 +41,9 @@ print(time.perf_counter() - wall, time.process_time() - cpu,
 
 
 def texts_of(root: Path) -> list[str]:
-    from exporter.build import load
-    from exporter.config import Project
-    from exporter.search_index import _doc
+    from exporter.indexing.search_index import _doc
+    from exporter.pipeline.build import load
+    from exporter.project.config import Project
 
     content = load(Project(root))
     return [_doc(r, content.collections).embedding_text() for r in content.records]

@@ -1,11 +1,11 @@
-"""The library's sentence encoder (exporter/encoder.py) on the bundled sample's passages:
+"""The library's sentence encoder (exporter/shared/encoder.py) on the bundled sample's passages:
 CPU a passage, and as the reference in the same run, the CPU numpy takes for the same
 model's matrix products alone (each layer's four, on arrays of each batch's shape), the
 floor any numpy forward pass of it has on this machine.
 
     .venv/bin/python bench/encoder_speed.py [--rounds 3]
 
-The passages are those an export of the sample makes (`exporter.library.passages`)."""
+The passages are those an export of the sample makes (`exporter.library.documents.passages`)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ from timing import reference_loop  # noqa: E402
 
 
 def sample_passages() -> list[str]:
-    from exporter import library
-    from exporter.build import load
-    from exporter.config import Project
+    from exporter.library import documents as library
+    from exporter.pipeline.build import load
+    from exporter.project.config import Project
 
     with tempfile.TemporaryDirectory(prefix="fednode-encoder-") as name:
         root = copy_sample(Path(name) / "node")
@@ -43,7 +43,7 @@ def sample_passages() -> list[str]:
 def products_only(encoder: object, texts: list[str]) -> None:
     """The matrix products of the forward pass, nothing else, batch by batch as `encode`
     makes them."""
-    from exporter.encoder import BATCH, HEADS
+    from exporter.shared.encoder import BATCH, HEADS
 
     ids = [e.ids for e in encoder.tokenizer.encode_batch(texts)]  # type: ignore[attr-defined]
     ids.sort(key=len)
@@ -64,7 +64,7 @@ def main() -> None:
     args = parser.parse_args()
     from threadpoolctl import threadpool_limits
 
-    from exporter.encoder import Encoder
+    from exporter.shared.encoder import Encoder
 
     texts = sample_passages()
     encoder = Encoder.shared()

@@ -1,8 +1,8 @@
 """Time exports of a large node: full, after one Markdown edit, after one CSV-row edit and
 after a base_url change, then Markdown edits under `fednode export --watch` (from saving
 the file to the export reported done: a species renamed, a paragraph added; each brought up
-to date from the last export, `exporter.delta`), then `fednode --help`, `check` and `new` on
-it; then a real checklist as one CSV, fresh and after a base_url change.
+to date from the last export, `exporter.pipeline.delta`), then `fednode --help`, `check` and
+`new` on it; then a real checklist as one CSV, fresh and after a base_url change.
 
     .venv/bin/python bench/export_speed.py [--records 100000] [--csv-rows 10000]
         [--checklist /work/shared/data/alien-plants-belgium/taxon.csv]

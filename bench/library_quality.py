@@ -33,8 +33,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from builders import copy_sample  # noqa: E402
 
-from exporter.build import build  # noqa: E402
-from exporter.config import Project  # noqa: E402
+from exporter.pipeline.build import build  # noqa: E402
+from exporter.project.config import Project  # noqa: E402
 from sidecar import library  # noqa: E402
 from sidecar.store import Snapshot  # noqa: E402
 

@@ -31,9 +31,9 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from builders import NODE_TOML, copy_sample  # noqa: E402
 
-from exporter.build import build  # noqa: E402
-from exporter.config import Project  # noqa: E402
 from exporter.contract.wire import COLLECTIONS  # noqa: E402
+from exporter.pipeline.build import build  # noqa: E402
+from exporter.project.config import Project  # noqa: E402
 from sidecar import search  # noqa: E402
 from sidecar.store import Snapshot  # noqa: E402
 

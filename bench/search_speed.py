@@ -38,8 +38,8 @@ EXPORT = """
 import json, sys, time, resource
 sys.path.insert(0, sys.argv[2])
 from pathlib import Path
-from exporter.build import build
-from exporter.config import Project
+from exporter.pipeline.build import build
+from exporter.project.config import Project
 marks = []
 def progress(phase, done, total):
     if done == 0:

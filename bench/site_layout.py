@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 from builders import copy_sample, multiply  # noqa: E402
 
 from exporter.contract.layout import FOLDER_LIMIT  # noqa: E402
-from exporter.layout import entries_per_folder  # noqa: E402
+from exporter.site.folders import entries_per_folder  # noqa: E402
 
 FEDNODE = [sys.executable, "-m", "cli.main"]
 DENO = REPO / ".cache" / "deno-2" / "node_modules" / ".bin" / "deno"

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from exporter.config import Project, load_node_config, load_serve_config
 from exporter.contract.errors import FednodeError
 from exporter.contract.wire import PUBLIC, SCOPES
-from exporter.errors import ContentError, Problem, printable
-from exporter.ledger import Ledger
-from exporter.names import SPECIES, duplicates, species_records, suspects
-from exporter.scaffold import new_record
-from exporter.tomltext import toml_string
+from exporter.pipeline.ledger import Ledger
+from exporter.project.config import Project, load_node_config, load_serve_config
+from exporter.project.names import SPECIES, duplicates, species_records, suspects
+from exporter.project.scaffold import new_record
+from exporter.project.tomltext import toml_string
+from exporter.shared.errors import ContentError, Problem, printable
 
 # Each command imports what it alone needs (the export machinery: pyarrow, jinja2; keys: jwt;
 # the sidecar: aiohttp), so `--help` and the small commands start at once.
@@ -119,8 +119,8 @@ def import_dwc(source: Path, project_dir: Path, collection: str, access: str | N
     """Import a Darwin Core checklist: an archive (zip, or folder with meta.xml) or a
     folder of CSV files (taxon.csv plus distribution, description, speciesprofile,
     vernacularname) joined on taxonID. docs/darwin-core.md maps the terms."""
-    from exporter.dwc_import import apply_import, plan_import
-    from exporter.dwc_source import read_checklist
+    from exporter.darwincore.importer import apply_import, plan_import
+    from exporter.darwincore.source import read_checklist
 
     project = Project(project_dir)
     plan = plan_import(project, read_checklist(source), dataset=dataset, access=access)
@@ -140,7 +140,7 @@ def check(project_dir: Path) -> None:
     """Validate content/ against the collection schemas; list every problem.
 
     Warnings (a scientificName used by two species) are listed too; they do not fail."""
-    from exporter.build import load
+    from exporter.pipeline.build import load
 
     project = Project(project_dir)
     try:
@@ -209,7 +209,7 @@ def export(project_dir: Path, frozen: bool, base_url: str | None, watch: bool) -
         # for the next one rather than give it back, so that a delta export's copy of the
         # records table (200 MB at 100,000 records) does not fault in fresh pages each time.
         os.environ.setdefault("MIMALLOC_PURGE_DELAY", "-1")
-    from exporter.build import BuildReport, build
+    from exporter.pipeline.build import BuildReport, build
 
     project = Project(project_dir)
 
@@ -231,8 +231,8 @@ def export(project_dir: Path, frozen: bool, base_url: str | None, watch: bool) -
         if _ENDS_WITH_COMMAND:
             _LEFT_IN_MEMORY.append(report)
         return
-    from exporter.delta import Session
-    from exporter.watch import ContentWatch
+    from exporter.pipeline.delta import Session
+    from exporter.pipeline.watch import ContentWatch
 
     session = Session(project, frozen=frozen, base_url=base_url)
     with ContentWatch(project.content) as changes:  # made first: no edit is ever missed

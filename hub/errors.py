@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from exporter.contract.errors import FednodeError
-from exporter.errors import printable
+from exporter.shared.errors import printable
 
 
 class SyncError(FednodeError):

@@ -81,7 +81,7 @@ def _collection(obj: dict[str, Any], name: str, where: str) -> str:
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class SnapshotFile:
     collection: str
     url: str
     records: int
@@ -95,7 +95,7 @@ class Manifest:
     roots: tuple[str, ...]  # the node's base_url and sidecar_url, as it names them
     updated_at: str | None  # the time of the last event visible without a key
     seq: int  # how many events are visible without a key
-    snapshots: tuple[Snapshot, ...]
+    snapshots: tuple[SnapshotFile, ...]
     changes_url: str
     changes_sha256: str
     counts: dict[str, int] | None  # public records per collection, when the node says
@@ -125,7 +125,7 @@ def parse_manifest(body: bytes, where: str) -> Manifest:
     for n, item in enumerate(_list(section, "snapshots", spot)):
         at = f"{spot}: snapshots[{n}]"
         entry = _object(item, at)
-        snapshots.append(Snapshot(
+        snapshots.append(SnapshotFile(
             _collection(entry, "collection", at), str(_text(entry, "url", at)),
             _integer(entry, "records", at),
             str(_text(entry, "sha256", at, _SHA256, hint="a SHA-256 in hex"))))

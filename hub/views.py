@@ -1,5 +1,5 @@
 """A view per collection over the hub's `records` table: one typed column per field of the
-collection's JSON Schema (exporter/schemas/), so a hub operator queries `species` as a
+collection's JSON Schema (exporter/project/schemas/), so a hub operator queries `species` as a
 table. The columns follow the schemas; a field a record lacks is NULL."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ SQL_TYPES = {"integer": "BIGINT", "number": "DOUBLE", "boolean": "BOOLEAN"}
 @cache
 def fields(collection: str) -> tuple[tuple[str, str], ...]:
     """(field, SQL type) of each column of the collection's view after node_id and id."""
-    text = (resources.files("exporter") / "schemas" / f"{collection}.schema.json").read_text(
+    schemas = resources.files("exporter.project") / "schemas"
+    text = (schemas / f"{collection}.schema.json").read_text(
         "utf-8")
     properties: dict[str, Any] = json.loads(text)["properties"]
     columns = []

@@ -15,9 +15,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from exporter import encoder, search
 from exporter.contract.wire import PUBLIC, document_url
+from exporter.shared import encoder, search, word_vectors
 
+from . import ranking
 from .store import Snapshot
 
 PASSAGES = 4  # passages whose sentences are weighed
@@ -59,7 +60,7 @@ class Evidence(NamedTuple):
     """How well the library covers a question, each part 0..1, of the passages retrieved:
     the best passage's weighted share of the question's words; its closeness in meaning by
     word vectors (wordllama's, which retrieval uses too); its closeness by the sentence
-    encoder (`exporter.encoder`, which reads words in their context: a question put in other
+    encoder (`exporter.shared.encoder`, which reads words in their context: a question put in other
     words than the passage's comes close by it, where word vectors cannot tell a passage that
     answers from one that uses the same words); and the best share of two sentences that
     follow each other in one passage (where the question's words stand close together, the
@@ -117,7 +118,7 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
     return {"question": question, "answer": text, "citations": citations, "grounded": True}
 
 
-def weigh(indexes: list[search.Passages], question: str) -> Weighed:
+def weigh(indexes: list[ranking.Passages], question: str) -> Weighed:
     """Retrieve the passages for a question from these groups, and weigh them and their
     sentences: its evidence, and its quotes best first."""
     terms = set(search.stems(question)) - ASKING
@@ -129,7 +130,7 @@ def weigh(indexes: list[search.Passages], question: str) -> Weighed:
     def share(stems: set[str]) -> float:  # fsum: the same in any order a set is walked in
         return math.fsum(weights[t] for t in stems if t in weights) / whole
 
-    vector = search.Embedder.embed([question], serving=True)[0]
+    vector = word_vectors.Embedder.embed([question], serving=True)[0]
     found: list[Candidate] = []
     for group in indexes:
         keyword = group.keyword(sorted(terms), DEPTH)
@@ -152,7 +153,7 @@ def weigh(indexes: list[search.Passages], question: str) -> Weighed:
     in_order = [(weighed, quoted, row) for row, statements in found_in
                 for weighed, quoted in statements]
     unique = list(dict.fromkeys(sentence for sentence, _, _ in in_order))
-    near = search.Embedder.embed(unique, serving=True) @ vector if unique else np.zeros(0)
+    near = word_vectors.Embedder.embed(unique, serving=True) @ vector if unique else np.zeros(0)
     stems = {sentence: set(search.all_stems(sentence)) for sentence in unique}  # once each
     words = {sentence: share(stems[sentence]) for sentence in unique}
     meaning = {sentence: max(0.0, float(c)) for sentence, c in zip(unique, near, strict=True)}
@@ -191,7 +192,7 @@ def _refusal(question: str, message: str) -> dict[str, Any]:
             "message": message}
 
 
-def unknown_names(question: str, indexes: list[search.Passages]) -> list[str]:
+def unknown_names(question: str, indexes: list[ranking.Passages]) -> list[str]:
     """The question's words that name something none of these passages mention: a word
     the passages never use (stemmed as the index stems it) that is written as a name
     (a capital letter not opening a sentence, or a digit) or is rare (`RARE_PIECES`). A
@@ -199,7 +200,7 @@ def unknown_names(question: str, indexes: list[search.Passages]) -> list[str]:
     its other words come. An ordinary word it does not use ("fridge" where the library says
     "refrigerator") is left to the evidence step."""
     found = []
-    tokenizer = search.Embedder.serving().tokenizer
+    tokenizer = word_vectors.Embedder.serving().tokenizer
     for match in _WORD.finditer(question):
         word, before = match.group(), question[:match.start()].rstrip()
         opens = not before or before.endswith(_SENTENCE_ENDS)  # a capital there is no name
@@ -215,7 +216,7 @@ def unknown_names(question: str, indexes: list[search.Passages]) -> list[str]:
     return found
 
 
-def _weights(indexes: list[search.Passages], terms: set[str]) -> dict[str, float]:
+def _weights(indexes: list[ranking.Passages], terms: set[str]) -> dict[str, float]:
     """How much each of the question's words tells (BM25's inverse document frequency over
     the passages this caller may read): a word the library never uses weighs the most, and
     a sentence without it supports the question little."""

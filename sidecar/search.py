@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from exporter import search
 from exporter.contract.wire import COLLECTIONS, record_url
+from exporter.shared import search, word_vectors
 
+from . import ranking
 from .store import Snapshot
 
 Mode = Literal["keyword", "semantic", "hybrid"]
@@ -22,11 +23,11 @@ def run(snapshot: Snapshot, groups: Sequence[str], collections: Sequence[str], t
         mode: Mode, limit: int) -> dict[str, Any]:
     indexes = snapshot.groups(groups)
     text = search.as_asked(text)
-    query = search.keyword_query(text) if mode != "semantic" else None
-    keyword: list[search.Hit] = []
-    semantic: list[search.Hit] = []
+    query = ranking.keyword_query(text) if mode != "semantic" else None
+    keyword: list[ranking.Hit] = []
+    semantic: list[ranking.Hit] = []
     counts = dict.fromkeys(collections, 0)
-    depth = limit if mode != "hybrid" else max(limit, search.DEPTH)
+    depth = limit if mode != "hybrid" else max(limit, ranking.DEPTH)
     if query is not None:
         for group in indexes:
             keyword += group.keyword(query, collections, depth)
@@ -34,7 +35,7 @@ def run(snapshot: Snapshot, groups: Sequence[str], collections: Sequence[str], t
                 _add(counts, group.counts(query, collections))
     close: dict[str, list[str]] = {}  # group -> its semantic candidates
     if mode != "keyword":
-        vector = search.Embedder.embed([text], serving=True)[0]
+        vector = word_vectors.Embedder.embed([text], serving=True)[0]
         for group in indexes:
             hits, found = group.semantic(vector, collections, depth)
             semantic += hits
@@ -67,26 +68,26 @@ def _add(counts: dict[str, int], found: dict[str, int]) -> None:
         counts[name] += n
 
 
-def _ordered(hits: list[search.Hit]) -> list[search.Hit]:
+def _ordered(hits: list[ranking.Hit]) -> list[ranking.Hit]:
     """Best first; ties by collection order, then id: never by the order groups were read."""
     rank = {name: n for n, name in enumerate(COLLECTIONS)}
     return sorted(hits, key=lambda h: (-h.score, rank[h.collection], h.id))
 
 
-def _fused(keyword: list[search.Hit], semantic: list[search.Hit]) -> list[search.Hit]:
+def _fused(keyword: list[ranking.Hit], semantic: list[ranking.Hit]) -> list[ranking.Hit]:
     """A weighted sum of both sides, each scaled to 0..1: BM25 divided by the best BM25 of
     this answer, similarity mapped from SEMANTIC_FLOOR..1. (Measured against reciprocal rank
     fusion on bench/search_judged.json: see docs/search.md.)"""
     best = keyword[0].score if keyword else 1.0
     scores: dict[str, float] = {}
-    hits: dict[str, search.Hit] = {}
+    hits: dict[str, ranking.Hit] = {}
     for hit in keyword:
-        scores[hit.id] = search.WEIGHT_KEYWORD * hit.score / best
+        scores[hit.id] = ranking.WEIGHT_KEYWORD * hit.score / best
         hits[hit.id] = hit
-    floor = search.SEMANTIC_FLOOR
+    floor = ranking.SEMANTIC_FLOOR
     for hit in semantic:
         closeness = max(0.0, hit.score - floor) / (1.0 - floor)
-        scores[hit.id] = scores.get(hit.id, 0.0) + search.WEIGHT_SEMANTIC * closeness
+        scores[hit.id] = scores.get(hit.id, 0.0) + ranking.WEIGHT_SEMANTIC * closeness
         hits.setdefault(hit.id, hit)
-    return _ordered([search.Hit(h.collection, h.id, scores[h.id], h.group)
+    return _ordered([ranking.Hit(h.collection, h.id, scores[h.id], h.group)
                      for h in hits.values()])

@@ -26,11 +26,12 @@ from typing import TypeVar
 import duckdb
 import pyarrow as pa
 
-from exporter import encoder, search
 from exporter.contract import builds, bundle
 from exporter.contract.errors import FednodeError
-from exporter.errors import ExportError
+from exporter.shared import encoder, word_vectors
+from exporter.shared.errors import ExportError
 
+from . import ranking
 from .changes import Feeds
 from .errors import Unavailable
 from .records import Records
@@ -103,8 +104,8 @@ class Snapshot:
         events = _quote(str(path / bundle.EVENTS))
         self._db.execute(f"CREATE TABLE ledger AS SELECT * FROM read_parquet('{events}')")
         self._db.execute(EVENTS_VIEW.format(source="ledger"))
-        self.search = _open_groups(path / bundle.SEARCH, search.Group, "search index")
-        self.passages = _open_groups(path / bundle.PASSAGES, search.Passages, "library index")
+        self.search = _open_groups(path / bundle.SEARCH, ranking.Group, "search index")
+        self.passages = _open_groups(path / bundle.PASSAGES, ranking.Passages, "library index")
         self.path = path
         self.feeds = Feeds()  # the changes feed, by caller kind, as first asked for
         self._local = threading.local()
@@ -122,11 +123,11 @@ class Snapshot:
         except OSError:
             return None
 
-    def groups(self, held: Sequence[str]) -> list[search.Group]:
+    def groups(self, held: Sequence[str]) -> list[ranking.Group]:
         """The search index of each access group a caller holds, and of no other."""
         return [self.search[name] for name in held if name in self.search]
 
-    def passage_groups(self, held: Sequence[str]) -> list[search.Passages]:
+    def passage_groups(self, held: Sequence[str]) -> list[ranking.Passages]:
         """The library's passages of each access group a caller holds, and of no other."""
         return [self.passages[name] for name in held if name in self.passages]
 
@@ -169,7 +170,7 @@ class Store:
         self.snapshot = Snapshot(path)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="duckdb")
         # The embedding model loads in the background: the first search need not wait.
-        self._pool.submit(search.Embedder.serving)
+        self._pool.submit(word_vectors.Embedder.serving)
         if self.snapshot.passages:
             # The library's encoder, at once: files that are not the published model stop
             # the start with their message (ExportError), not each question with an error

@@ -16,7 +16,7 @@ import os
 import select
 from pathlib import Path
 
-from exporter.inotify import (
+from exporter.shared.inotify import (
     CHANGES,
     IN_DELETE_SELF,
     IN_IGNORED,

@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from exporter.config import Project, load_node_config
+from exporter.project.config import Project, load_node_config
 from sidecar import keys as keyring
 from sidecar.app import NodeRunner, SidecarConfig, create_app
 
@@ -99,7 +99,7 @@ def exported_sample(destination: Path) -> Path:
         import atexit
         import tempfile
 
-        from exporter.build import build
+        from exporter.pipeline.build import build
 
         base = Path(tempfile.mkdtemp(prefix="fednode-sample-"))
         atexit.register(shutil.rmtree, base, True)

@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from builders import Node, app_for, copy_sample  # noqa: E402
 
-from exporter.build import BuildReport, build  # noqa: E402
-from exporter.config import Project  # noqa: E402
+from exporter.pipeline.build import BuildReport, build  # noqa: E402
+from exporter.project.config import Project  # noqa: E402
 from sidecar.app import NodeRunner  # noqa: E402
 
 # Hypothesis keeps no example database in the checkout (no test writes there); a failure

@@ -1,6 +1,6 @@
-"""Work an export hands aside (exporter/aside.py): a forked process in a one-thread process, a
-thread elsewhere; its result or its exception comes back; a child that dies leaves the work
-to the parent; a killed export takes its child along and leaves its lock free."""
+"""Work an export hands aside (exporter/pipeline/forks.py): a forked process in a one-thread
+process, a thread elsewhere; its result or its exception comes back; a child that dies leaves
+the work to the parent; a killed export takes its child along and leaves its lock free."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def gone(pid: int) -> bool:
 def test_work_aside_runs_in_a_forked_process_and_returns_or_raises() -> None:
     done = run("""
         import os
-        from exporter import aside
+        from exporter.pipeline import forks as aside
         assert aside.forks()
         parent = os.getpid()
         assert aside.Aside(os.getpid).result() != parent
@@ -55,7 +55,7 @@ def test_work_aside_runs_in_a_forked_process_and_returns_or_raises() -> None:
 def test_a_child_that_dies_leaves_the_work_to_the_parent() -> None:
     done = run("""
         import os, signal
-        from exporter import aside
+        from exporter.pipeline import forks as aside
         parent = os.getpid()
         def dies_aside():
             if os.getpid() != parent:
@@ -71,7 +71,7 @@ def test_a_child_that_dies_leaves_the_work_to_the_parent() -> None:
 def test_cancel_stops_the_child() -> None:
     done = run("""
         import os, time
-        from exporter import aside
+        from exporter.pipeline import forks as aside
         work = aside.Aside(time.sleep, 60)
         pid = work._child[0]
         started = time.monotonic()
@@ -89,7 +89,8 @@ def test_a_killed_export_takes_its_child_along_and_frees_the_lock(tmp_path: Path
     done = run("""
         import os, signal, sys, time
         from pathlib import Path
-        from exporter import aside, writer
+        from exporter.pipeline import forks as aside
+        from exporter.pipeline import switch as writer
         with writer.exclusive(Path(sys.argv[1])):
             work = aside.Aside(time.sleep, 60)
             print(work._child[0], flush=True)
@@ -110,7 +111,8 @@ def test_the_child_does_not_hold_the_export_lock(tmp_path: Path) -> None:
     done = run("""
         import fcntl, sys, time
         from pathlib import Path
-        from exporter import aside, writer
+        from exporter.pipeline import forks as aside
+        from exporter.pipeline import switch as writer
         private = Path(sys.argv[1])
         with writer.exclusive(private):
             work = aside.Aside(time.sleep, 60)
@@ -125,7 +127,7 @@ def test_the_child_does_not_hold_the_export_lock(tmp_path: Path) -> None:
 
 
 def test_with_other_threads_the_work_runs_on_a_thread() -> None:
-    from exporter import aside
+    from exporter.pipeline import forks as aside
 
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)

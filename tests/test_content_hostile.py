@@ -1,7 +1,7 @@
 """Hostile content: anything ambiguous about a record's id or access fails closed.
 
-Each test runs the real reader (`exporter.build.load`) or the real export (`build`), and the
-property tests look at what actually lands in site_out/."""
+Each test runs the real reader (`exporter.pipeline.build.load`) or the real export
+(`build`), and the property tests look at what actually lands in site_out/."""
 
 from __future__ import annotations
 
@@ -24,13 +24,13 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from exporter import __version__
-from exporter.build import build, load
-from exporter.cache import FILE as CACHE_FILE
-from exporter.config import Project
-from exporter.content import SourceRecord, validate
-from exporter.errors import ContentError
-from exporter.schemas import collections
-from exporter.tomltext import toml_string
+from exporter.pipeline.build import build, load
+from exporter.pipeline.cache import FILE as CACHE_FILE
+from exporter.project.config import Project
+from exporter.project.content import SourceRecord, validate
+from exporter.project.schemas import collections
+from exporter.project.tomltext import toml_string
+from exporter.shared.errors import ContentError
 
 NOW = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 TABLE = "content/germination/results.csv"
@@ -373,7 +373,8 @@ def test_the_served_schema_is_unchanged_and_valid_2020_12() -> None:
     """Validation reads `$` as the end of the text; /api/schema still says `^...$`."""
     for collection in collections().values():
         Draft202012Validator.check_schema(collection.schema)
-        text = (REPO / "exporter" / "schemas" / f"{collection.name}.schema.json").read_text()
+        schemas = REPO / "exporter" / "project" / "schemas"
+        text = (schemas / f"{collection.name}.schema.json").read_text()
         assert collection.schema == json.loads(text)
 
 

@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cli.main import main
-from exporter.build import load
-from exporter.config import Project
 from exporter.contract.wire import COLLECTIONS
-from exporter.errors import ContentError
-from exporter.names import LatinName, latin_name, species_records
-from exporter.schemas import collections
+from exporter.pipeline.build import load
+from exporter.project.config import Project
+from exporter.project.names import LatinName, latin_name, species_records
+from exporter.project.schemas import collections
+from exporter.shared.errors import ContentError
 
 
 def run(*args: str) -> Result:
@@ -248,7 +248,7 @@ def test_check_suspects_every_name_it_could_warn_of(words: list[str], one: list[
     """`check` reads only the files whose names the export's sort keys (the names
     casefolded) say may be the same: whatever two names `duplicates` calls the same, their
     sort keys say so too."""
-    from exporter.names import _key, _suspect_key
+    from exporter.project.names import _key, _suspect_key
     first = "".join(w + s for w, s in zip(words, one, strict=False)).strip()
     second = "".join(w + s for w, s in zip(words, other, strict=False)).strip()
     first, second = case(first), other_case(second)  # type: ignore[operator]

@@ -1,4 +1,4 @@
-"""Exports brought up to date (`exporter.delta`, under `fednode export --watch`) give every
+"""Exports brought up to date (`exporter.pipeline.delta`, under `fednode export --watch`) give every
 file a whole export gives, byte for byte, after any run of edits; and only the edits that
 leave every other output as it was are brought up to date."""
 
@@ -19,11 +19,11 @@ from builders import REPO, copy_sample, exported_sample, multiply, search_ids
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter import downloads
-from exporter.build import build
-from exporter.config import Project
-from exporter.delta import Session
-from exporter.errors import ContentError
+from exporter.pipeline.build import build
+from exporter.pipeline.delta import Session
+from exporter.project.config import Project
+from exporter.shared.errors import ContentError
+from exporter.site import downloads
 
 Edit = Callable[[Path, random.Random], set[Path]]
 
@@ -233,8 +233,8 @@ def test_an_export_by_another_command_meanwhile_makes_the_next_whole(
 KILLED = """
 import os, sys
 from pathlib import Path
-from exporter.config import Project
-from exporter.delta import Session
+from exporter.project.config import Project
+from exporter.pipeline.delta import Session
 root, at = Path(sys.argv[1]), sys.argv[2]
 session = Session(Project(root))
 session.export(None)
@@ -416,17 +416,17 @@ def test_a_record_file_replaced_by_a_link_is_exported_whole(sample: Path,
 @given(st.integers(1, 40), st.lists(st.lists(st.integers(0, 39), max_size=80), max_size=6))
 def test_the_change_list_brought_up_to_date_is_the_one_made_whole(
         records: int, batches: list[list[int]]) -> None:
-    """`Feed.add` cuts the changed records' lines out of the list before and appends their
+    """`ChangeList.add` cuts the changed records' lines out of the list before and appends their
     new ones (the whole list joined again only past 64 of them): after any batches of
     edits, a record edited twice in one batch among them, the list is the one
     `public_changes` makes from every event."""
     from exporter.contract.feed import Event, public_changes
-    from exporter.delta import Feed
+    from exporter.pipeline.delta import ChangeList
     base = "https://node.example.org"
     ids = [f"{n:08d}-0000-4000-8000-000000000000" for n in range(records)]
     events = [Event(n + 1, "2026-11-26T10:00:00Z", "create", "species", record_id, f"{n:064x}",
                     "public") for n, record_id in enumerate(ids)]
-    feed = Feed.of(events, public_changes(events, base))
+    feed = ChangeList.of(events, public_changes(events, base))
     for second, batch in enumerate(batches, start=1):
         fresh = [Event(len(events) + n + 1, f"2026-11-26T10:00:{second:02d}Z", "update",
                        "species", ids[k % records], f"{len(events) + n:064x}", "public")

@@ -27,12 +27,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from cli.main import main
-from exporter import aside, downloads, dwc_source
-from exporter.build import BuildReport, load
-from exporter.config import Project
-from exporter.dwc_import import apply_import, plan_import, record_id
-from exporter.dwc_source import read_checklist
-from exporter.errors import ContentError
+from exporter.darwincore import source as dwc_source
+from exporter.darwincore.importer import apply_import, plan_import, record_id
+from exporter.darwincore.source import read_checklist
+from exporter.pipeline import forks as aside
+from exporter.pipeline.build import BuildReport, load
+from exporter.project.config import Project
+from exporter.shared.errors import ContentError
+from exporter.site import downloads
 
 BELGIUM = Path(__file__).resolve().parents[2] / "shared" / "data" / "alien-plants-belgium"
 if not BELGIUM.is_dir():
@@ -343,7 +345,7 @@ def test_the_csv_download_opens_in_a_spreadsheet_as_text(
 @pytest.mark.parametrize("text, shown", [("-3.5", "-3.5"), ("+32", "+32"), ("@home", "'@home"),
                                          ("-", "'-"), ("\tx", "'\tx"), ("a=b", "a=b")])
 def test_inert_cells(text: str, shown: str) -> None:
-    from exporter.downloads import inert
+    from exporter.site.downloads import inert
     assert inert(text) == shown
 
 
@@ -890,7 +892,7 @@ def test_csv_lines_are_what_the_csv_module_writes(rows: list[list[Any]], end: st
     row of one empty cell, None, numbers), and read back as the same cells. Python 3.11's
     writer quotes a carriage return only where the line ends with one; here, as from Python
     3.12, always: a bare one ends the row for many readers."""
-    from exporter.csv_lines import csv_lines
+    from exporter.site.csv_lines import csv_lines
 
     text = csv_lines(rows, end)
     expected = io.StringIO()
@@ -924,9 +926,9 @@ def test_an_archive_a_zip_cannot_hold_without_zip64_is_refused(tmp_path: Path) -
     """A zip without ZIP64 extensions holds sizes and offsets below 4 GiB: past that the
     archive would be unreadable, so the export stops with a message, before writing. (Made
     of one 64 MiB part given 65 times: the limit is reached without 4 GiB of memory.)"""
-    from exporter import dwc_archive
-    from exporter.config import load_node_config
-    from exporter.errors import ExportError
+    from exporter.darwincore import archive as dwc_archive
+    from exporter.project.config import load_node_config
+    from exporter.shared.errors import ExportError
 
     node = load_node_config(Project(Node(tmp_path / "node").root))
     part = dwc_archive.rows(node, [{"id": "t1", "scientificName": "x" * (64 << 20),

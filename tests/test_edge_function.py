@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from builders import REPO, ServerThread, app_for, exported_sample, issue_key, npm_tool
 
-from exporter.build import build
-from exporter.config import Project
 from exporter.contract.endpoints import ENDPOINTS
+from exporter.pipeline.build import build
+from exporter.project.config import Project
 
 PARTNER_SURVEY = "e312fd28-7dc8-45bb-bd5a-c64d8125e7de"  # a resource for partners only
 KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"  # a public species

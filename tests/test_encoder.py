@@ -1,4 +1,4 @@
-"""The library's sentence encoder (exporter/encoder.py): all-MiniLM-L6-v2 run in numpy, its
+"""The library's sentence encoder (exporter/shared/encoder.py): all-MiniLM-L6-v2 run in numpy, its
 files checked against the model as published."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exporter import encoder
-from exporter.encoder import Encoder
-from exporter.errors import ExportError
+from exporter.shared import encoder
+from exporter.shared.encoder import Encoder
+from exporter.shared.errors import ExportError
 
 
 def test_a_published_similarity_comes_out() -> None:
@@ -74,8 +74,8 @@ def test_a_sidecar_with_a_library_will_not_start_on_other_files(
     question later with an error 500."""
     from builders import copy_sample
 
-    from exporter.build import build
-    from exporter.config import Project
+    from exporter.pipeline.build import build
+    from exporter.project.config import Project
     from sidecar.store import Store
     root = copy_sample(tmp_path / "node")
     build(Project(root))
@@ -94,8 +94,8 @@ def test_a_library_exported_while_the_sidecar_runs_loads_the_encoder_with_it(
 
     from builders import copy_sample
 
-    from exporter.build import build
-    from exporter.config import Project
+    from exporter.pipeline.build import build
+    from exporter.project.config import Project
     from sidecar.store import Store
     root = copy_sample(tmp_path / "node")
     library = root / "content" / "library"
@@ -126,13 +126,14 @@ def test_batches_shared_among_processes_make_the_same_vectors() -> None:
     from builders import REPO
     script = (
         "import sys, numpy as np\n"
-        "from exporter.aside import forks\n"
-        "from exporter.encoder import Encoder\n"
+        "from exporter.pipeline.forks import Aside, forks\n"
+        "from exporter.shared.encoder import Encoder\n"
         "assert forks()\n"
         "texts = [('Knotweed grows along rivers. ' * (n % 9 + 1)) + str(n) for n in range(70)]\n"
         "one = Encoder.shared().encode(texts)\n"
         "for processes in (2, 3, 8):\n"
-        "    assert np.array_equal(Encoder.shared().encode(texts, processes=processes), one)\n"
+        "    made = Encoder.shared().encode(texts, processes=processes, aside=Aside)\n"
+        "    assert np.array_equal(made, one)\n"
         "print('same')\n")
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
                           text=True, timeout=300)

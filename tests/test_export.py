@@ -22,13 +22,13 @@ from builders import NODE_TOML, REPO, Node, app_for, copy_sample, multiply, spec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from exporter.build import BuildReport, build
-from exporter.config import Project
 from exporter.contract.layout import record_file
 from exporter.contract.page_urls import record_href
 from exporter.contract.wire import format_time, parse_time
-from exporter.errors import ContentError, ExportError
-from exporter.ledger import Ledger
+from exporter.pipeline.build import BuildReport, build
+from exporter.pipeline.ledger import Ledger
+from exporter.project.config import Project
+from exporter.shared.errors import ContentError, ExportError
 
 Export = Callable[..., BuildReport]
 Client = Callable[..., Awaitable[TestClient]]

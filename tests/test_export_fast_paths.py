@@ -17,12 +17,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_visibility import ledgers
 
-from exporter import aside
-from exporter.build import BuildReport
 from exporter.contract.feed import EVENT_FIELDS, OPS, Event, public_changes, visible_events
 from exporter.contract.wire import PUBLIC, encode, record_url
-from exporter.ledger import Ledger
-from exporter.renderings import runs
+from exporter.pipeline import forks as aside
+from exporter.pipeline.build import BuildReport
+from exporter.pipeline.ledger import Ledger
+from exporter.pipeline.previous import runs
 
 Export = Callable[..., BuildReport]
 
@@ -154,7 +154,7 @@ def test_an_output_written_in_pieces_is_their_bytes_in_order(pieces: list[bytes]
     import os
     import tempfile
 
-    from exporter.writer import Pieces, _write
+    from exporter.pipeline.switch import Pieces, _write
 
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "out.csv")

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from builders import REPO, Node, copy_sample, multiply
 
-import exporter.build
-import exporter.content
-from exporter.build import BuildReport
-from exporter.content import SourceFile
+import exporter.pipeline.build
+import exporter.project.content
+from exporter.pipeline.build import BuildReport
+from exporter.project.content import SourceFile
 
 Export = Callable[..., BuildReport]
 
@@ -39,13 +39,13 @@ def species_table(rows: int) -> str:
 def reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Count every parse of a content file by the real `content.read`."""
     counts: Counter[str] = Counter()
-    real = exporter.content.read
+    real = exporter.project.content.read
 
     def counted(source: SourceFile, *args: object, **kwargs: object) -> object:
         counts[source.rel] += 1
         return real(source, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(exporter.content, "read", counted)  # reading, one file at a time
+    monkeypatch.setattr(exporter.project.content, "read", counted)  # reading, one file at a time
     return counts
 
 
@@ -84,7 +84,7 @@ def test_an_edit_during_the_export_is_an_error_not_a_mix(node: Node, export: Exp
     def edit_once_read(phase: str, done: int, total: int) -> None:
         if phase == "ledger" and done == 0:  # the files are read; their fields not yet
             table.write_text(species_table(3).replace(before, after, 1))
-    with pytest.raises(exporter.build.ExportError, match="changed while the export ran"):
+    with pytest.raises(exporter.pipeline.build.ExportError, match="changed while the export ran"):
         export(node.root, base_url="https://mirror.example.net", progress=edit_once_read)
 
 

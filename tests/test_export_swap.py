@@ -32,8 +32,8 @@ from builders import (
     species,
 )
 
-from exporter.build import BuildReport
 from exporter.contract.layout import record_file
+from exporter.pipeline.build import BuildReport
 
 Export = Callable[..., BuildReport]
 Client = Callable[..., Awaitable[TestClient]]
@@ -260,8 +260,8 @@ def test_builds_recorded_by_an_older_fednode_are_reused_and_a_damaged_record_is_
     that outputs.json, both still read). Unreadable, a build is rebuilt, not trusted."""
     import marshal
 
-    from exporter.build import build
-    from exporter.config import Project
+    from exporter.pipeline.build import build
+    from exporter.project.config import Project
 
     root = exported_sample(tmp_path / "node")
     build(Project(root))

@@ -433,7 +433,7 @@ async def test_a_key_from_a_clock_ahead_is_refused_saying_so(
     beyond it, the refusal says that the clocks disagree (it said the key was forged)."""
     from datetime import UTC, datetime, timedelta
 
-    from exporter.config import Project, load_node_config
+    from exporter.project.config import Project, load_node_config
     from sidecar import keys as keyring
     root = tmp_path / "node"
     shutil.copytree(hostile_root, root, symlinks=True)

@@ -33,8 +33,8 @@ from test_sync import World, hub_view, node_view
 from yarl import URL
 
 from cli.main import main
-from exporter.build import build
-from exporter.config import Project, load_node_config
+from exporter.pipeline.build import build
+from exporter.project.config import Project, load_node_config
 from hub.index import Index
 from hub.node import exposed_key, parse_address
 from hub.sync import Limits, SyncError, sync

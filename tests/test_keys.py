@@ -22,10 +22,10 @@ from builders import NODE_ID, Node, app_for, issue_key, make_pdf, record_text, s
 from click.testing import CliRunner
 
 from cli.main import main
-from exporter.build import BuildReport
 from exporter.contract.endpoints import ENDPOINTS, Endpoint
 from exporter.contract.layout import shard
 from exporter.contract.page_urls import href_of
+from exporter.pipeline.build import BuildReport
 from sidecar import keys as keyring
 from sidecar.watch import FolderWatch
 

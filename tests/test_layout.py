@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from builders import copy_sample, multiply
 
-from exporter.build import build
-from exporter.config import Project
 from exporter.contract.layout import FOLDER_LIMIT
-from exporter.errors import ExportError
-from exporter.layout import entries_per_folder
+from exporter.pipeline.build import build
+from exporter.project.config import Project
+from exporter.shared.errors import ExportError
+from exporter.site.folders import entries_per_folder
 
 NOW_LEDGER = "ledger.jsonl"
 

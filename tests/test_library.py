@@ -32,10 +32,10 @@ from builders import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter import search
-from exporter.build import build
-from exporter.config import Project
-from exporter.errors import ContentError
+from exporter.pipeline.build import build
+from exporter.project.config import Project
+from exporter.shared import search, word_vectors
+from exporter.shared.errors import ContentError
 
 GUIDE = "11111111-1111-4111-8111-111111111111"
 PROTOCOL = "22222222-2222-4222-8222-222222222222"  # access: sensitive
@@ -258,13 +258,14 @@ def test_callers_words_are_not_remembered_between_calls(site: Site) -> None:
     with urllib.request.urlopen(site.url + "/api/search?q=quorblatt+walrus&mode=semantic"
                                 ) as response:
         assert response.status == 200
-    serving = search.Embedder.serving()
+    serving = word_vectors.Embedder.serving()
     assert not serving.remember and not serving._pieces
-    exporting = search.Embedder.model()
+    exporting = word_vectors.Embedder.model()
     assert exporting is not serving and not any(
         word in piece for piece in exporting._pieces for word in ("walrus", "quorblatt"))
     texts = ["Knotweed stems are injected in late summer.", "quorblatt walrus"]
-    assert (search.Embedder.embed(texts, serving=True) == search.Embedder.embed(texts)).all()
+    embed = word_vectors.Embedder.embed
+    assert (embed(texts, serving=True) == embed(texts)).all()
 
 
 def test_pdfs_are_published_or_served_only_to_those_who_may_read_them(site: Site) -> None:
@@ -363,7 +364,7 @@ def test_an_unchanged_pdf_is_not_read_again(tmp_path: Path,
     (its time put back, as `cp -p` or `touch -r` do) is read again: its change time and
     inode tell. Before session 22 the size and time alone decided, and the broken file
     below was taken for the PDF it replaced."""
-    from exporter import library
+    from exporter.library import documents as library
     node = library_node(tmp_path / "node", restricted=False)
     build(Project(node.root))
     with monkeypatch.context() as patched:
@@ -388,7 +389,8 @@ def test_a_passage_is_encoded_once(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     vector is the one the passage's text has when encoded afresh. (What an export encoded is
     what its process learned (`library._encoded`), from the process that built the library
     aside too.)"""
-    from exporter import encoder, library
+    from exporter.library import documents as library
+    from exporter.shared import encoder
     from sidecar.store import Snapshot
     encode = encoder.Encoder.encode
 
@@ -464,8 +466,8 @@ def test_a_damaged_pdf_is_an_error_or_an_export_never_a_crash(
 def test_running_headers_and_footers_are_left_out_of_the_passages(tmp_path: Path) -> None:
     """A title repeated at the foot of every page and the printed page number are on the
     page, not what it says: they are no passage's words, and never quoted."""
-    from exporter import search
     from exporter.contract.bundle import PASSAGES
+    from exporter.shared import search
     node = library_node(tmp_path / "node", restricted=False)
     labels = ["i", "ii", "1", "2"]
     furnished = [f"RESTRICTED: not really.\n\n{text}\n\nKnotweed control guide, 2025\n\n{label}"
@@ -640,7 +642,7 @@ def test_a_page_without_sentence_ends_is_cut_into_passages(tmp_path: Path) -> No
     PASSAGE_CHARS: one passage of the whole page made every question that retrieved it slow
     to weigh (seconds, at megabytes)."""
     from exporter.contract.bundle import PASSAGES
-    from exporter.library import PASSAGE_CHARS
+    from exporter.library.documents import PASSAGE_CHARS
     node = library_node(tmp_path / "node", restricted=False)
     pdf = node.root / "content" / "library" / "guide.pdf"
     pdf.unlink()
@@ -689,8 +691,10 @@ def test_a_pdf_that_takes_too_long_to_read_is_refused(tmp_path: Path,
         raw_pdf(pdf, [b"BT /F1 10 Tf 50 700 Td\n" + b"(Knotweed grows. ) Tj\n" * 200_000 +
                       b"ET\n"])
     script = ("import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path\n"
-              "from exporter import library; from exporter.build import build\n"
-              "from exporter.config import Project; from exporter.errors import ContentError\n"
+              "from exporter.library import documents as library\n"
+              "from exporter.pipeline.build import build\n"
+              "from exporter.project.config import Project\n"
+              "from exporter.shared.errors import ContentError\n"
               "library.READ_SECONDS = 2.0\n"
               "try: build(Project(Path(sys.argv[2])))\n"
               "except ContentError as error: print(*error.problems, sep='\\n')\n")
@@ -717,7 +721,7 @@ def test_furniture_is_only_what_repeats_at_the_edges(
         bodies: list[list[str]], header: str, numbered: bool) -> None:
     """A page keeps every line of its body; only a line at its top or bottom that is its
     label, or that stands at the top or bottom of half the pages (three at least), goes."""
-    from exporter.library import without_furniture
+    from exporter.library.documents import without_furniture
     # Body lines differ from page to page, as a text's lines do (numbered to make sure).
     bodies = [[f"{n}.{m} {line}".strip() for m, line in enumerate(lines)]
               for n, lines in enumerate(bodies)]

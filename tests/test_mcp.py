@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from mcp import Client, MCPError
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
-from exporter.build import build
-from exporter.config import Project
+from exporter.pipeline.build import build
+from exporter.project.config import Project
 
 TOOLS = ["node_info", "search", "get_species", "get_treatments", "get_resources",
          "get_germination", "get_team"]
@@ -473,7 +473,7 @@ def test_origins_allowed_in_node_toml(tmp_path: Path) -> None:
     node_toml = root / "content" / "node.toml"
     text = node_toml.read_text()
     node_toml.write_text(text.replace("[node]\n", '[node]\nmcp_origins = ["https://x.y/"]\n', 1))
-    from exporter.errors import ContentError
+    from exporter.shared.errors import ContentError
     with pytest.raises(ContentError) as caught:
         build(Project(root))
     assert "node.mcp_origins" in str(caught.value.problems[0])

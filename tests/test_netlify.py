@@ -23,9 +23,9 @@ import pytest
 from builders import REPO, ServerThread, app_for, copy_sample, issue_key, npm_tool
 from test_cli_serve import free_port
 
-from exporter.build import build
-from exporter.config import Project
 from exporter.contract.page_urls import record_href
+from exporter.pipeline.build import build
+from exporter.project.config import Project
 
 KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"
 

@@ -13,8 +13,8 @@ import pytest
 from builders import ServerThread, app_for, examples, exported_sample, issue_key
 from openapi_spec_validator import validate
 
-from exporter.build import build
-from exporter.config import Project
+from exporter.pipeline.build import build
+from exporter.project.config import Project
 from sidecar.app import ROUTER
 
 

@@ -18,15 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markupsafe import Markup
 
-from exporter import pages
-from exporter.build import build, load
-from exporter.config import Project, load_node_config
-from exporter.content import SourceRecord
 from exporter.contract.page_urls import record_href
 from exporter.contract.wire import COLLECTIONS, PUBLIC
-from exporter.pages import PAGE_SIZE
-from exporter.render import Rendered
-from exporter.schemas import collections
+from exporter.pipeline.build import build, load
+from exporter.project.config import Project, load_node_config
+from exporter.project.content import SourceRecord
+from exporter.project.schemas import collections
+from exporter.site import pages
+from exporter.site.pages import PAGE_SIZE
+from exporter.site.served import Rendered
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 PAGE_FILES = re.compile(r".*\.html|sitemap\.xml|sitemaps/.*|robots\.txt|site\.css")

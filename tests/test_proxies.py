@@ -162,8 +162,8 @@ def test_fednode_serve_takes_trusted_proxies(sample_root: Path, tmp_path: Path) 
 def test_trusted_proxies_in_node_toml_are_checked(sample_root: Path, tmp_path: Path) -> None:
     from builders import copy_sample
 
-    from exporter.config import Project, load_serve_config
-    from exporter.errors import ContentError
+    from exporter.project.config import Project, load_serve_config
+    from exporter.shared.errors import ContentError
 
     root = copy_sample(tmp_path)
     toml = root / "content" / "node.toml"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import re
@@ -19,10 +20,10 @@ from aiohttp.test_utils import TestClient
 from builders import REPO, app_for, exported_sample, issue_key
 from test_cli_serve import ENV, FEDNODE, free_port
 
-from exporter.build import load
-from exporter.config import Project
 from exporter.contract.endpoints import ENDPOINTS, capabilities
 from exporter.contract.wire import COLLECTIONS, NO_COLLECTION, NO_ENDPOINT, PUBLIC
+from exporter.pipeline.build import load
+from exporter.project.config import Project
 from sidecar.app import ROUTER, NodeRunner, SidecarConfig, create_app, dispatch
 from sidecar.handlers import HANDLERS
 from sidecar.state import RUNNING
@@ -136,8 +137,9 @@ def test_netlify_toml_leaves_the_routing_to_the_export() -> None:
 ])
 def test_the_sidecar_and_hub_import_no_exporter_machinery(module: str,
                                                            allowed: tuple[str, ...]) -> None:
-    heavy = ["jinja2", "jsonschema", "fastjsonschema", "pyarrow", "exporter.render",
-             "exporter.build", "exporter.bundle_writer", "exporter.content", "rtoml"]
+    heavy = ["jinja2", "jsonschema", "fastjsonschema", "pyarrow", "exporter.site.served",
+             "exporter.pipeline.build", "exporter.pipeline.bundle_files",
+             "exporter.project.content", "rtoml"]
     code = (f"import sys, {module}; "
             f"print([m for m in {heavy!r} if m in sys.modules and m not in {allowed!r}])")
     found = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True,
@@ -146,7 +148,7 @@ def test_the_sidecar_and_hub_import_no_exporter_machinery(module: str,
 
 
 HEAVY = ["jinja2", "jsonschema", "fastjsonschema", "pyarrow", "numpy", "duckdb", "jwt",
-         "aiohttp", "exporter.build"]
+         "aiohttp", "exporter.pipeline.build"]
 
 
 def test_the_command_line_starts_without_what_its_commands_need(sample_copy: Path) -> None:
@@ -291,3 +293,34 @@ def test_serve_warns_when_links_point_elsewhere(tmp_path: Path) -> None:
         server.communicate(timeout=30)
     assert lines[1].startswith("warning: links in responses point to http://127.0.0.1:8000")
     assert f"fednode export --base-url http://127.0.0.1:{port}" in lines[1]
+
+
+# What the sidecar may import of the exporter: the contract, the shared part (pipeline-free)
+# and the package's version. Nothing of the pipeline, the site, the project's content, the
+# index writer, the library's reading or Darwin Core.
+SIDECAR_MAY_IMPORT = ("exporter", "exporter.contract", "exporter.shared")
+
+
+def test_the_sidecar_imports_only_the_contract_and_the_shared_part() -> None:
+    """Read in the source, every `exporter` import of sidecar/ is of the allowed parts; and
+    importing every sidecar module loads no other part of the exporter."""
+    found = []
+    for path in sorted((REPO / "sidecar").glob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            named = re.match(r"\s*(?:from|import) (exporter[\w.]*)", line)
+            if named and not any(named.group(1) == allowed or
+                                 named.group(1).startswith(allowed + ".")
+                                 for allowed in SIDECAR_MAY_IMPORT[1:]) and \
+                    named.group(1) != "exporter":
+                found.append(f"sidecar/{path.name}:{number}: {line.strip()}")
+    assert found == []
+    code = ("import importlib, pkgutil, sys, sidecar\n"
+            "for m in pkgutil.iter_modules(sidecar.__path__):\n"
+            "    importlib.import_module('sidecar.' + m.name)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('exporter')))")
+    loaded = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True,
+                            text=True, check=True).stdout
+    others = [name for name in ast.literal_eval(loaded) if name != "exporter" and not any(
+        name == allowed or name.startswith(allowed + ".") for allowed in SIDECAR_MAY_IMPORT[1:])]
+    assert others == []
+

@@ -38,9 +38,10 @@ from builders import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter import search
-from exporter.build import build
-from exporter.config import Project
+from exporter.indexing import writing
+from exporter.pipeline.build import build
+from exporter.project.config import Project
+from exporter.shared import search, word_vectors
 
 KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"
 BALSAM = "7a3c752f-2f45-4994-ae2e-28a90bae7ccd"
@@ -282,8 +283,8 @@ def test_no_network_during_export_and_search(tmp_path: Path) -> None:
             raise socket.gaierror("no name resolution in this test")
         socket.getaddrinfo = resolve
         from pathlib import Path
-        from exporter.build import build
-        from exporter.config import Project
+        from exporter.pipeline.build import build
+        from exporter.project.config import Project
         from exporter.contract.wire import COLLECTIONS
         from sidecar import search
         from sidecar.store import Snapshot
@@ -321,8 +322,8 @@ def test_a_change_of_searched_fields_indexes_afresh() -> None:
     import copy
     import dataclasses
 
-    from exporter.schemas import collections
-    from exporter.search_index import index_version
+    from exporter.indexing.search_index import index_version
+    from exporter.project.schemas import collections
     known = collections()
     schema = copy.deepcopy(known["species"].schema)
     schema["x-fednode"]["search"]["names"] = ["scientificName"]
@@ -342,11 +343,11 @@ def test_indexing_steps_aside_while_tantivys_queue_is_full(tmp_path: Path) -> No
             yield
 
     def document(n: int) -> Any:
-        return search.record_document(search.Doc(
+        return writing.record_document(search.Doc(
             "species", f"s{n}", f"Name {n}", f"Title {n}", "some words of text " * 40))
 
     index = search.create(tmp_path)
-    search.write(index, map(document, range(30_000)), alongside=other_work())
+    writing.write(index, map(document, range(30_000)), alongside=other_work())
     assert steps == [0, 1, 2, 3, 4]
     index.reload()
     searcher = index.searcher()
@@ -358,15 +359,15 @@ def test_indexing_steps_aside_while_tantivys_queue_is_full(tmp_path: Path) -> No
 def test_nothing_new_to_embed_loads_no_model() -> None:
     """An index whose texts all have vectors already (an export after one that changed
     only who may read a record) embeds nothing, and does not load the model to do so."""
-    from exporter.schemas import collections
-    from exporter.search_index import Vectors, index_version
-    loaded, search.Embedder._model = search.Embedder._model, None
+    from exporter.indexing.search_index import Vectors, index_version
+    from exporter.project.schemas import collections
+    loaded, word_vectors.Embedder._model = word_vectors.Embedder._model, None
     try:
         vectors = Vectors(None, index_version(collections()))
         assert list(vectors.embedding([], collections())) == []
-        assert vectors.fresh == {} and search.Embedder._model is None
+        assert vectors.fresh == {} and word_vectors.Embedder._model is None
     finally:
-        search.Embedder._model = loaded
+        word_vectors.Embedder._model = loaded
 
 
 # Texts made mostly of what could break cutting a text into pieces: spaces and runs of them,
@@ -383,7 +384,7 @@ def test_a_texts_tokens_are_its_pieces_tokens(texts: list[str]) -> None:
     """`WordVectors` tokenizes a text's pieces (remembered between texts) instead of the
     whole text: the ids are the tokenizer's own for the whole text, for any text, and the
     shipped model is one where this holds (the pieces are used)."""
-    model = search.Embedder.model()
+    model = word_vectors.Embedder.model()
     assert model._bare is not None
     texts = [*texts, "漢字" * 300, "https://example.org/" + "x" * 80]  # long pieces: not kept
     whole = [e.ids for e in model.tokenizer.encode_batch(texts, add_special_tokens=False)]
@@ -405,6 +406,6 @@ def test_our_word_vectors_are_wordllamas(texts: list[str]) -> None:
                             disable_download=True)
     with np.errstate(invalid="ignore", divide="ignore"):  # a text without tokens: NaN, alike
         expected = theirs.embed(texts, norm=True, batch_size=7)
-        ours = search.Embedder.embed(texts)
+        ours = word_vectors.Embedder.embed(texts)
     assert ours.dtype == np.float32 and ours.shape == (len(texts), search.DIMENSIONS)
     np.testing.assert_array_equal(ours, expected)

@@ -24,10 +24,10 @@ from builders import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter.build import build
-from exporter.config import Project
 from exporter.contract.bundle import RECORDS, read_records, records_of, segments
 from exporter.contract.wire import COLLECTIONS, PUBLIC
+from exporter.pipeline.build import build
+from exporter.project.config import Project
 from sidecar.records import Records as StoredRecords
 
 EPOCH = "1970-01-01T00:00:00Z"

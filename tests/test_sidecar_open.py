@@ -10,8 +10,8 @@ import pytest
 from aiohttp.test_utils import TestClient
 from builders import Node, app_for, species, team
 
-from exporter.build import BuildReport
 from exporter.contract.wire import NO_COLLECTION_FILE, NO_ENDPOINT_FILE
+from exporter.pipeline.build import BuildReport
 
 
 def static_url(relative: str) -> str | None:
@@ -20,7 +20,7 @@ def static_url(relative: str) -> str | None:
     if relative.startswith(("api/sync/", "library/", "download/")) or \
             relative == "api/openapi.json":
         return "/" + relative
-    if not relative.startswith("api/"):  # a page for people (exporter/pages.py)
+    if not relative.startswith("api/"):  # a page for people (exporter/site/pages.py)
         return "/" + relative.removesuffix("index.html")
     if relative in ("api/manifest.json", "api/schema.json"):
         return "/" + relative[:-5]

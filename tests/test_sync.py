@@ -29,9 +29,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cli.main import main
-from exporter.build import build
-from exporter.config import Project
 from exporter.contract.wire import encode
+from exporter.pipeline.build import build
+from exporter.project.config import Project
 from hub.sync import SyncError, sync
 from sidecar import keys as keyring
 from sidecar.changes import Change

@@ -20,8 +20,8 @@ from builders import REPO, Node, record_text, species
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter import watch
-from exporter.watch import ContentWatch
+from exporter.pipeline import watch
+from exporter.pipeline.watch import ContentWatch
 
 NOTHING = 0.3  # seconds a wait is given to show that nothing woke it
 
@@ -59,7 +59,7 @@ def test_the_watch_wakes_for_each_change_the_export_reads(
 
 def test_the_watch_names_the_files_saved_where_it_can(
         content: tuple[Node, ContentWatch]) -> None:
-    """What a delta export (`exporter.delta`) starts from: the files saved, or None where
+    """What a delta export (`exporter.pipeline.delta`) starts from: the files saved, or None where
     anything else changed (node.toml, a folder) or polling cannot say."""
     node, changes = content
     folder = node.root / "content"
@@ -193,7 +193,7 @@ LIMITED = """
 import sys, time
 from pathlib import Path
 Path("/proc/sys/user/max_inotify_watches").write_text("2")
-from exporter import watch
+from exporter.pipeline import watch
 watch.POLL = 0.05
 content = Path(sys.argv[1])
 with watch.ContentWatch(content) as changes:

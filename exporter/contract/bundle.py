@@ -16,10 +16,10 @@ holds restricted records, so its folder is 0700 and its files 0600.
   run of rows of one segment is a list page's items. A page for a caller is cut from runs
   that the records it may see decide, never the ones it may not
 - `events.parquet` the ledger, one row per `feed.Event`, `EVENT_COLUMNS`
-- `search/<group>/` the search index of one access group's records (`exporter.search`):
+- `search/<group>/` the search index of one access group's records (`exporter.shared.search`):
   tantivy's files, `vectors.npy` and `state.json`
-- `passages/<group>/` the library's passages of one access group (`exporter.library`):
-  tantivy's files, `vectors.npy`, `senses.npy` (`exporter.encoder`) and `passages.json`
+- `passages/<group>/` the library's passages of one access group (`exporter.library.documents`):
+  tantivy's files, `vectors.npy`, `senses.npy` (`exporter.shared.encoder`) and `passages.json`
 - `library/<group>/<id>.pdf` every PDF of the library, in the folder of its access group
   (`public` too): a sidecar answering from an older snapshot reads the folder that snapshot
   knows the document by, never a PDF of another group written since into the same build
@@ -56,7 +56,7 @@ SEARCH = "search"
 PASSAGES = "passages"
 LIBRARY = "library"
 # The build's public tree, beside the bundle in the same build folder: the sidecar serves
-# the pages for people (exporter/pages.py) from it, the very bytes the CDN serves.
+# the pages for people (exporter/site/pages.py) from it, the very bytes the CDN serves.
 SITE = "../site"
 # Whole-collection downloads, at the same path in site_out/ and in the bundle.
 DOWNLOADS = "download"

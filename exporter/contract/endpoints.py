@@ -131,7 +131,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("record", "GET", "/api/{collection}/{id}", "open", "read", JSON,
              "One record", capability="records", public=True,
              static="/api/{collection}/{shard}/{id}.json"),
-    # Pages for people (exporter/pages.py): none of them starts with /api/ or /library/.
+    # Pages for people (exporter/site/pages.py): none of them starts with /api/ or /library/.
     Endpoint("collection_page", "GET", "/{collection}/", "open", None, HTML,
              "The first page of a collection's public records, for people", public=True,
              page=True),

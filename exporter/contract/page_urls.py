@@ -1,5 +1,5 @@
 """The URLs of the pages for people, and the files under site_out/ that serve them (the
-exporter writes them, the sidecar serves them; see exporter/pages.py)."""
+exporter writes them, the sidecar serves them; see exporter/site/pages.py)."""
 
 from __future__ import annotations
 

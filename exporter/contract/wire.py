@@ -205,7 +205,7 @@ def error_body(code: str, message: str) -> bytes:
 
 # What a path under /api/ without an endpoint gets, from the sidecar and from the CDN alike:
 # the export writes this body to NO_ENDPOINT_FILE, and site_out/_redirects serves it with a
-# 404 for any /api/ path no earlier rule or file answers (`exporter.redirects`).
+# 404 for any /api/ path no earlier rule or file answers (`exporter.site.redirects`).
 NO_ENDPOINT = "no endpoint at this path; see /api/manifest for the endpoints"
 NO_ENDPOINT_FILE = "api/404.json"
 # What one segment under /api/ that names no collection gets (/api/plants), from the sidecar

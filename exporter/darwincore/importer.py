@@ -1,0 +1,341 @@
+"""`fednode import dwc`: a Darwin Core checklist into species records, one Markdown file a
+taxon (content/species/<name>.md), front matter on Darwin Core terms.
+
+A record's id is a UUID v5 of the dataset and the taxonID, so a newer version of the
+checklist updates its records in place, adds new taxa and reports (or, asked to, deletes)
+the taxa that left it. The importer owns the fields it writes (the terms of the checklist);
+a publisher's own fields (body, tags, habitat, controlPriority...) survive a re-import. A
+record whose fields would not change is not written: importing a source twice writes
+nothing. Everything is read and checked before anything is written."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import unicodedata
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from exporter.darwincore.names import split_names
+from exporter.darwincore.source import Checklist, Row, Taxon
+from exporter.darwincore.terms import CORE_TERMS, EXTENSIONS, FLAGS
+from exporter.project.config import Project
+from exporter.project.content import SourceRecord, discover, read
+from exporter.project.schemas import Collection, collections
+from exporter.project.tomltext import toml_string
+from exporter.shared.errors import ContentError, Problem
+
+SPECIES = "species"
+# The namespace of record ids made from (dataset, taxonID).
+NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://fednode.org/dwc/taxon")
+_TRUE = {"true", "t", "yes", "y", "1"}
+_FALSE = {"false", "f", "no", "n", "0"}
+# Fields the importer writes, and so replaces on a re-import.
+OWNED = frozenset({*CORE_TERMS, "verbatimScientificName", *FLAGS,
+                   *(e.field for e in EXTENSIONS.values() if e.field)})
+
+
+def record_id(dataset: str, taxon_id: str) -> str:
+    return str(uuid.uuid5(NAMESPACE, f"{dataset}\n{taxon_id}"))
+
+
+@dataclass
+class Planned:
+    taxon_id: str
+    id: str
+    path: Path
+    fields: dict[str, Any]
+    body: str
+
+
+@dataclass
+class ImportPlan:
+    dataset: str
+    added: list[Planned] = field(default_factory=list)
+    updated: list[Planned] = field(default_factory=list)
+    unchanged: int = 0
+    left: list[SourceRecord] = field(default_factory=list)  # taxa no longer in the source
+    overlaps: list[str] = field(default_factory=list)  # taxa not imported: name taken
+    notes: list[str] = field(default_factory=list)  # names kept whole, same names
+
+    def summary(self, *, dry_run: bool, prune: bool) -> str:
+        verb = "would be" if dry_run else "were"
+        gone = (f"{len(self.left)} left the checklist and {verb} deleted" if prune else
+                f"{len(self.left)} left the checklist (kept; --prune deletes them)")
+        return (f"{'dry run: ' if dry_run else ''}dwc import of {self.dataset}: "
+                f"{len(self.added)} added, {len(self.updated)} updated, {self.unchanged} "
+                f"unchanged; {gone}; {len(self.overlaps)} not imported (name already used)")
+
+
+def plan_import(project: Project, checklist: Checklist, *, dataset: str | None = None,
+                access: str | None = None) -> ImportPlan:
+    """What importing `checklist` would change; raise ContentError if any taxon is not
+    valid as a species record (each problem at its source file and line)."""
+    species = collections()[SPECIES]
+    problems: list[Problem] = []
+    if access is not None and not access.strip():
+        # `--access "$GROUP"` with GROUP unset would otherwise publish every taxon
+        raise ContentError([Problem(checklist.source, 0, "access",
+                                    "--access is empty: give the access group the records "
+                                    "get (e.g. --access partners), or leave --access out "
+                                    "for public records")])
+    names = split_names([t.row.terms.get("scientificName", "") for t in checklist.taxa])
+    datasets = {t.row.terms.get("datasetID") or dataset for t in checklist.taxa}
+    if None in datasets or "" in datasets:
+        first = next(t.row for t in checklist.taxa if not t.row.terms.get("datasetID"))
+        raise ContentError([Problem(first.file, first.line, "datasetID",
+                                    "missing: give the checklist a datasetID column or "
+                                    "pass --dataset (a DOI or URL naming it)")])
+    for name in sorted(d for d in datasets if d and not d.isprintable()):
+        raise ContentError([Problem(checklist.source, 0, "datasetID",
+                                    f"{name[:60]!r} holds a control character: a dataset is "
+                                    f"named by a DOI or URL")])
+    plan = ImportPlan(", ".join(sorted(d for d in datasets if d)))
+    existing = _existing(project)
+    by_id = {r.id: r for r in existing}
+    by_name: dict[str, list[SourceRecord]] = {}
+    for record in existing:
+        by_name.setdefault(_name_key(record.fields.get("scientificName")), []).append(record)
+    taken = {r.path for r in existing}
+    seen_names: dict[str, str] = {}
+    for taxon, split in zip(checklist.taxa, names, strict=True):
+        fields, origins = taxon_fields(taxon, split.name, split.authorship, split.verbatim)
+        set_dataset = taxon.row.terms.get("datasetID") or dataset or ""
+        fields.setdefault("datasetID", set_dataset)  # the record says where it came from
+        ident = record_id(set_dataset, taxon.taxon_id)
+        if split.note:
+            plan.notes.append(f"{taxon.row.file}:{taxon.row.line}: scientificName: "
+                              f"{split.verbatim!r}: {split.note}")
+        key = _name_key(fields["scientificName"])
+        if key in seen_names:
+            plan.notes.append(f"{taxon.row.file}:{taxon.row.line}: scientificName: "
+                              f"{fields['scientificName']!r} also names {seen_names[key]}; "
+                              f"both imported (`fednode check` warns)")
+        seen_names.setdefault(key, taxon.taxon_id)
+        old = by_id.get(ident)
+        if old is None:
+            clash = [r for r in by_name.get(key, []) if r.id != ident]
+            if clash:
+                plan.overlaps.append(f"{taxon.row.file}:{taxon.row.line}: scientificName: "
+                                     f"{fields['scientificName']!r} is already "
+                                     f"{clash[0].path}: not imported (merge by hand, or "
+                                     f"remove that record and import again)")
+                continue
+            fields = {"id": ident, **({"access": access} if access else {}), **fields}
+            category = _category(fields)
+            if category:
+                fields["category"] = category
+            body = ""
+        else:
+            kept = {k: v for k, v in old.fields.items() if k not in OWNED and k != "body"}
+            if access:
+                kept["access"] = access
+            fields = {**kept, **fields}
+            body = str(old.fields.get("body", ""))
+        problems.extend(_invalid(species, fields, taxon, origins))
+        if old is not None:
+            if not old.path.endswith(".md"):
+                plan.notes.append(f"{old.path}:{old.line}: the record of {taxon.taxon_id} is "
+                                  f"a table row: not updated")
+                plan.unchanged += 1
+            elif fields == {k: v for k, v in old.fields.items() if k != "body"}:
+                plan.unchanged += 1
+            else:
+                plan.updated.append(Planned(taxon.taxon_id, ident, project.root / old.path,
+                                            fields, body))
+            continue
+        path = _free_path(project, fields["scientificName"], ident, taken)
+        taken.add(path)
+        plan.added.append(Planned(taxon.taxon_id, ident, project.root / path, fields, body))
+    present = {t.taxon_id for t in checklist.taxa}
+    gone = [r for r in existing if r.fields.get("datasetID") in datasets
+            and r.fields.get("taxonID") and r.fields["taxonID"] not in present
+            and r.id == record_id(r.fields["datasetID"], r.fields["taxonID"])]
+    # A record that is a row of a table is the publisher's to remove: deleting its file
+    # would delete the table's other rows with it.
+    plan.left = [r for r in gone if r.path.endswith(".md")]
+    plan.notes += [f"{r.path}:{r.line}: the record of {r.fields['taxonID']} left the "
+                   f"checklist but is a table row: remove the row by hand"
+                   for r in gone if not r.path.endswith(".md")]
+    if problems:
+        raise ContentError(problems)
+    return plan
+
+
+def apply_import(project: Project, plan: ImportPlan, *, prune: bool = False) -> None:
+    """Write the plan's added and updated records (each file replaced whole, never half
+    written); with `prune`, delete the records of taxa that left the checklist."""
+    for planned in [*plan.added, *plan.updated]:
+        planned.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = planned.path.with_name(f".{planned.path.name}.tmp")
+        temporary.write_text(record_text(planned.fields, planned.body), "utf-8")
+        os.replace(temporary, planned.path)
+    if prune:
+        for record in plan.left:
+            (project.root / record.path).unlink(missing_ok=True)
+
+
+def taxon_fields(taxon: Taxon, name: str, authorship: str, verbatim: str
+                 ) -> tuple[dict[str, Any], dict[str, Row]]:
+    """The species fields of one taxon, and the source row behind each field (for
+    problems)."""
+    terms = taxon.row.terms
+    fields: dict[str, Any] = {}
+    origins: dict[str, Row] = {}
+    for term in CORE_TERMS:
+        if term in terms:
+            fields[term] = terms[term]
+            origins[term] = taxon.row
+    fields["scientificName"] = name or verbatim
+    given = terms.get("scientificNameAuthorship")
+    if given:
+        fields["scientificNameAuthorship"] = given
+    elif authorship:
+        fields["scientificNameAuthorship"] = authorship
+    if verbatim != fields["scientificName"]:
+        fields["verbatimScientificName"] = verbatim
+        origins["verbatimScientificName"] = taxon.row
+    for kind, rows in taxon.extensions.items():
+        extension = EXTENSIONS[kind]
+        if extension.field is None:
+            for row in rows:
+                for flag in FLAGS:
+                    if flag in row.terms:
+                        fields[flag] = _flag(row.terms[flag])
+                        origins[flag] = row
+            continue
+        entries: list[dict[str, Any]] = []
+        index: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+        for row in rows:
+            entry: dict[str, Any] = {t: row.terms[t] for t in extension.terms if t in row.terms}
+            if not entry:
+                continue
+            key = tuple((t, v) for t, v in entry.items() if t not in extension.lists)
+            for term in extension.lists:
+                value = entry.pop(term, None)
+                entry[term] = [value] if value else []
+            same = index.get(key)
+            if same is not None and extension.lists:
+                for term in extension.lists:
+                    same[term].extend(v for v in entry[term] if v not in same[term])
+                continue
+            origins[f"{extension.field}.{len(entries)}"] = row
+            index[key] = entry
+            entries.append(entry)
+        for entry in entries:
+            for term in extension.lists:
+                if not entry[term]:
+                    del entry[term]
+        if entries:
+            fields[extension.field] = entries
+    return fields, origins
+
+
+def _flag(value: str) -> Any:
+    lowered = value.strip().lower()
+    return True if lowered in _TRUE else False if lowered in _FALSE else value
+
+
+def _category(fields: dict[str, Any]) -> str:
+    """The node's grouping, from the distributions: invasive where any region says so,
+    else native or introduced when every region agrees; "" when nothing tells."""
+    entries = fields.get("distributions", [])
+    degrees = {e.get("degreeOfEstablishment") for e in entries}
+    if degrees & {"invasive", "widespreadInvasive"}:
+        return "invasive"
+    means = {e.get("establishmentMeans") for e in entries}
+    if means and means <= {"native", "nativeReintroduced"}:
+        return "native"
+    if means and means <= {"introduced", "introducedAssistedColonisation"}:
+        return "introduced"
+    return ""
+
+
+def _invalid(species: Collection, fields: dict[str, Any], taxon: Taxon,
+             origins: dict[str, Row]) -> Iterable[Problem]:
+    # A copy: the compiled validator fills in defaults (access, taxonRank) where it runs.
+    for error in species.errors(copy.deepcopy(fields)):
+        path = [str(part) for part in error.absolute_path]
+        if error.validator == "required":
+            path = [str(name) for name in error.validator_value if name not in error.instance]
+        row = origins.get(".".join(path[:2])) or origins.get(path[0] if path else "") \
+            or taxon.row
+        term = path[-1] if path and not path[-1].isdigit() else ".".join(path)
+        value = error.instance
+        if error.validator == "enum":
+            message = f"{value!r} is not one of {', '.join(map(str, error.validator_value))}"
+        elif error.validator == "type" and path and path[-1] in FLAGS:
+            message = f"{value!r} is not true or false"
+        elif error.validator == "required":
+            message = "missing"
+        else:
+            message = error.message
+        yield Problem(row.file, row.line, term, message)
+
+
+def _existing(project: Project) -> list[SourceRecord]:
+    """Every species record that can be read (valid or not)."""
+    known = collections()
+    files, _ = discover(project.content, known)
+    records: list[SourceRecord] = []
+    for source in files:
+        if source.collection == SPECIES:
+            records.extend(read(source, known[SPECIES])[0])
+    return records
+
+
+def _name_key(name: Any) -> str:
+    return " ".join(str(name or "").split()).casefold()
+
+
+def slug(name: str) -> str:
+    text = unicodedata.normalize("NFKD", name.replace("×", "x"))
+    text = text.encode("ascii", "ignore").decode().lower()
+    return re.sub(r"[^a-z0-9]+", "-", text).strip("-")[:80] or "taxon"
+
+
+def _free_path(project: Project, name: str, ident: str, taken: set[str]) -> str:
+    base = f"content/{SPECIES}/{slug(name)}"
+    for candidate in (f"{base}.md", f"{base}-{ident[:8]}.md"):
+        if candidate not in taken and not (project.root / candidate).exists():
+            return candidate
+    return f"{base}-{ident}.md"
+
+
+# ---- the record file ----------------------------------------------------------------------
+
+def record_text(fields: dict[str, Any], body: str = "") -> str:
+    """A record file: scalar fields, then each list of tables, in the schema's order; the
+    body below the front matter."""
+    order = list(collections()[SPECIES].schema["properties"])
+    rank = {name: index for index, name in enumerate(order)}
+    names = sorted(fields, key=lambda n: (rank.get(n, len(rank)), n))
+    tables = [n for n in names if _is_tables(fields[n])]
+    lines = ["+++"]
+    lines += [f"{name} = {_value(fields[name])}" for name in names
+              if name not in tables and name != "body"]
+    for name in tables:
+        for entry in fields[name]:
+            lines += ["", f"[[{name}]]"]
+            lines += [f"{key} = {_value(value)}" for key, value in entry.items()]
+    lines.append("+++")
+    text = "\n".join(lines) + "\n"
+    return text + body.rstrip() + "\n" if body.strip() else text
+
+
+def _is_tables(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(item) for item in value) + "]"
+    return toml_string(str(value))

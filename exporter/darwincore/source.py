@@ -1,0 +1,457 @@
+"""Read a Darwin Core checklist: an archive (a zip, or a folder with meta.xml, read with
+python-dwca-reader) or a folder of CSV files named for their rows (taxon.csv, and any of
+distribution.csv, description.csv, speciesprofile.csv, vernacularname.csv) joined on
+taxonID. Every problem is collected, as `file:line: term: message`; nothing is written."""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import shutil
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from xml.etree import ElementTree
+
+from dwca.exceptions import InvalidArchive
+from dwca.read import DwCAReader
+
+from exporter.darwincore.terms import (
+    BY_ROW_TYPE,
+    CORE_TERMS,
+    EXTENSIONS,
+    IGNORED,
+    TAXON_ID,
+    TAXON_ROW,
+    Extension,
+    short,
+)
+from exporter.project.content import table_rows
+from exporter.shared.errors import ContentError, Problem, control_character, control_problem
+
+
+@dataclass
+class Row:
+    file: str  # as shown in problems
+    line: int
+    terms: dict[str, str]  # short term -> value; empty cells left out
+    key: str = ""  # what joins it: the core's id (an archive's) or taxonID
+
+
+@dataclass
+class Taxon:
+    row: Row
+    taxon_id: str
+    extensions: dict[str, list[Row]] = field(default_factory=dict)  # kind -> rows
+
+
+@dataclass
+class Checklist:
+    source: str
+    taxa: list[Taxon]
+
+
+@dataclass
+class _Table:
+    file: str
+    extension: Extension | None  # None: the core
+    header: list[str]  # short terms
+    rows: Iterator[Row]
+    header_line: int = 1
+
+
+# A checklist comes from a third party: what it may make this machine do is bounded. An
+# archive is unpacked here, not by the reader (which follows any member's path and links),
+# into a folder removed afterwards; what it unpacks to, and what a checklist's tables hold,
+# is limited (the Belgian checklist of 2,617 taxa is 5 MB).
+UNPACKED_MAX = 512 * 1024 * 1024  # bytes an archive may unpack to, or its tables hold
+MEMBERS_MAX = 10_000  # files in an archive
+
+
+def read_checklist(source: Path) -> Checklist:
+    """The taxa of the checklist at `source`, with their extension rows; raise ContentError
+    listing every problem."""
+    shown = str(source)
+    if not source.exists():
+        raise ContentError([Problem(shown, 0, "", "not found")])
+    if source.is_dir() and not (source / "meta.xml").exists():
+        return _check(shown, _csv_tables(source))
+    with tempfile.TemporaryDirectory(prefix="fednode-dwca-") as scratch:
+        try:
+            folder = source if source.is_dir() else _unpacked(source, Path(scratch), shown)
+            _contained(folder, source)
+            if folder != source:  # unpacked here, not the user's own folder
+                # The reader parses every file of dataset/ even when told to skip the
+                # metadata (a 100 kB zip of them took 2.3 GB): fednode reads none of it.
+                shutil.rmtree(folder / "dataset", ignore_errors=True)
+            with DwCAReader(str(folder), skip_metadata=True) as archive:
+                return _check(shown, _archive_tables(archive, source, folder))
+        except (InvalidArchive, zipfile.BadZipFile, tarfile.TarError, OSError, ValueError,
+                KeyError) as exc:
+            raise ContentError([Problem(shown, 0, "", f"not a readable Darwin Core Archive: "
+                                                      f"{exc}")]) from None
+        except ContentError:
+            raise
+        except Exception as exc:  # the reader's own parse errors (meta.xml, a ragged row)
+            raise ContentError([Problem(shown, 0, "", f"not a readable Darwin Core Archive: "
+                                                      f"{type(exc).__name__}: {exc}")]) from None
+
+
+def _refused(shown: str, message: str) -> ContentError:
+    return ContentError([Problem(shown, 0, "", message)])
+
+
+def _unpacked(source: Path, into: Path, shown: str) -> Path:
+    """The archive's files, unpacked under `into`: refused whole if a member would land
+    outside it (an absolute path, `..`), is anything but a file or a folder (a link, a
+    device), or if there are more than MEMBERS_MAX of them or they would unpack to more
+    than UNPACKED_MAX bytes (counted as they are written: a zip's sizes may lie). As the
+    reader did: an archive holding one folder is that folder."""
+    if zipfile.is_zipfile(source):
+        with zipfile.ZipFile(source) as bundle:
+            members = bundle.infolist()
+            _countable(len(members), shown)
+            written = 0
+            for member in members:
+                target = _placed(member.filename, into, shown)
+                kind = (member.external_attr >> 16) & 0o170000
+                if kind not in (0, 0o100000, 0o040000) and not member.is_dir():
+                    raise _not_a_file(member.filename, shown)
+                if member.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with bundle.open(member) as packed, open(target, "wb") as out:
+                    while chunk := packed.read(1 << 20):
+                        written += len(chunk)
+                        if written > UNPACKED_MAX:
+                            raise _too_large(shown)
+                        out.write(chunk)
+    elif tarfile.is_tarfile(source):
+        with tarfile.open(source, "r:*") as tar:
+            entries: list[tarfile.TarInfo] = []
+            declared = 0
+            for entry in tar:  # read as it goes: a count or a size over the limit stops it
+                entries.append(entry)
+                _countable(len(entries), shown)
+                _placed(entry.name, into, shown)
+                if not (entry.isfile() or entry.isdir()):
+                    raise _not_a_file(entry.name, shown)
+                declared += entry.size
+                if declared > UNPACKED_MAX:  # (before reading past it to the next header)
+                    raise _too_large(shown)
+            tar.extractall(into, members=entries, filter="data")
+    else:
+        raise _refused(shown, "not a readable Darwin Core Archive: neither a zip nor a tar "
+                              "file, nor a folder")
+    content = list(into.iterdir())
+    return content[0] if len(content) == 1 and content[0].is_dir() else into
+
+
+def _not_a_file(name: str, shown: str) -> ContentError:
+    return _refused(shown, f"{name[:80]!r} is a link or a device, not a file: an archive "
+                           f"holds files and folders only")
+
+
+def _too_large(shown: str) -> ContentError:
+    return _refused(shown, f"unpacks to more than {UNPACKED_MAX >> 20} MiB: too large for a "
+                           f"checklist")
+
+
+def _countable(count: int, shown: str) -> None:
+    if count > MEMBERS_MAX:
+        raise _refused(shown, f"holds more than {MEMBERS_MAX:,} files: too many for a "
+                              f"checklist")
+
+
+def _placed(name: str, into: Path, shown: str) -> Path:
+    parts = PurePosixPath(name.replace("\\", "/")).parts
+    if not parts or name.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
+        raise _refused(shown, f"{name[:80]!r} would land outside the archive's folder: an "
+                              f"archive's members are relative paths")
+    return into.joinpath(*parts)
+
+
+def _table_name(source: Path, location: str) -> str:
+    """How problems name a table of an archive: `folder/taxon.txt`, `archive.zip!taxon.txt`."""
+    return f"{source}/{location}" if source.is_dir() else f"{source}!{location}"
+
+
+def _contained(folder: Path, source: Path) -> None:
+    """Every table meta.xml names is a file of the checklist's folder (not a path outside
+    it, nor a link out of it, nor a device), and all of them hold at most UNPACKED_MAX
+    bytes: meta.xml is the checklist's, not the machine's, and must not make the import
+    read anything else."""
+    shown = str(source)
+    try:
+        tree = ElementTree.parse(folder / "meta.xml")
+    except (ElementTree.ParseError, OSError) as exc:
+        raise _refused(shown, f"meta.xml cannot be read: {exc}") from None
+    root = folder.resolve()
+    total = 0
+    for table in tree.iter():
+        if table.tag.rpartition("}")[2] not in ("core", "extension"):
+            continue
+        encoding = table.get("encoding", "UTF-8").strip().lower().replace("_", "-")
+        if encoding not in ENCODINGS:
+            raise _refused(shown, f"meta.xml declares the encoding {encoding[:40]!r}: fednode "
+                                  f"reads UTF-8 (or Latin-1) tables; save them as UTF-8")
+        for element in table.iter():
+            if element.tag.rpartition("}")[2] != "location" or element.text is None:
+                continue
+            location = element.text.strip()
+            path = (folder / location).resolve()
+            if not path.is_relative_to(root) or not path.is_file():
+                raise _refused(shown, f"meta.xml names {location[:80]!r}, which is not a file "
+                                      f"of the checklist: a table is a file beside meta.xml")
+            total += path.stat().st_size
+            if total > UNPACKED_MAX:
+                raise _refused(shown, f"its tables hold more than {UNPACKED_MAX >> 20} MiB: "
+                                      f"too large for a checklist")
+            if ENCODINGS[encoding] == "utf-8":
+                _strict_utf8(path, _table_name(source, location))
+
+
+# The encodings a table may declare (by their names as meta.xml spells them, lower case):
+# UTF-8, or Latin-1, which every byte is. Anything else (raw_unicode_escape can make halves
+# of surrogate pairs) is refused.
+ENCODINGS = {"utf-8": "utf-8", "utf8": "utf-8", "iso-8859-1": "latin-1", "latin-1": "latin-1",
+             "latin1": "latin-1"}
+
+
+def _strict_utf8(path: Path, shown: str) -> None:
+    """A UTF-8 table must be UTF-8 throughout: the reader would put U+FFFD where it is not,
+    and import the name mangled."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line, chunk = 1, b""
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                decoder.decode(chunk)
+                line += chunk.count(b"\n")
+            decoder.decode(b"", final=True)  # (chunk is b"": no line more)
+    except UnicodeDecodeError as exc:
+        line += chunk[:exc.start].count(b"\n")
+        raise ContentError([Problem(shown, line, "", f"not UTF-8 ({exc.reason}); save the "
+                                                     f"table as UTF-8")]) from None
+
+
+def _csv_tables(folder: Path) -> tuple[list[_Table], list[Problem]]:
+    tables: list[_Table] = []
+    problems: list[Problem] = []
+    for path in sorted(folder.iterdir()):
+        if path.suffix.lower() not in (".csv", ".txt", ".tsv") or not path.is_file():
+            continue
+        kind = path.stem.lower()
+        shown = str(path)
+        if kind not in ("taxon", *EXTENSIONS):
+            problems.append(Problem(shown, 0, "", f"unknown file: name the core taxon.csv and "
+                                                  f"extensions {', '.join(EXTENSIONS)}"))
+            continue
+        table = _csv_table(path, EXTENSIONS.get(kind), problems)
+        if table:
+            tables.append(table)
+    if not any(t.extension is None for t in tables):
+        problems.append(Problem(str(folder), 0, "", "no taxon.csv: a checklist folder holds "
+                                                    "its core as taxon.csv (or a meta.xml)"))
+    return tables, problems
+
+
+def _csv_table(path: Path, extension: Extension | None,
+               problems: list[Problem]) -> _Table | None:
+    shown = str(path)
+    try:
+        text = path.read_text("utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(Problem(shown, 0, "", f"cannot read as UTF-8 text: {exc}"))
+        return None
+    delimiter = "\t" if path.suffix.lower() == ".tsv" or "\t" in text.split("\n", 1)[0] \
+        else ","
+    # strict: a quote left open is an error, not the rows after it read as one cell (with
+    # --prune, the taxa in them would be deleted as gone from the checklist)
+    # lines end at \n or \r only, as csv counts them (splitlines also broke at U+2028,
+    # U+0085 and form feeds inside cells)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    try:
+        header = [short(name.strip()) for name in next(reader)]
+    except StopIteration:
+        problems.append(Problem(shown, 1, "", "empty: the first line names the terms"))
+        return None
+    except csv.Error as exc:
+        problems.append(Problem(shown, 1, "", f"not valid CSV: {exc}"))
+        return None
+
+    def rows() -> Iterator[Row]:
+        for start, cells in table_rows(reader, shown, len(header), problems):
+            terms = {name: cell.strip() for name, cell in zip(header, cells, strict=True)
+                     if cell.strip()}
+            yield Row(shown, start, terms, terms.get(TAXON_ID, ""))
+
+    return _Table(shown, extension, header, rows())
+
+
+def _framed(path: Path, descriptor: object, shown: str, skip: int) -> None:
+    """An archive table read as the reader reads it (python-dwca-reader's `files`: with its
+    separator, quote, line ending and encoding, past the `skip` lines meta.xml ignores), but
+    strictly: a quote left open (which the reader takes to the end of the table, so that
+    every taxon after it was lost, and deleted with --prune) or a row of another width than
+    the table's first (whose cells the reader shifts into other terms) is an error naming
+    the line the row starts on."""
+    separator = getattr(descriptor, "fields_terminated_by", ",") or ","
+    quote = getattr(descriptor, "fields_enclosed_by", "") or ""
+    ending = getattr(descriptor, "lines_terminated_by", "\n") or "\n"
+    encoding = ENCODINGS.get(str(getattr(descriptor, "file_encoding", "utf-8") or "utf-8")
+                             .strip().lower().replace("_", "-"), "utf-8")
+    if len(separator) != 1 or len(quote) > 1:
+        return  # the reader refuses those itself
+    width = None
+
+    def check(cells: list[str], line: int) -> None:
+        nonlocal width
+        if width is None:
+            width = len(cells)
+        elif len(cells) != width:
+            raise ContentError([Problem(shown, line, "", f"{len(cells)} cells where the "
+                                                         f"table's first row has {width}; a "
+                                                         f"row has one cell a column")])
+
+    if not quote:  # as the reader: lines split at the declared ending, cells at the separator
+        with open(path, encoding=encoding, newline=ending) as handle:
+            for line, text in enumerate(handle, start=1):
+                if line > skip:
+                    check(text.rstrip(ending + "\r").split(separator), line)
+        return
+    with open(path, encoding=encoding, newline="") as handle:
+        reader = csv.reader(handle, delimiter=separator, quotechar=quote, strict=True)
+        starts = 1
+        try:
+            for number, cells in enumerate(reader, start=1):
+                if number > skip and cells:  # (a blank line: no row)
+                    check(cells, starts)
+                starts = reader.line_num + 1
+        except csv.Error as exc:
+            raise ContentError([Problem(shown, starts, "", f"not valid CSV ({exc}): a quote "
+                                                           f"left open in the row starting "
+                                                           f"here?")]) from None
+
+
+def _archive_tables(archive: DwCAReader, source: Path,
+                    folder: Path) -> tuple[list[_Table], list[Problem]]:
+    problems: list[Problem] = []
+    tables: list[_Table] = []
+    if archive.descriptor is None:
+        problems.append(Problem(str(source), 0, "", "no meta.xml: an archive describes its "
+                                                    "files in meta.xml"))
+        return tables, problems
+    files = [archive.core_file, *archive.extension_files]
+    for data in files:
+        descriptor = data.file_descriptor
+        shown = _table_name(source, descriptor.file_location)
+        if descriptor.represents_corefile:
+            if descriptor.type != TAXON_ROW:
+                problems.append(Problem(shown, 0, "", f"the core is {descriptor.type}: a "
+                                                      f"checklist's core is {TAXON_ROW}"))
+                continue
+            extension = None
+        else:
+            extension = BY_ROW_TYPE.get(descriptor.type or "")
+            if extension is None:
+                problems.append(Problem(shown, 0, "", f"unknown extension {descriptor.type}: "
+                                                      f"fednode reads "
+                                                      f"{', '.join(BY_ROW_TYPE)}"))
+                continue
+        header = [short(f["term"]) for f in descriptor.fields]
+        skip = descriptor.lines_to_ignore
+        _framed(folder / descriptor.file_location, descriptor, shown, skip)
+
+        def rows(data: object = data, skip: int = skip, shown: str = shown,
+                 core: bool = extension is None) -> Iterator[Row]:
+            for row in data.iter_rows():  # type: ignore[attr-defined]
+                terms = {short(term): value.strip() for term, value in row.data.items()
+                         if isinstance(value, str) and value.strip()}
+                key = (row.id if core else row.core_id) or terms.get(TAXON_ID) or ""
+                yield Row(shown, row.position + skip + 1, terms, key.strip())
+
+        tables.append(_Table(shown, extension, header, rows(), skip))
+    return tables, problems
+
+
+def _check(source: str, found: tuple[list[_Table], list[Problem]]) -> Checklist:
+    tables, problems = found
+    taxa: dict[str, Taxon] = {}  # by the key rows join on
+    identities: dict[str, int] = {}  # taxonID -> its line
+    ordered: list[Taxon] = []
+    for table in sorted(tables, key=lambda t: t.extension is not None):  # the core first
+        known = {**CORE_TERMS, **IGNORED} if table.extension is None else {
+            **table.extension.terms, TAXON_ID: ""}
+        for number, name in enumerate(table.header):
+            if name not in known:
+                problems.append(Problem(table.file, table.header_line, name,
+                                        f"unknown term: fednode reads "
+                                        f"{', '.join(known)} here"))
+            elif name in table.header[:number]:
+                problems.append(Problem(table.file, table.header_line, name,
+                                        "named twice: one column a term"))
+        ignored = {name for name in table.header if name not in known or name in IGNORED}
+        for row in table.rows:
+            for name in ignored:
+                row.terms.pop(name, None)
+            taxon_id = row.key
+            if not taxon_id:
+                problems.append(Problem(row.file, row.line, TAXON_ID, "missing: every row "
+                                                                      "needs one"))
+                continue
+            if not taxon_id.isprintable():  # a line break would make two ids one
+                problems.append(Problem(row.file, row.line, TAXON_ID,
+                                        f"{taxon_id[:60]!r} holds a control character"))
+                continue
+            # A term's text holding one would be imported, then refused by every export.
+            held = [(name, character) for name, value in row.terms.items()
+                    if (character := control_character(value))]
+            if held:
+                problems.extend(Problem(row.file, row.line, name, control_problem(character))
+                                for name, character in held)
+                continue
+            if table.extension is None:
+                if taxon_id in taxa:
+                    first = taxa[taxon_id].row
+                    problems.append(Problem(row.file, row.line, TAXON_ID,
+                                            f"duplicate: also at line {first.line}"))
+                    continue
+                # An archive's rows are joined by its core id, but a taxon is known by its
+                # taxonID term (its record's id is made from it): that must be one a row too,
+                # and printable, or two taxa become one record id and no export can run.
+                identity = row.terms.get(TAXON_ID, taxon_id)
+                if not identity.isprintable():
+                    problems.append(Problem(row.file, row.line, TAXON_ID,
+                                            f"{identity[:60]!r} holds a control character"))
+                    continue
+                if identity in identities:
+                    problems.append(Problem(row.file, row.line, TAXON_ID,
+                                            f"duplicate: {identity[:60]!r} also at line "
+                                            f"{identities[identity]}"))
+                    continue
+                identities[identity] = row.line
+                if "scientificName" not in row.terms:
+                    problems.append(Problem(row.file, row.line, "scientificName",
+                                            "missing: every taxon needs one"))
+                taxa[taxon_id] = Taxon(row, row.terms.setdefault(TAXON_ID, taxon_id))
+                ordered.append(taxa[taxon_id])
+                continue
+            owner = taxa.get(taxon_id)
+            if owner is None:
+                problems.append(Problem(row.file, row.line, TAXON_ID,
+                                        f"{taxon_id!r} is not a taxonID of the core: this "
+                                        f"row belongs to no taxon"))
+                continue
+            owner.extensions.setdefault(table.extension.kind, []).append(row)
+    if not ordered and not problems:  # (with --prune, every taxon would be deleted)
+        problems.append(Problem(source, 0, "", "the checklist holds no taxa: its core table "
+                                               "has no rows (or meta.xml skips them all)"))
+    if problems:
+        raise ContentError(problems)
+    return Checklist(source, ordered)

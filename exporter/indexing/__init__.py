@@ -1,0 +1,1 @@
+"""The search index an export writes into the bundle, per access group."""

@@ -1,0 +1,1 @@
+"""The document library: PDFs read, cut into passages, indexed and encoded at export."""

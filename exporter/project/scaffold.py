@@ -1,0 +1,127 @@
+"""`fednode new`: a record file with a fresh UUID and the fields to fill in."""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from exporter.project import names
+from exporter.project.schemas import Collection, collections
+from exporter.project.tomltext import toml_string
+from exporter.shared.errors import ExportError
+
+
+@dataclass
+class Scaffolded:
+    """The file written, which field took the title, and what the author should know."""
+
+    path: Path
+    filled: dict[str, str]
+    warnings: list[str] = field(default_factory=list)
+
+
+def slugify(title: str) -> str:
+    ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_title.lower()).strip("-")
+    return slug[:80] or "record"
+
+
+def new_record(content: Path, collection_name: str, title: str,
+               cache: Path | None = None) -> Scaffolded:
+    """Write content/<collection>/<slug>.md and say what was done. Never overwrites. The
+    export's `cache` folder, if given, spares reading most files to find a name's users."""
+    known = collections()
+    if collection_name not in known:
+        raise ExportError(f"unknown collection {collection_name!r}; choose one of "
+                          f"{', '.join(known)}")
+    collection = known[collection_name]
+    title = _checked_title(title)
+    filled = _title_fields(collection, title)
+    folder = content / collection_name
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise ExportError(f"content/{collection_name} is not a folder; move that file away "
+                          f"(the records of {collection_name} live in a folder of that name)")
+    folder.mkdir(parents=True, exist_ok=True)
+    warnings = []
+    if names.FIELD in filled:
+        warnings += [f"warning: scientificName {filled[names.FIELD]!r} is also used by "
+                     f"{r.path}:{r.line_of(names.FIELD)}"
+                     for r in names.users_of(filled[names.FIELD], content, cache)]
+    slug = slugify(title)
+    path = folder / f"{slug}.md"
+    counter = 2
+    while os.path.lexists(path):  # a link, even to nothing, is taken: never written through
+        path = folder / f"{slug}-{counter}.md"
+        counter += 1
+    if counter > 2:
+        warnings.append(f"warning: {folder / slug}.md exists; wrote {path.name} beside it "
+                        f"(delete it if you meant to edit the existing record)")
+    with path.open("x", encoding="utf-8") as handle:  # made here, never an existing file
+        handle.write(_front_matter(collection, title, filled))
+    return Scaffolded(path, filled, warnings)
+
+
+def _checked_title(title: str) -> str:
+    title = title.strip()
+    if not title:
+        raise ExportError("give the record a title, e.g. fednode new species \"Giant hogweed\"")
+    for char in title:
+        if unicodedata.category(char) in ("Cc", "Cs"):
+            raise ExportError(f"the title holds {ascii(char)}, which is not a printable "
+                              f"character: give a title on one line of plain text")
+    return title
+
+
+def _title_fields(collection: Collection, title: str) -> dict[str, str]:
+    """Which fields the title fills. For species, a Latin name goes to scientificName
+    (its authorship, if given, to scientificNameAuthorship) and a common name to
+    vernacularName; any other collection puts the title in its title field."""
+    if collection.name != names.SPECIES:
+        filled = {collection.title_field: title}
+    elif (latin := names.latin_name(title)) is not None:
+        filled = {names.FIELD: latin.name}
+        if latin.authorship:
+            filled["scientificNameAuthorship"] = latin.authorship
+    else:
+        filled = {"vernacularName": title}
+    for name, value in filled.items():
+        spec: dict[str, Any] = collection.property(name) or {}
+        low, high = spec.get("minLength", 0), spec.get("maxLength", len(value))
+        if not low <= len(value) <= high:
+            raise ExportError(f"the title gives {name} {len(value)} characters; it takes "
+                              f"{low} to {high}: give a title of that length")
+    return filled
+
+
+def _front_matter(collection: Collection, title: str, filled: dict[str, str]) -> str:
+    props = collection.schema["properties"]
+    # Required fields, then those the collection asks a new record's author for though a
+    # record may lack them (`x-fednode.prompt`: a species' family, from a checklist that has
+    # none): each an empty value that `fednode check` asks to fill in.
+    required = [name for name in collection.schema["required"] if name != "id"]
+    required += [name for name in collection.schema["x-fednode"].get("prompt", [])
+                 if name not in required]
+    lines = ["+++", f"id = {toml_string(str(uuid.uuid4()))}",
+             *(f"{name} = {toml_string(value)}" for name, value in filled.items())]
+    for name in required:
+        if name in filled:
+            continue
+        spec = props[name]
+        if "enum" in spec:
+            lines.append(f"# one of: {', '.join(spec['enum'])}")
+        lines.append(f"{name} = {_placeholder(spec)}")
+    lines.append("# optional: " + ", ".join(
+        name for name in collection.content_fields
+        if name not in required and name not in ("id", "body", *filled)))
+    lines += ["+++", "", f"Describe {title} here, in Markdown.", ""]
+    return "\n".join(lines)
+
+
+def _placeholder(spec: dict[str, object]) -> str:
+    """An empty value, which `fednode check` reports as "empty: fill it in"."""
+    return "[]" if spec.get("type") == "array" else '""'

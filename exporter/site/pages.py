@@ -1,0 +1,415 @@
+"""Pages for people: the home page, a page per collection (paged), a page per public record
+with schema.org JSON-LD, `sitemap.xml` and `robots.txt`.
+
+Only public records reach this module (the caller passes them); a restricted record has no
+page, no link, no count and no sitemap entry. Each page is an `OutputFile` with a
+fingerprint of everything it shows, so an unchanged record's page is not rendered again.
+
+Page URLs never collide with the API's (`/api/...`) nor with the library's PDFs:
+
+    /                                  the home page            index.html
+    /{collection}/                     first page of a list     {collection}/index.html
+    /{collection}/{page}.html          page 2, 3, ...           {collection}/{page}.html
+    /{collection}/{shard}/{id}.html    one record               shard: contract.layout
+                                                                (256 folders)
+    /sitemap.xml, /sitemaps/{n}.xml, /robots.txt, /site.css (the one stylesheet)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import re
+import secrets
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+from xml.sax.saxutils import escape
+
+import jinja2
+from markupsafe import Markup
+from markupsafe import escape as html
+
+from exporter.contract.endpoints import ENDPOINTS
+from exporter.contract.page_urls import collection_href, file_of, record_href
+from exporter.pipeline.cache import Cache
+from exporter.pipeline.switch import OutputFile, constant
+from exporter.project.config import NodeConfig
+from exporter.project.content import SourceRecord
+from exporter.project.schemas import Collection
+from exporter.site.served import Rendered, fingerprint, json_of
+
+PAGE_SIZE = 100  # records listed on one collection page
+SITEMAP_MAX = 50_000  # URLs in one sitemap file (the sitemaps.org limit)
+TEMPLATES = ("base.html", "nav.html", "footer.html", "index.html", "collection.html",
+             "record.html", "site.css")
+
+# The fields that name species in other collections, and the section title they get on a
+# species page.
+NAMES_SPECIES = {"treatments": ("targetSpecies", "Treatments"),
+                  "resources": ("relatedSpecies", "Resources"),
+                  "germination": ("species", "Germination results")}
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(
+            lambda name: resources.files("exporter.site").joinpath(f"templates/{name}")
+            .read_text("utf-8")),
+        autoescape=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined,
+    )
+
+
+@cache
+def _templates_digest() -> str:
+    digest = hashlib.sha256()
+    for name in TEMPLATES:
+        digest.update(resources.files("exporter.site").joinpath(f"templates/{name}").read_bytes())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Site:
+    """What every page shows besides its own content."""
+
+    node: NodeConfig
+    collections: list[dict[str, Any]]  # name, title, description, href, count
+    print_: str  # changes whenever any of the above may
+    # The parts of base.html alike on every page, rendered once per export rather than on
+    # each page
+    nav: Markup
+    footer: Markup
+
+    # record.html made once per collection (`_Skeleton`), by collection name
+    skeletons: dict[str, _Skeleton] = dataclasses.field(default_factory=dict)
+
+    def render(self, template: str, **values: Any) -> bytes:
+        return _template(template).render(
+            node=self.node, collections=self.collections, nav=self.nav, footer=self.footer,
+            **values).encode("utf-8")
+
+    def skeleton(self, collection: Collection) -> _Skeleton:
+        made = self.skeletons.get(collection.name)
+        if made is None:
+            made = self.skeletons[collection.name] = _Skeleton(self, collection)
+        return made
+
+
+# What record.html shows that differs from one record's page to the next; everything else
+# on the page is the same for a whole collection.
+_PER_PAGE = ("title", "here", "json_path", "json_ld", "fields", "updated_at", "body",
+             "related")
+# Marks where a per-page value goes: unguessable, so no node name or title can hold one.
+_MARK = f"\x00{secrets.token_hex(8)}"
+
+
+class _Skeleton:
+    """record.html rendered once for a collection, with a mark where each per-page value
+    goes. A page is then the skeleton's pieces joined with that page's values, each escaped
+    as the template's autoescape escapes it (`markupsafe.escape`): the bytes of rendering
+    the template for every page (tests/test_pages.py compares the two), without Jinja's
+    work a page, which was half of a record page's time."""
+
+    def __init__(self, site: Site, collection: Collection) -> None:
+        marked = site.render("record.html", collection=collection,
+                             collection_href=collection_href(collection.name),
+                             **{name: Markup(f"{_MARK}{name}\x00") for name in _PER_PAGE})
+        pieces = re.split(f"{_MARK}(\\w+)\x00", marked.decode("utf-8"))
+        self.literals, self.names = pieces[0::2], pieces[1::2]
+        # a filter on a per-page value would have changed its mark, not the value
+        if sorted(set(self.names)) != sorted(_PER_PAGE) or any(
+                _MARK[1:].casefold() in literal.casefold() for literal in self.literals):
+            raise RuntimeError(f"record.html must show each of {sorted(_PER_PAGE)} as it is, "
+                               f"with no filter")
+
+    def render(self, values: dict[str, str]) -> bytes:
+        out = [self.literals[0]]
+        for name, literal in zip(self.names, self.literals[1:], strict=True):
+            out.append(values[name])
+            out.append(literal)
+        return "".join(out).encode("utf-8")
+
+
+@cache
+def _template(name: str) -> jinja2.Template:
+    """A template, looked up once (they are the package's own files, never changed)."""
+    return _environment().get_template(name)
+
+
+def site_of(node: NodeConfig, known: dict[str, Collection], counts: dict[str, int]) -> Site:
+    listed = [{"name": c.name, "title": c.title, "description": c.description,
+               "href": collection_href(c.name), "count": counts.get(c.name, 0)}
+              for c in known.values()]
+    print_ = fingerprint("site", _templates_digest(), node.name, node.description,
+                         node.publisher, node.contact, node.licence, node.language,
+                         node.base_url, node.key_request, json.dumps(listed))
+    nav, footer = (Markup(_template(name).render(node=node, collections=listed))
+                   for name in ("nav.html", "footer.html"))
+    return Site(node, listed, print_, nav, footer)
+
+
+def home(site: Site) -> bytes:
+    return site.render("index.html")
+
+
+def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rendered]],
+          sources: dict[str, SourceRecord], related: Related) -> list[OutputFile]:
+    """Every page but the home page, for the public records given (by collection, in list
+    order). `sources` has each public record's content; `related` is `relations(...)`."""
+    out: list[OutputFile] = []
+    for name, items in public.items():
+        out.extend(collection_pages(site, known[name], items))
+        out.extend(record_page(site, known[name], r, sources[r.id], related.get(r.id, []))
+                   for r in items)
+    out.extend(sitemaps(site.node.base_url, public))
+    robots = _robots(site.node.base_url).encode()
+    style = resources.files("exporter.site").joinpath("templates/site.css").read_bytes()
+    for path, data in (("robots.txt", robots), ("site.css", style)):
+        out.append(constant(path, data, hashlib.sha256(data).hexdigest()))
+    return out
+
+
+def record_page(site: Site, collection: Collection, r: Rendered, source: SourceRecord,
+                links: list[tuple[str, Rendered]]) -> OutputFile:
+    """One public record's page; `links`: its related records, with their sections."""
+    print_ = fingerprint("record page", site.print_, r.key,
+                         *(f"{section}\x1e{x.collection}/{x.id}\x1e{x.title}"
+                           for section, x in links))
+    return OutputFile(file_of(record_href(collection.name, r.id)), print_, functools.partial(
+        _record_page, site, collection, r, source, links))
+
+
+def collection_pages(site: Site, collection: Collection, items: list[Rendered]
+                     ) -> Iterator[OutputFile]:
+    """The pages listing a collection's public records (`items`, in list order)."""
+    total = len(items)
+    pages = max(1, -(-total // PAGE_SIZE))
+    for page in range(1, pages + 1):
+        chunk = items[(page - 1) * PAGE_SIZE:page * PAGE_SIZE]
+        print_ = fingerprint("collection page", site.print_, collection.name, str(page),
+                             str(total), *(f"{r.id}\x1e{r.title}" for r in chunk))
+        href = collection_href(collection.name, page)
+        listed = [{"href": record_href(collection.name, r.id), "title": r.title or r.id}
+                  for r in chunk]
+        render = functools.partial(
+            site.render, "collection.html", collection=collection, items=listed, total=total,
+            page=page, pages=pages, here=href,
+            previous=collection_href(collection.name, page - 1) if page > 1 else None,
+            next=collection_href(collection.name, page + 1) if page < pages else None)
+        yield OutputFile(file_of(href), print_, render)
+
+
+Related = dict[str, list[tuple[str, Rendered]]]
+
+
+def relations(public: dict[str, list[Rendered]], sources: dict[str, SourceRecord],
+              remembered: Cache) -> Related:
+    """For each public record, the public records it links to, with a section title each:
+    a species to the treatments, resources and germination results naming it, and those
+    back to the species. The names of a record rendered by this export are its fields'
+    (which its served JSON holds as they are); the others' are in the cache, under their
+    render key, or else read from their served JSON: a content file is not read again for
+    them."""
+    species = {r.title: r for r in public.get("species", [])}
+    related: dict[str, list[tuple[str, Rendered]]] = {}
+    known = remembered.names
+    kept: dict[str, list[str]] = {}
+    for name, (field, section) in NAMES_SPECIES.items():
+        items = public.get(name, [])
+        unknown = [r for r in items if r.key not in known]
+        for r in unknown:
+            if r.fresh is not None:
+                known[r.key] = names_of(sources[r.id].fields.get(field))
+        unknown = [r for r in unknown if r.key not in known]
+        for r, served in zip(unknown, json_of(unknown), strict=True):
+            known[r.key] = names_of(json.loads(served).get(field))
+        for r in items:
+            kept[r.key] = names = known[r.key]
+            for scientific in names:
+                taxon = species.get(scientific)
+                if taxon is not None:
+                    related.setdefault(taxon.id, []).append((section, r))
+                    related.setdefault(r.id, []).append(("Species", taxon))
+    remembered.names = kept
+    return related
+
+
+def names_of(value: Any) -> list[str]:
+    """The species a record's naming field (`NAMES_SPECIES`) names."""
+    return [value] if isinstance(value, str) else list(value or [])
+
+
+_WORDS = re.compile(r"(?<=[a-z])(?=[A-Z])")
+_HIDDEN = {"id", "access", "title", "tags", "body"}
+
+
+@cache
+def _labelled(collection: Collection) -> tuple[tuple[str, str], ...]:
+    """The fields a record page lists, in schema order, each with its label (escaped)."""
+    out = []
+    for name in collection.content_fields:
+        if name in _HIDDEN or name == collection.title_field:
+            continue
+        label = (collection.property(name) or {}).get("title") or _WORDS.sub(" ", name)
+        out.append((name, str(html(label[:1].upper() + label[1:]))))
+    return tuple(out)
+
+
+def _record_page(site: Site, collection: Collection, r: Rendered, source: SourceRecord,
+                 links: list[tuple[str, Rendered]]) -> bytes:
+    fields = source.fields
+    shown: list[tuple[str, str]] = []
+    for name, label in _labelled(collection):
+        value = fields.get(name)
+        if value in (None, "", []):
+            continue
+        # a list as one text, escaped once: what `join(", ")` gave, item by item
+        shown.append((label, ", ".join(map(str, value)) if isinstance(value, list)
+                      else str(value)))
+    if fields.get("tags"):
+        shown.append(("Tags", ", ".join(map(str, fields["tags"]))))
+    # The parts of the page made of many items (the rows of its <dl>, its paragraphs, the
+    # sections of related records) are made here in one pass each rather than by loops in
+    # the template, every text escaped as the template would.
+    sections: dict[str, list[str]] = {}
+    for section, other in links:
+        sections.setdefault(section, []).append(
+            f'<li><a href="{_escaped(record_href(other.collection, other.id))}">'
+            f"{_escaped(other.title or other.id)}</a></li>")
+    here = record_href(collection.name, r.id)
+    json_path = _escaped(f"/api/{collection.name}/{r.id}")
+    return site.skeleton(collection).render({
+        "title": _escaped(r.title or r.id),
+        "here": _escaped(here),
+        "json_path": json_path,
+        "json_ld": _script_json(json_ld(site.node.base_url, collection.name, r, fields, links)),
+        "fields": "".join([f"<dt>{label}</dt><dd>{_escaped(value)}</dd>\n"
+                           for label, value in shown]),
+        "updated_at": _escaped(r.updated_at),
+        "body": "".join([f"<p>{_escaped(paragraph.replace('**', '').strip())}</p>\n"
+                         for paragraph in str(fields.get("body") or "").split("\n\n")
+                         if paragraph.strip()]),
+        "related": "".join([f"<section>\n<h2>{_escaped(title)}</h2>\n<ul>{''.join(items)}"
+                            "</ul>\n</section>\n" for title, items in sections.items()]),
+    })
+
+
+def _escaped(text: str) -> str:
+    """A text as the template's autoescape writes it (`markupsafe.escape`, to the byte),
+    as a plain string: a page escapes some thirty texts, and making each a `Markup` cost
+    more than escaping it."""
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("'", "&#39;").replace('"', "&#34;"))
+
+
+def json_ld(base_url: str, collection: str, r: Rendered, fields: dict[str, Any],
+            links: Iterable[tuple[str, Rendered]]) -> dict[str, Any]:
+    """schema.org: Taxon for a species, Dataset or CreativeWork for a resource, HowTo for a
+    treatment, Dataset for a germination result, Person for a team member."""
+    url = base_url + record_href(collection, r.id)
+    data: dict[str, Any] = {"@context": "https://schema.org", "@id": url, "url": url,
+                            "identifier": r.id, "name": r.title, "dateModified": r.updated_at,
+                            "sameAs": f"{base_url}/api/{collection}/{r.id}"}
+    taxa = [{"@type": "Taxon", "name": other.title,
+             "url": base_url + record_href("species", other.id)}
+            for section, other in links if section == "Species"]
+    if collection == "species":
+        data.update({"@type": "Taxon", "taxonRank": fields.get("taxonRank") or "species"})
+        if fields.get("vernacularName"):
+            data["alternateName"] = fields["vernacularName"]
+        data["subjectOf"] = [{"@type": _type(other.collection, None), "name": other.title,
+                              "url": base_url + record_href(other.collection, other.id)}
+                             for _, other in links]
+    elif collection == "team":
+        data.update({"@type": "Person", "jobTitle": fields.get("role")})
+    else:
+        data["@type"] = _type(collection, fields.get("kind"))
+        if fields.get("summary"):
+            data["description"] = fields["summary"]
+        if taxa:
+            data["about"] = taxa
+    return {key: value for key, value in data.items() if value not in (None, [], "")}
+
+
+def _type(collection: str, kind: object) -> str:
+    if collection == "treatments":
+        return "HowTo"
+    if collection == "germination" or kind == "dataset":
+        return "Dataset"
+    return "CreativeWork"
+
+
+def _script_json(data: dict[str, Any]) -> Markup:
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    # Inside <script>, "</" and "<!--" must not appear: escape every "<" as JSON allows.
+    return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
+def sitemaps(base_url: str, public: dict[str, list[Rendered]]) -> list[OutputFile]:
+    """`sitemap.xml`, and when the node has more URLs than one sitemap holds, the files it
+    indexes under `sitemaps/`."""
+    return sitemap_files(base_url, [url_line(*entry)
+                                    for entry in sitemap_entries(base_url, public)])
+
+
+Entry = tuple[str, str]  # a sitemap's URL, and its lastmod (or "")
+
+
+def sitemap_entries(base_url: str, public: dict[str, list[Rendered]]) -> list[Entry]:
+    """Every URL of the sitemaps, in order: the home page, then each collection's pages and
+    its records' pages."""
+    entries = [(f"{base_url}/", "")]
+    for name, items in public.items():
+        pages = max(1, -(-len(items) // PAGE_SIZE))
+        entries.extend((base_url + collection_href(name, page), "")
+                       for page in range(1, pages + 1))
+        entries.extend((base_url + record_href(name, r.id), r.updated_at) for r in items)
+    return entries
+
+
+def url_line(loc: str, modified: str) -> str:
+    """A sitemap's line for one of its entries."""
+    return (f"<url><loc>{escape(loc)}</loc>"
+            + (f"<lastmod>{modified}</lastmod>" if modified else "") + "</url>\n")
+
+
+def sitemap_files(base_url: str, entries: list[str], only: set[int] | None = None
+                  ) -> list[OutputFile]:
+    """The sitemap files of `entries` (`url_line`s; only those holding the entries
+    numbered `only`, if given: what changed when only their lastmod did)."""
+    if len(entries) <= SITEMAP_MAX:
+        return [_sitemap("sitemap.xml", _urlset(entries))]
+    chunks = range(0, len(entries), SITEMAP_MAX)
+    index = "".join(f"<sitemap><loc>{escape(base_url)}/sitemaps/{n}.xml</loc></sitemap>\n"
+                    for n in range(1, len(chunks) + 1))
+    files = [] if only is not None else [_sitemap("sitemap.xml", (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex xmlns='
+        '"http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+        f"{index}</sitemapindex>\n").encode())]
+    for n, start in enumerate(chunks, 1):
+        if only is None or any(start <= at < start + SITEMAP_MAX for at in only):
+            files.append(_sitemap(f"sitemaps/{n}.xml",
+                                  _urlset(entries[start:start + SITEMAP_MAX])))
+    return files
+
+
+def _sitemap(path: str, data: bytes) -> OutputFile:
+    return constant(path, data, hashlib.sha256(data).hexdigest())
+
+
+def _urlset(lines: list[str]) -> bytes:
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/'
+            f'schemas/sitemap/0.9">\n{"".join(lines)}</urlset>\n').encode()
+
+
+def _robots(base_url: str) -> str:
+    """Crawlers may read every page and static file; the sidecar's dynamic and keyed paths
+    (from the endpoint table) are not for them."""
+    dynamic = sorted({e.path.split("{")[0] for e in ENDPOINTS if not e.public})
+    lines = "".join(f"Disallow: {path}\n" for path in dynamic)
+    return f"User-agent: *\n{lines}Allow: /\n\nSitemap: {base_url}/sitemap.xml\n"

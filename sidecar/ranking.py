@@ -1,0 +1,249 @@
+"""How the sidecar asks the search index: a caller's words as one tantivy query, each access
+group's index opened for reading (`Group`) and the library's passages (`Passages`), with the
+ranking constants that weigh names, titles, phrases and typos."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tantivy
+
+from exporter.contract.wire import COLLECTIONS
+from exporter.shared import encoder
+from exporter.shared.search import (
+    DIMENSIONS,
+    PASSAGE_ROWS,
+    PASSAGE_SCHEMA,
+    SCHEMA,
+    SENSES,
+    STATE,
+    STOPWORDS,
+    VECTORS,
+    open_index,
+    stems,
+    words,
+)
+
+# How much a match counts, by field: names (scientific, vernacular, a person's name) most.
+BOOST_NAMES = 4.0
+BOOST_PHRASE = 4.0  # all the query's words in a name, in order
+BOOST_TITLE = 2.0
+BOOST_FUZZY = 1.5  # a name one typo away (a constant score: it has no term statistics)
+FUZZY_MIN = 5  # shorter words are not matched fuzzily: too many neighbours
+# Semantic matches: cosine similarity at or above this counts as a match (for `counts`,
+# and for hybrid results); below it a record has nothing to do with the query.
+SEMANTIC_FLOOR = 0.20
+# Hybrid: score = WEIGHT_KEYWORD * bm25 / best bm25 + WEIGHT_SEMANTIC * scaled similarity.
+WEIGHT_KEYWORD = 0.7
+WEIGHT_SEMANTIC = 0.3
+DEPTH = 50  # results each side contributes to fusion, per group
+SNIPPET_CHARS = 220
+
+
+def keyword_query(text: str) -> tantivy.Query | None:
+    """A user's words as one query: each word in names, title and text (stemmed), a name one
+    typo away, and the whole phrase in names. None when no word is left to search."""
+    names, terms = words(text), stems(text)
+    should: list[tantivy.Query] = []
+    for word in dict.fromkeys(w for w in names if w not in STOPWORDS):
+        should.append(_boost(tantivy.Query.term_query(SCHEMA, "names", word), BOOST_NAMES))
+        if len(word) >= FUZZY_MIN:
+            should.append(_boost(tantivy.Query.fuzzy_term_query(
+                SCHEMA, "names", word, distance=1, transposition_cost_one=True), BOOST_FUZZY))
+    for term in dict.fromkeys(terms):
+        should.append(_boost(tantivy.Query.term_query(SCHEMA, "title", term), BOOST_TITLE))
+        should.append(tantivy.Query.term_query(SCHEMA, "text", term))
+    if len(names) > 1:
+        phrase: list[str | tuple[int, str]] = list(names)
+        should.append(_boost(tantivy.Query.phrase_query(SCHEMA, "names", phrase), BOOST_PHRASE))
+    if not should:
+        return None
+    return tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in should])
+
+
+def _boost(query: tantivy.Query, boost: float) -> tantivy.Query:
+    return tantivy.Query.boost_query(query, boost)
+
+
+def _within(query: tantivy.Query, collections: Sequence[str]) -> tantivy.Query:
+    if list(collections) == list(COLLECTIONS):
+        return query
+    among = tantivy.Query.boolean_query([
+        (tantivy.Occur.Should, tantivy.Query.term_query(SCHEMA, "collection", name))
+        for name in collections])
+    return tantivy.Query.boolean_query([(tantivy.Occur.Must, query),
+                                        (tantivy.Occur.Must, among)])
+
+
+@dataclass(frozen=True)
+class Hit:
+    collection: str
+    id: str
+    score: float
+    group: str
+
+
+class Group:
+    """One access group's index and vectors, opened read-only for one bundle."""
+
+    def __init__(self, name: str, folder: Path) -> None:
+        self.name = name
+        state = json.loads((folder / STATE).read_bytes())
+        rows: list[list[str]] = state["rows"]
+        self.index = open_index(folder)
+        self.searcher = self.index.searcher()
+        self.vectors = np.load(folder / VECTORS, mmap_mode="r")
+        rank = {name: n for n, name in enumerate(COLLECTIONS)}
+        self.rows = rows  # [collection, id, content hash], one per row of `vectors`
+        self.codes = np.array([rank[row[0]] for row in rows], np.int8)
+        if len(rows) != self.vectors.shape[0]:
+            raise ValueError(f"search/{name}: {len(rows)} rows but "
+                             f"{self.vectors.shape[0]} vectors")
+
+    def keyword(self, query: tantivy.Query, collections: Sequence[str],
+                limit: int) -> list[Hit]:
+        """The best `limit` matches within `collections`."""
+        hits = []
+        found = self.searcher.search(_within(query, collections), limit=limit, count=False)
+        for score, address in found.hits:
+            doc = self.searcher.doc(address)
+            hits.append(Hit(doc["collection"][0], doc["id"][0], float(score), self.name))
+        return hits
+
+    def counts(self, query: tantivy.Query, collections: Sequence[str]) -> dict[str, int]:
+        """How many records match `query`, in each of `collections`."""
+        found = self.searcher.aggregate(_within(query, collections), {"by": {"terms": {
+            "field": "collection", "size": len(COLLECTIONS)}}})
+        buckets = {bucket["key"]: int(bucket["doc_count"]) for bucket in found["by"]["buckets"]}
+        return {name: buckets.get(name, 0) for name in collections}
+
+    def semantic(self, vector: np.ndarray, collections: Sequence[str],
+                 limit: int) -> tuple[list[Hit], dict[str, int]]:
+        """The records whose cosine with `vector` reaches SEMANTIC_FLOOR: the best `limit`,
+        and how many there are in each collection."""
+        if not self.rows:
+            return [], dict.fromkeys(collections, 0)
+        scores = np.asarray(self.vectors @ vector, dtype=np.float32)
+        wanted = np.array([COLLECTIONS.index(name) for name in collections], np.int8)
+        matches = (scores >= SEMANTIC_FLOOR) & np.isin(self.codes, wanted)
+        rows = np.flatnonzero(matches)
+        found = np.bincount(self.codes[rows], minlength=len(COLLECTIONS))
+        counts = {name: int(found[code]) for name, code in zip(collections, wanted, strict=True)}
+        if len(rows) > limit:
+            rows = rows[np.argpartition(-scores[rows], limit - 1)[:limit]]
+        # Best first; equal scores by row, so the order never depends on the sort's mood.
+        rows = rows[np.lexsort((rows, -scores[rows]))]
+        return [Hit(self.rows[r][0], self.rows[r][1], float(scores[r]), self.name)
+                for r in rows], counts
+
+    def either(self, query: tantivy.Query | None, ids: Sequence[str],
+               collections: Sequence[str]) -> dict[str, int]:
+        """Per collection, the records matching `query` or among `ids`, each once."""
+        parts: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        if query is not None:
+            parts.append((tantivy.Occur.Should, query))
+        if ids:
+            parts.append((tantivy.Occur.Should,
+                          tantivy.Query.term_set_query(SCHEMA, "id", list(ids))))
+        if not parts:
+            return dict.fromkeys(collections, 0)
+        return self.counts(tantivy.Query.boolean_query(parts), collections)
+
+    def present(self, query: tantivy.Query | None, ids: Sequence[str]
+                ) -> dict[str, tuple[str, str]]:
+        """For each id: the record's title, and a snippet — a piece of its text around the
+        query's words, HTML-escaped, the words in <mark>; the start of its text where no
+        word matched (a record found by meaning alone)."""
+        if not ids:
+            return {}
+        found = self.searcher.search(tantivy.Query.term_set_query(SCHEMA, "id", list(ids)),
+                                     limit=len(ids), count=False)
+        generators = []
+        if query is not None:
+            for field in ("text", "names", "title"):
+                generator = tantivy.SnippetGenerator.create(self.searcher, query, SCHEMA, field)
+                generator.set_max_num_chars(SNIPPET_CHARS)
+                generators.append(generator)
+        shown = {}
+        for _, address in found.hits:
+            doc = self.searcher.doc(address)
+            first = {name: (doc[name] or [""])[0] for name in ("names", "title", "text")}
+            title = first["title"] or first["names"].split("\n")[0]
+            shown[doc["id"][0]] = (title, _snippet(doc, first, generators))
+        return shown
+
+
+def _snippet(doc: tantivy.Document, first: dict[str, str],
+             generators: list[tantivy.SnippetGenerator]) -> str:
+    for generator in generators:
+        snippet = generator.snippet_from_doc(doc)
+        if snippet.highlighted():
+            return _marked(snippet.fragment(), snippet.highlighted())
+    text = " ".join((first["text"] or first["names"]).split())
+    return html.escape(_clip(text), quote=False)
+
+
+def _marked(fragment: str, ranges: Sequence[Any]) -> str:
+    """`fragment` HTML-escaped, with each highlighted range (byte offsets) in <mark>."""
+    data = fragment.encode()
+    out: list[str] = []
+    at = 0
+    for span in sorted(ranges, key=lambda r: r.start):
+        if span.start < at:
+            continue
+        out.append(html.escape(data[at:span.start].decode(errors="replace"), quote=False))
+        out.append("<mark>" + html.escape(data[span.start:span.end].decode(errors="replace"),
+                                          quote=False) + "</mark>")
+        at = span.end
+    out.append(html.escape(data[at:].decode(errors="replace"), quote=False))
+    return " ".join("".join(out).split())
+
+
+def _clip(text: str) -> str:
+    if len(text) <= SNIPPET_CHARS:
+        return text
+    cut = text[:SNIPPET_CHARS].rsplit(" ", 1)[0]
+    return cut + " …"
+
+
+class Passages:
+    """One access group's library passages, opened read-only for one bundle."""
+
+    def __init__(self, name: str, folder: Path) -> None:
+        self.name = name
+        state = json.loads((folder / PASSAGE_ROWS).read_bytes())
+        self.rows: list[list[Any]] = state["rows"]  # [document id, page, label, text]
+        self.titles: dict[str, str] = state["titles"]
+        self.index = open_index(folder)
+        self.searcher = self.index.searcher()
+        self.vectors = np.load(folder / VECTORS, mmap_mode="r")
+        self.senses = np.load(folder / SENSES, mmap_mode="r")
+        if not (self.vectors.shape == (len(self.rows), DIMENSIONS)
+                and self.senses.shape == (len(self.rows), encoder.DIMENSIONS)):
+            raise ValueError(f"passages/{name}: {len(self.rows)} rows but vectors of shape "
+                             f"{self.vectors.shape} and senses of shape {self.senses.shape}")
+
+    def keyword(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
+        """(row, BM25) of the passages best matching these stemmed terms."""
+        if not terms or not self.rows:
+            return []
+        query = tantivy.Query.boolean_query([
+            (tantivy.Occur.Should, tantivy.Query.term_query(PASSAGE_SCHEMA, "text", term))
+            for term in dict.fromkeys(terms)])
+        hits = self.searcher.search(query, limit=limit, count=False).hits
+        rows = self.searcher.fast_field_values("row", [address for _, address in hits])
+        return [(int(row or 0), float(score)) for (score, _), row in zip(hits, rows, strict=True)]
+
+    def semantic(self, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
+        """(row, cosine) of the passages closest in meaning."""
+        if not self.rows:
+            return []
+        scores = np.asarray(self.vectors @ vector, dtype=np.float32)
+        best = np.argsort(-scores, kind="stable")[:limit]
+        return [(int(r), float(scores[r])) for r in best]
