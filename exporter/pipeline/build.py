@@ -252,7 +252,8 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     events = stamped_events(project, ledger, (
         Current(r.collection, r.id, r.hash, r.access) for r in content.records),
         now=now, frozen=frozen, whole=True)
-    ledger.writable()
+    if events:
+        ledger.writable()  # refused now, before anything is published
     pending = ledger.pending(events)  # written to the file once the build is published
     ledger.apply(events)  # in memory only, until then
     progress("ledger", len(content.records), len(content.records))

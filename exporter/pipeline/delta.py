@@ -418,7 +418,8 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         report.seconds = time.perf_counter() - started
         return report
     report.events = len(events)
-    ledger.writable()
+    if events:
+        ledger.writable()  # refused now, before anything is published
     pending = ledger.pending(events)  # written to the file once the build is published
     ledger.apply(events)
     touched: set[str] = set()
