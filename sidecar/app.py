@@ -286,8 +286,7 @@ class _ContractServer(web_server.Server):
 class NodeRunner(web.AppRunner):
     """Runs the sidecar's application: every request goes to `dispatch`, with no aiohttp
     router or middleware around it (through them, a keyed record read took about a sixth
-    more server time: docs/operations.md, session 19), and even unparseable requests are
-    answered by the contract."""
+    more server time), and even unparseable requests are answered by the contract."""
 
     async def _make_server(self) -> web_server.Server:
         server = await super()._make_server()  # starts the application: loads the bundle

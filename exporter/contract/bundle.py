@@ -40,8 +40,8 @@ import pyarrow as pa
 
 from .feed import EVENT_FIELDS
 
-# 6: the library's PDFs by access group (session 22); 7: passages' senses; 8: the records
-# table in segments (session 26)
+# Bumped when the bundle changes shape; a sidecar refuses a bundle of another format (8: the
+# records table in segments, the library's PDFs by access group, passages' senses).
 FORMAT = 8
 META = "meta.json"
 MANIFEST = "manifest.json"

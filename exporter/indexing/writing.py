@@ -28,8 +28,8 @@ def write(index: tantivy.Index, add: Iterable[tantivy.Document],
 
     Documents reach tantivy's indexing thread through a queue of 10,000 that this thread
     fills faster than that one empties it. Once it is full, each add would wait for a place
-    and be woken for it: two context switches a document, 1.5 s of the 8.6 s of CPU that
-    indexing 100,000 records took (session 29). So an add that waited is taken as the sign
+    and be woken for it: two context switches a document, a sizeable share of indexing's
+    CPU at 100,000 records. So an add that waited is taken as the sign
     to step aside while the queue drains: the next step of `alongside` (the export's other
     work in this process: the record vectors) is done then, or, with none left, this thread
     sleeps a moment; the documents after are added in a burst, without waiting. The

@@ -33,8 +33,8 @@ from exporter.shared.errors import ExportError
 FILE = "sources.marshal"
 PARTS = "parts"  # a file a download: the text of its parts
 LIBRARY_PAGES = "library.json"  # the library's PDFs, read (`library.CACHE`)
-FORMAT = "5"  # bump when the entries change shape (5: a file's version adds its change
-# time and inode, session 22)
+FORMAT = "5"  # bump when the entries change shape (5: a file's version holds its change
+# time and inode)
 
 SortKey = tuple[str, ...]
 # A part of a download: its pieces of text, UTF-8 encoded (joined as they are: at 100,000

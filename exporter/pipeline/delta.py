@@ -452,7 +452,7 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         assert live_bundle is not None
         # The word vectors are loaded in this process, once: the process the index is
         # brought up to date in, forked from it, has them, rather than read them again at
-        # every edit (0.13 s of CPU each time at session 26's start).
+        # every edit.
         word_vectors.Embedder.model()
         index = Aside(search_index.update, bundle, live_bundle, search_index.index_version(known),
                       state.groups, [

@@ -280,7 +280,7 @@ class Release:
         there is time (`delta.Session.prepare`): after an export that changed every file, the
         next one would link 200,000 of them at 100,000 records (4 s). After a node's very
         first export, which had no build before it, the other build is made here, every
-        file linked (before session 28, the first edit after it was exported whole)."""
+        file linked, so that the first edit after it is brought up to date too."""
         other = Release.resume(self) if self.live is not None else self._second()
         if other is None:
             return False

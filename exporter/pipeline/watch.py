@@ -7,8 +7,8 @@ every `POLL` seconds instead.
 
 A file the export reads may be a symbolic link to a file elsewhere (a folder shared with
 others): the export reads the file it points to, so the folder that file is in is watched
-too, and an edit there wakes the watch for the link (before session 28, it woke nothing
-and the site kept the old text). A linked collection folder is watched where it points.
+too, and an edit there wakes the watch for the link (else the site would keep the old
+text). A linked collection folder is watched where it points.
 
 A change made while an export runs is queued, and `wait` returns at once for it: the watch
 is made before the first export, so no edit is ever missed."""

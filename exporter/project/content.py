@@ -41,7 +41,7 @@ from exporter.shared.fileversion import version_of
 FENCE = "+++"
 # The version of the rules of reading and validating content: a change of them drops
 # caches of records read under older rules (exporter.pipeline.cache), since they may now be invalid.
-RULES = 3  # 3: control characters refused in any field (session 23)
+RULES = 3  # bumped when the rules change (3: control characters refused in any field)
 # A top-level key (bare or quoted; of a dotted key, its first part) and a table's header.
 _KEY_LINE = re.compile(r"""^\s*(?:([A-Za-z0-9_-]+)|"([^"\\]+)"|'([^']+)')\s*[=.]""")
 _TABLE_LINE = re.compile(r"""^\s*\[\[?\s*(?:([A-Za-z0-9_-]+)|"([^"\\]+)"|'([^']+)')""")

@@ -14,10 +14,10 @@ importing it, and refused unless their SHA-256 are those of the model as publish
 (`MODEL_SHA256`, `TOKENIZER_SHA256`): whoever packaged them, these are the model's bytes.
 tests/test_encoder.py checks a published similarity.
 
-Speed: about 37 ms of CPU a passage of 600 characters (about 125 tokens), on one BLAS
-thread (45 ms before its steps wrote in place, session 27; `bench/encoder_speed.py`); a
-question of a line, under 10 ms. The export encodes each passage once: a library group
-rebuilt takes the vectors of its unchanged passages from the build before
+Speed: each step writes into the arrays it reads, on one BLAS thread; a passage of 600
+characters costs tens of milliseconds of CPU, a question of a line a few
+(`bench/encoder_speed.py`; figures in bench/RESULTS.md). The export encodes each passage
+once: a library group rebuilt takes the vectors of its unchanged passages from the build before
 (`exporter.library.documents`)."""
 
 from __future__ import annotations

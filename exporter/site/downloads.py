@@ -236,7 +236,7 @@ def csv_rows(collection: Collection, records: list[dict[str, Any]]) -> str:
 
 # What a spreadsheet takes for the start of a formula (OWASP, "CSV injection").
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-CSV_FORM = "2"  # of the download's cells: 2 since they are made inert (session 22)
+CSV_FORM = "2"  # of the download's cells (2: made inert against spreadsheet formulas)
 
 
 def inert(text: str) -> str:
