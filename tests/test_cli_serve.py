@@ -42,6 +42,7 @@ def wait_for(url: str, process: subprocess.Popen[Any], seconds: float
             time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_export_then_serve_answers_with_the_static_bytes(tmp_path: Path) -> None:
     root = copy_sample(tmp_path)
     missing = subprocess.run([*FEDNODE, "serve", "--project", str(root)], env=ENV,
@@ -67,6 +68,7 @@ def test_export_then_serve_answers_with_the_static_bytes(tmp_path: Path) -> None
     assert b"GET /api/team 200 open" in errors
 
 
+@pytest.mark.slow
 def test_a_sidecar_host_needs_the_build_alone(tmp_path: Path) -> None:
     """A sidecar host is given the build (docs/operations.md), not content/: without
     content/node.toml there are no [serve] settings, and the defaults hold."""
@@ -87,6 +89,7 @@ def test_a_sidecar_host_needs_the_build_alone(tmp_path: Path) -> None:
         server.communicate(timeout=30)
 
 
+@pytest.mark.slow
 def test_access_lines_are_written_within_a_second_while_serving(tmp_path: Path) -> None:
     """Access lines are buffered, not held: they reach standard error within about
     half a second of the request, while the server keeps running."""

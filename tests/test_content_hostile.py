@@ -141,6 +141,7 @@ def tables(draw: st.DrawFn) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(tables())
 @example(([*FIELDS, "access", "access"], [[row_id(1), "Row marker 1 zq", *CELLS.values(),

@@ -139,6 +139,7 @@ def watched(sample: Path, folder: Path) -> tuple[Path, Session]:
     return folder, session
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.lists(st.sampled_from(EDITS), min_size=1, max_size=3), min_size=1,
@@ -153,6 +154,7 @@ def test_any_run_of_edits_exports_what_a_whole_export_does(
     assert_whole(root, tmp_path / "elsewhere")
 
 
+@pytest.mark.slow
 def test_the_usual_edits_are_brought_up_to_date(sample: Path, tmp_path: Path) -> None:
     root, session = watched(sample, tmp_path / "node")
     pick = random.Random(7)
@@ -176,6 +178,7 @@ def test_the_usual_edits_are_brought_up_to_date(sample: Path, tmp_path: Path) ->
     assert_whole(root, tmp_path / "elsewhere")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edit", [access, node_toml])
 def test_other_edits_are_exported_whole(sample: Path, tmp_path: Path, edit: Edit) -> None:
     root, session = watched(sample, tmp_path / "node")
@@ -184,6 +187,7 @@ def test_other_edits_are_exported_whole(sample: Path, tmp_path: Path, edit: Edit
     assert_whole(root, tmp_path / "elsewhere")
 
 
+@pytest.mark.slow
 def test_a_new_file_or_a_changed_id_is_exported_whole(sample: Path, tmp_path: Path) -> None:
     root, session = watched(sample, tmp_path / "node")
     source = markdown(root, random.Random(5), restricted=False)
@@ -198,6 +202,7 @@ def test_a_new_file_or_a_changed_id_is_exported_whole(sample: Path, tmp_path: Pa
     assert_whole(root, tmp_path / "elsewhere")
 
 
+@pytest.mark.slow
 def test_a_broken_file_stops_every_export_until_it_is_fixed(sample: Path,
                                                             tmp_path: Path) -> None:
     root, session = watched(sample, tmp_path / "node")
@@ -219,6 +224,7 @@ def test_a_broken_file_stops_every_export_until_it_is_fixed(sample: Path,
     assert_whole(root, tmp_path / "elsewhere")
 
 
+@pytest.mark.slow
 def test_an_export_by_another_command_meanwhile_makes_the_next_whole(
         sample: Path, tmp_path: Path) -> None:
     root, session = watched(sample, tmp_path / "node")
@@ -245,6 +251,7 @@ session.export({path})
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("at", ["ledger", "site", "bundle", "recorded", "flipped"])
 def test_a_delta_export_killed_anywhere_leaves_a_whole_build(sample: Path, tmp_path: Path,
                                                              at: str) -> None:
@@ -259,6 +266,7 @@ def test_a_delta_export_killed_anywhere_leaves_a_whole_build(sample: Path, tmp_p
     assert_whole(root, tmp_path / "elsewhere")
 
 
+@pytest.mark.slow
 def test_two_records_edited_at_once_that_trade_places_are_exported_whole(
         sample: Path, tmp_path: Path) -> None:
     """Each keeps its place beside its neighbours as they were, but not beside each other
@@ -281,6 +289,7 @@ def test_two_records_edited_at_once_that_trade_places_are_exported_whole(
     assert_whole(root, tmp_path / "elsewhere")
 
 
+@pytest.mark.slow
 def test_a_delta_export_makes_only_the_download_parts_it_changed(
         sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The parts one delta export made are found by the next (they were made again each
@@ -306,6 +315,7 @@ def test_a_delta_export_makes_only_the_download_parts_it_changed(
     assert_whole(root, tmp_path / "elsewhere", (("zyxwvut", ("public",)),))
 
 
+@pytest.mark.slow
 def test_after_a_whole_export_the_watch_prepares_what_the_first_edit_needs(
         sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A base_url changed and changed back: the whole export takes the downloads as the
@@ -342,6 +352,7 @@ def test_after_a_whole_export_the_watch_prepares_what_the_first_edit_needs(
     assert_whole(root, tmp_path / "elsewhere", (("zyxwvut", ("public",)),))
 
 
+@pytest.mark.slow
 def test_the_first_edit_after_a_nodes_very_first_export_is_brought_up_to_date(
         tmp_path: Path) -> None:
     """A node's very first export has no build before it to bring up to date: `prepare`
@@ -362,6 +373,7 @@ def test_the_first_edit_after_a_nodes_very_first_export_is_brought_up_to_date(
     assert_whole(root, tmp_path / "elsewhere")
 
 
+@pytest.mark.slow
 def test_a_ledger_written_by_something_else_makes_the_next_export_whole(
         sample: Path, tmp_path: Path) -> None:
     """A `git pull` replacing ledger.jsonl: the export reads it again rather than append to
@@ -378,6 +390,7 @@ def test_a_ledger_written_by_something_else_makes_the_next_export_whole(
     assert_whole(root, tmp_path / "elsewhere")
 
 
+@pytest.mark.slow
 def test_an_edit_to_a_linked_record_file_is_brought_up_to_date(sample: Path,
                                                               tmp_path: Path) -> None:
     """A record file that is a link to a file kept elsewhere (what `--watch` names when

@@ -393,6 +393,7 @@ EDITS = st.lists(st.tuples(st.sampled_from(["edit", "add", "remove", "restrict"]
                           st.integers(0, 10**6)), min_size=1, max_size=4)
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None, suppress_health_check=[
     HealthCheck.function_scoped_fixture])
 @given(rounds=st.lists(EDITS, min_size=1, max_size=3))
@@ -922,6 +923,7 @@ def test_a_control_character_in_a_cell_is_refused_before_anything_is_written(
     assert not (project.content / "species").exists()
 
 
+@pytest.mark.slow
 def test_an_archive_a_zip_cannot_hold_without_zip64_is_refused(tmp_path: Path) -> None:
     """A zip without ZIP64 extensions holds sizes and offsets below 4 GiB: past that the
     archive would be unreadable, so the export stops with a message, before writing. (Made

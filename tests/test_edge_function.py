@@ -31,6 +31,7 @@ def test_the_edge_functions_folder_holds_functions_only() -> None:
         assert "export default" in path.read_text(), path.name
 
 
+@pytest.mark.slow
 def test_the_edge_function_forwards_keyed_requests(tmp_path: Path) -> None:
     binary = npm_tool("deno", "2", "deno")
     root = exported_sample(tmp_path / "node")

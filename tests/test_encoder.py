@@ -85,6 +85,7 @@ def test_a_sidecar_with_a_library_will_not_start_on_other_files(
         Store(root / ".fednode" / "bundle")
 
 
+@pytest.mark.slow
 def test_a_library_exported_while_the_sidecar_runs_loads_the_encoder_with_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A sidecar started without a library loads the encoder with the first bundle that has
@@ -115,6 +116,7 @@ def test_a_library_exported_while_the_sidecar_runs_loads_the_encoder_with_it(
     asyncio.run(run())
 
 
+@pytest.mark.slow
 def test_batches_shared_among_processes_make_the_same_vectors() -> None:
     """An export that may fork shares the passages' batches among its cores' processes
     (`encode(processes=...)`): each batch is made as it is alone, so the vectors are those

@@ -252,6 +252,7 @@ def test_bad_content_leaves_previous_output_intact(node: Node, export: Export) -
     assert tree(node.root / ".fednode" / "bundle") == bundle
 
 
+@pytest.mark.slow
 def test_killed_export_leaves_previous_output_intact(tmp_path: Path) -> None:
     root = copy_sample(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -374,6 +375,7 @@ def test_an_export_in_the_second_the_last_one_stamped_waits_for_the_next(node: N
     assert Ledger.load(ledger).last_at == format_time(parse_time(now) + timedelta(seconds=1))
 
 
+@pytest.mark.slow
 def test_the_second_stamped_does_not_tell_whether_restricted_records_changed(
         node: Node) -> None:
     """A public edit exported in the second of an export that changed only restricted

@@ -71,6 +71,7 @@ def set_field(ledger: Path, number: int, name: str, value: Any) -> None:
     ledger.write_text("".join(lines))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "value"), [
     ("seq", "2"), ("seq", 1.5), ("seq", True), ("seq", None), ("id", 5), ("id", ["x"]),
     ("id", "8ED5B2E8-0000-4000-8000-000000000001\n"), ("at", 1772352000),
@@ -173,6 +174,7 @@ def damaged_node() -> Iterator[Path]:
         yield exported_node(Path(folder) / "node")
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(sorted(VALID)), value=json_values)
 def test_generated_wrong_ledger_values(damaged_node: Path, name: str, value: Any) -> None:
@@ -194,6 +196,7 @@ def test_generated_wrong_ledger_values(damaged_node: Path, name: str, value: Any
         ledger.write_bytes(good)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(line=st.binary(max_size=80).filter(lambda b: b"\n" not in b), number=st.integers(1, 3))
 def test_generated_garbage_ledger_lines(damaged_node: Path, line: bytes, number: int) -> None:

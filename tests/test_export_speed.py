@@ -49,6 +49,7 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     return counts
 
 
+@pytest.mark.slow
 def test_a_base_url_change_parses_each_file_once(node: Node, export: Export,
                                                  reads: Counter[str]) -> None:
     table = node.root / "content" / "species" / "checklist.csv"
@@ -88,6 +89,7 @@ def test_an_edit_during_the_export_is_an_error_not_a_mix(node: Node, export: Exp
         export(node.root, base_url="https://mirror.example.net", progress=edit_once_read)
 
 
+@pytest.mark.slow
 def test_a_long_export_names_each_phase(tmp_path: Path) -> None:
     root = copy_sample(tmp_path)
     multiply(root / "content", 2500)

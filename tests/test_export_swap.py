@@ -72,6 +72,7 @@ def edit(root: Path, n: int) -> None:
     path.write_text(text.replace(marker, f"{marker}edit {n} ", 1))
 
 
+@pytest.mark.slow
 def test_a_kill_at_any_step_leaves_one_whole_build(tmp_path: Path) -> None:
     root = exported_sample(tmp_path)
     assert run_export(root).returncode == 0
@@ -121,6 +122,7 @@ def test_kills_at_random_moments_leave_one_whole_build(tmp_path: Path) -> None:
             assert json.loads(one_build(root))["node"]["base_url"] == f"https://n{n}.example.org"
 
 
+@pytest.mark.slow
 def test_private_folders_are_closed_and_their_files_0600(tmp_path: Path) -> None:
     root = copy_sample(tmp_path)
     (root / ".fednode").mkdir(mode=0o755)  # as `keys create` or an older fednode left it
@@ -149,6 +151,7 @@ def tree(root: Path) -> dict[str, str]:
             if p.is_file() and not engine_file(str(p.relative_to(root)))}
 
 
+@pytest.mark.slow
 def test_builds_take_turns_and_each_is_complete(node: Node, export: Export,
                                                 tmp_path: Path) -> None:
     """The spare build is brought up to date in place: after any number of exports, each
@@ -194,6 +197,7 @@ async def test_the_sidecar_picks_up_each_new_build(node: Node, export: Export,
     assert seen == [2, 3, 4, 5]
 
 
+@pytest.mark.slow
 def test_a_second_export_at_the_same_time_stops(tmp_path: Path) -> None:
     root = exported_sample(tmp_path)
     assert run_export(root).returncode == 0
@@ -209,6 +213,7 @@ def test_a_second_export_at_the_same_time_stops(tmp_path: Path) -> None:
     assert one_build(root) != before
 
 
+@pytest.mark.slow
 def test_a_write_that_fails_is_one_error_and_keeps_the_build(tmp_path: Path) -> None:
     root = exported_sample(tmp_path)
     assert run_export(root).returncode == 0
@@ -230,6 +235,7 @@ def export_refused_with_unwritable(root: Path, folder: Path) -> None:
     assert "Error: cannot write the export: Operation not permitted" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_file_that_cannot_be_created_is_one_error_and_keeps_the_build(tmp_path: Path
                                                                         ) -> None:
     """Files are created by writer threads: a failure there still stops the export with one
@@ -253,6 +259,7 @@ def test_a_file_that_cannot_be_created_is_one_error_and_keeps_the_build(tmp_path
     assert run_export(root).returncode == 0
 
 
+@pytest.mark.slow
 def test_builds_recorded_by_an_older_fednode_are_reused_and_a_damaged_record_is_rebuilt(
         tmp_path: Path) -> None:
     """Each build records what its files were rendered from (outputs.marshal, each tree's
@@ -297,6 +304,7 @@ def test_builds_recorded_by_an_older_fednode_are_reused_and_a_damaged_record_is_
     assert one_build(root) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit", [4096, 50_000])
 def test_a_full_disk_is_one_error_line_and_keeps_the_build(tmp_path: Path, limit: int) -> None:
     """Files that cannot grow past `limit` bytes (RLIMIT_FSIZE, as a full disk): the export

@@ -669,6 +669,7 @@ def test_a_compressed_body_is_refused_never_inflated(server: ServerThread,
     assert status == 200 and json.loads(answer)["node"]
 
 
+@pytest.mark.slow
 def test_a_body_that_stops_coming_is_a_400_not_a_wait(
         hostile_root: Path, ungranted: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A keyed POST whose body stops arriving (a partial body; broken chunk framing sent
@@ -690,6 +691,7 @@ def test_a_body_that_stops_coming_is_a_400_not_a_wait(
                 assert "did not arrive within 1 s" in json.loads(body)["error"]["message"]
 
 
+@pytest.mark.slow
 def test_a_connection_without_a_whole_request_is_closed(
         hostile_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A connection that sends nothing, or headers a byte at a time, is closed after the
@@ -744,6 +746,7 @@ def test_two_origin_headers_are_refused(server: ServerThread, ungranted: str) ->
         assert "given 2 times" in decode(answer)["error"]["message"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("headers", "meta", "expected"), [
     ({"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "notifications/cancelled"},
      MODERN_META, 202),

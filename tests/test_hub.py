@@ -267,6 +267,7 @@ def test_cli_hub_file_in_use(states: States, crafted: Crafted, tmp_path: Path) -
         holder.wait()
 
 
+@pytest.mark.slow
 def test_cli_hub_file_not_a_hub(states: States, crafted: Crafted, tmp_path: Path) -> None:
     crafted.reset(states.a)
     corrupt = tmp_path / "corrupt.duckdb"
@@ -498,6 +499,7 @@ def mutate(states: States, mutation: tuple[Any, ...]) -> dict[str, bytes] | None
     return {**files, path: json.dumps(record).encode()}
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 @given(mutation=mutations)
 @example(mutation=("manifest body", b""))
@@ -655,6 +657,7 @@ KEYED_FIELDS = {"key": {"id": "", "scopes": [], "collections": []},
                          "content_hash": ""}}
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(where=st.sampled_from(sorted(KEYED_FIELDS)), data=st.data())
 def test_broken_keyed_answers_give_one_line(where: str, data: st.DataObject, states: States,
@@ -981,6 +984,7 @@ def test_a_node_that_went_back_is_reloaded_and_said_so(tmp_path: Path) -> None:
         assert quiet.summary() == "added 0, updated 0, removed 0; 7 records in the index"
 
 
+@pytest.mark.slow
 def test_records_as_large_as_the_limits_allow_are_synced(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A record of 16 MiB (the hub takes up to 64 MiB) and a change of 40 records of 1 MiB,
@@ -1132,6 +1136,7 @@ def rate_limited_once(states: States, crafted: Crafted) -> None:
         json_reply(json.loads(states.a["/api/manifest"])))
 
 
+@pytest.mark.slow
 def test_piped_runs_are_quiet_and_the_log_gets_the_waits(states: States, crafted: Crafted,
                                                          tmp_path: Path) -> None:
     rate_limited_once(states, crafted)
@@ -1147,6 +1152,7 @@ def test_piped_runs_are_quiet_and_the_log_gets_the_waits(states: States, crafted
     assert "loading species" in text
 
 
+@pytest.mark.slow
 def test_a_terminal_shows_what_the_sync_waits_for(states: States, crafted: Crafted,
                                                   tmp_path: Path) -> None:
     rate_limited_once(states, crafted)

@@ -32,6 +32,7 @@ def test_the_counts_the_check_makes_are_those_of_the_tree_written(sample_root: P
     assert max(counted.values()) < 300
 
 
+@pytest.mark.slow
 def test_an_export_over_the_folder_limit_stops_before_writing_anything(tmp_path: Path) -> None:
     root = copy_sample(tmp_path / "node")
     multiply(root / "content", 400)  # about 200 species: over 100 shard folders of them

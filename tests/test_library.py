@@ -182,6 +182,7 @@ def test_no_support_is_no_answer(site: Site, question: str, says: str) -> None:
     assert says in body["message"], body["message"]
 
 
+@pytest.mark.slow
 def test_the_evidence_is_the_same_in_every_process(site: Site) -> None:
     """The question's words are a set, whose order follows each process's string hashes:
     two workers (or a worker and `fednode ask`) must retrieve and weigh a question to the
@@ -323,6 +324,7 @@ def test_transport_errors(site: Site) -> None:
     assert (status, body["error"]["code"]) == (403, "insufficient_scope")
 
 
+@pytest.mark.slow
 def test_fednode_ask_answers_from_the_local_bundle(site: Site) -> None:
     command = [str(Path(sys.executable).parent / "fednode"), "ask",
                "When should knotweed stems be injected?", "--project", str(site.node.root)]
@@ -381,6 +383,7 @@ def test_an_unchanged_pdf_is_not_read_again(tmp_path: Path,
     assert REPO.exists()
 
 
+@pytest.mark.slow
 def test_a_passage_is_encoded_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The sentence encoder (about 45 ms a passage) encodes each passage once: a group whose
     PDFs did not change is linked from the build before, and a group rebuilt around a
@@ -637,6 +640,7 @@ def test_a_pdfs_text_keeps_no_invisible_or_broken_characters(tmp_path: Path) -> 
     assert [row[3] for row in rows] == ["Knotweed \ufffdspreads along rivers and roads."]
 
 
+@pytest.mark.slow
 def test_a_page_without_sentence_ends_is_cut_into_passages(tmp_path: Path) -> None:
     """A page of words with no full stop is cut at spaces into passages of at most about
     PASSAGE_CHARS: one passage of the whole page made every question that retrieved it slow
@@ -656,6 +660,7 @@ def test_a_page_without_sentence_ends_is_cut_into_passages(tmp_path: Path) -> No
         [f"knotweed{n}" for n in range(3_000)]
 
 
+@pytest.mark.slow
 def test_the_readers_warnings_name_the_pdf(tmp_path: Path) -> None:
     """A damaged PDF pypdf can read all the same (here its cross-reference table is not
     where the file says) exports, and what pypdf warns of is said with the PDF's path (its
@@ -675,6 +680,7 @@ def test_the_readers_warnings_name_the_pdf(tmp_path: Path) -> None:
                           for line in warned), done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("slow", [("guide.pdf",), ("guide.pdf", "protocol.pdf")])
 def test_a_pdf_that_takes_too_long_to_read_is_refused(tmp_path: Path,
                                                       slow: tuple[str, ...]) -> None:

@@ -85,6 +85,7 @@ async def connect(node: Node, mode: str, key: str = "plain") -> tuple[Any, Any]:
     return http, client
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", MODERN, "auto"])
 async def test_the_real_client_lists_and_calls_every_tool(node: Node, mode: str) -> None:
     http, client = await connect(node, mode, "partners")
@@ -508,6 +509,7 @@ async def test_a_tool_needs_the_scope_its_rest_read_needs(node: Node) -> None:
     assert node.rest("/api/search?q=knotweed", "mcp and read")[0] == 403
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 def test_the_official_inspector_lists_every_tool_as_portable(tmp_path: Path, era: str) -> None:
     """The official MCP Inspector's CLI (2.12), in each protocol era, lists the seven tools

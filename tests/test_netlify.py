@@ -56,6 +56,7 @@ def test_the_cdn_allows_the_preflight_the_sidecar_allows() -> None:
         assert every.get(name) == value, name
 
 
+@pytest.mark.slow
 def test_requests_land_where_the_exported_redirects_say(tmp_path: Path) -> None:
     cli = npm_tool("netlify-cli", "26.2.0", "netlify")
     root = copy_sample(tmp_path / "node")

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import jinja2
+import pytest
 from aiohttp.test_utils import TestClient
 from builders import app_for, copy_sample, exported_sample
 from hypothesis import HealthCheck, given, settings
@@ -88,6 +89,7 @@ def test_a_species_page_links_to_its_treatments_and_resources(sample_root: Path)
                     (path, link)
 
 
+@pytest.mark.slow
 def test_restricted_records_leave_no_trace_on_any_page(tmp_path: Path) -> None:
     """The pages of the sample equal, byte for byte, those of the same node without its
     restricted records: no page, link, title, count or sitemap entry of them."""

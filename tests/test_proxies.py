@@ -135,6 +135,7 @@ def _unreadable(hop: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_fednode_serve_takes_trusted_proxies(sample_root: Path, tmp_path: Path) -> None:
     port = free_port()
     process = subprocess.Popen([*FEDNODE, "serve", "--project", str(sample_root), "--port",

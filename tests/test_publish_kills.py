@@ -195,6 +195,7 @@ def differences(served: Served, expected: Served) -> list[str]:
     return [key for key in expected if served.get(key) != expected[key]]
 
 
+@pytest.mark.slow
 def test_after_an_export_that_changed_nothing_a_killed_export_publishes_nothing(
         node: tuple[Path, ServerThread, Callers]) -> None:
     """The two leaks as they were met: a sidecar still reading the build before last when
@@ -296,6 +297,7 @@ def test_kills_at_every_step_and_inside_the_writes_publish_nothing(
             published = crawl(server, paths, callers)
 
 
+@pytest.mark.slow
 def test_events_published_before_the_ledger_was_appended_are_appended_next(
         tmp_path: Path) -> None:
     """Killed after its switch, an export's events are in the published build and not yet
@@ -334,6 +336,7 @@ def test_events_published_before_the_ledger_was_appended_are_appended_next(
     assert ledger.read_bytes().startswith(before) and ledger.read_bytes() != before + lines
 
 
+@pytest.mark.slow
 def test_a_sidecar_pins_the_build_it_reads_and_lets_go_of_the_one_it_leaves(
         node: tuple[Path, ServerThread, Callers]) -> None:
     """No export takes a build a sidecar reads; once a new build is published, the sidecar

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from builders import REPO
 
 
@@ -23,6 +24,7 @@ def test_ruff(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_mypy(tmp_path: Path) -> None:
     result = run("mypy", cache=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -10,6 +10,7 @@ import re
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
+import pytest
 from aiohttp import web
 from aiohttp.web_urldispatcher import MatchInfoError
 from hypothesis import given, settings
@@ -94,6 +95,7 @@ def targets(draw: st.DrawFn) -> str:
     return "/" + "/".join(segments) + ("/" if draw(st.booleans()) else "")
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None)
 @given(method=st.sampled_from(METHODS), target=targets())
 def test_the_router_routes_as_aiohttp_does(method: str, target: str) -> None:

@@ -118,6 +118,7 @@ def test_more_than_one_worker_needs_redis(node: tuple[Path, str]) -> None:
     assert "--workers 2 needs --redis URL" in done.stderr
 
 
+@pytest.mark.slow
 def test_serve_refuses_a_redis_that_does_not_answer(node: tuple[Path, str]) -> None:
     done = subprocess.run([*FEDNODE, "serve", "--project", str(node[0]), "--redis",
                            f"redis://127.0.0.1:{free_port()}/0", "--port", str(free_port())],

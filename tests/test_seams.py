@@ -151,6 +151,7 @@ HEAVY = ["jinja2", "jsonschema", "fastjsonschema", "pyarrow", "numpy", "duckdb",
          "aiohttp", "exporter.pipeline.build"]
 
 
+@pytest.mark.slow
 def test_the_command_line_starts_without_what_its_commands_need(sample_copy: Path) -> None:
     """`fednode --help` and the small commands start in a fifth of a second: each command
     imports its own machinery. An export whose records all come from the cache validates
@@ -177,6 +178,7 @@ def test_the_command_line_starts_without_what_its_commands_need(sample_copy: Pat
     assert "1 ledger events" in found[-2] and found[-1] == "['fastjsonschema']", found
 
 
+@pytest.mark.slow
 def test_the_export_command_ends_at_once_and_says_all_first(sample_copy: Path) -> None:
     """`fednode export` (`cli.main.run`) ends as soon as its export succeeded, without
     Python's own teardown (no exit handler runs), its summary flushed to a pipe first; a
@@ -260,6 +262,7 @@ async def test_every_response_carries_the_contract_headers(sample_client: TestCl
             assert set(body["error"]) == {"code", "message"}
 
 
+@pytest.mark.slow
 def test_serve_on_a_taken_port_says_so_in_one_line(tmp_path: Path) -> None:
     root = exported_sample(tmp_path)
     subprocess.run([*FEDNODE, "export", "--project", str(root)], env=ENV, check=True,
@@ -277,6 +280,7 @@ def test_serve_on_a_taken_port_says_so_in_one_line(tmp_path: Path) -> None:
                       f"stop what uses that port or choose another with --port"]
 
 
+@pytest.mark.slow
 def test_serve_warns_when_links_point_elsewhere(tmp_path: Path) -> None:
     root = exported_sample(tmp_path)
     subprocess.run([*FEDNODE, "export", "--project", str(root)], env=ENV, check=True,

@@ -261,6 +261,7 @@ def test_any_text_is_an_answer_or_a_400(site: Site, text: str, mode: str) -> Non
         assert text.split() and len(text) <= 500
 
 
+@pytest.mark.slow
 def test_no_network_during_export_and_search(tmp_path: Path) -> None:
     """The embedding model and everything else load from the installed packages: with every
     socket but loopback refused, an export and a semantic search both work."""
@@ -331,6 +332,7 @@ def test_a_change_of_searched_fields_indexes_afresh() -> None:
     assert index_version(changed) != index_version(known) == index_version(collections())
 
 
+@pytest.mark.slow
 def test_indexing_steps_aside_while_tantivys_queue_is_full(tmp_path: Path) -> None:
     """More documents than tantivy's queue holds (10,000): the adds that find it full are
     where the process's other work is done (each step of `alongside`, all of them here),
@@ -378,6 +380,7 @@ _AWKWARD = st.lists(st.one_of(
     st.text(max_size=6)), max_size=40).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_AWKWARD, min_size=1, max_size=12))
 def test_a_texts_tokens_are_its_pieces_tokens(texts: list[str]) -> None:
@@ -393,6 +396,7 @@ def test_a_texts_tokens_are_its_pieces_tokens(texts: list[str]) -> None:
     assert max(map(len, model._pieces), default=0) <= model.PIECE_CHARS
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.text(max_size=300), min_size=1, max_size=20).map(
     lambda texts: [*texts, "Japanese knotweed along the Meuse", "Fallopia japonica (Houtt.)"]))

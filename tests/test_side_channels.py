@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from builders import (
     Node,
     Records,
@@ -117,6 +118,7 @@ operation = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(operation, min_size=1, max_size=8))
 def test_restricted_only_edits_change_nothing_public(operations: list[tuple[Any, ...]]) -> None:
@@ -215,6 +217,7 @@ def test_where_a_group_is_cut_into_segments_depends_on_its_rows_alone(
         first += rows
 
 
+@pytest.mark.slow
 def test_a_list_page_is_not_made_faster_for_another_kind_of_caller(tmp_path: Path) -> None:
     """The sidecar remembers the envelope of the list pages it answers (`service._envelope`),
     in a cache for each kind of caller: a page a partner's key asked for is made afresh for

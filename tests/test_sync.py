@@ -132,6 +132,7 @@ operation = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(12, 60), deadline=None,
           suppress_health_check=list(HealthCheck))
 @given(st.lists(operation, min_size=2, max_size=14))

@@ -9,6 +9,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -75,6 +76,7 @@ def in_python(events: list[Event], groups: list[str], collections: list[str]) ->
             for s in last.values()}
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(ledgers(), st.sampled_from([[PUBLIC], [PUBLIC, "partners"], [PUBLIC, "sensitive"]]),
        st.sampled_from([list(COLLECTIONS), ["species"], ["resources"]]))
@@ -100,6 +102,7 @@ def record_tables(draw: st.DrawFn) -> list[dict[str, Any]]:
     return draw(st.permutations(rows))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(record_tables(), st.sampled_from([[PUBLIC], [PUBLIC, "partners"], [PUBLIC, "sensitive"]]),
        st.sampled_from([list(COLLECTIONS), ["species"], ["resources", "team"]]))

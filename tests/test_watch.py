@@ -291,6 +291,7 @@ class Watching:
                              f"threads {threads}; printed {printed}")
 
 
+@pytest.mark.slow
 def test_export_watch_exports_each_edit_and_keeps_the_last_good_one(tmp_path: Path) -> None:
     node = Node(tmp_path / "node")
     fields = species("Fallopia japonica")
@@ -318,6 +319,7 @@ def test_export_watch_exports_each_edit_and_keeps_the_last_good_one(tmp_path: Pa
     assert ("err", "stopped") in watching.until("stopped")
 
 
+@pytest.mark.slow
 def test_export_watch_exports_an_edit_to_a_linked_file(tmp_path: Path) -> None:
     """The record file is a link to a file kept elsewhere: saving that file exports it."""
     node = Node(tmp_path / "node")
