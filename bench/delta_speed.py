@@ -8,8 +8,8 @@ processes it forks).
 The node is bench/export_speed.py's synthetic one. Its first export is whole (not timed);
 then `--edits` edits, one a second (the ledger stamps events to the second), after two
 not counted: the first is made whole (a node's first export leaves no build before it for
-an edit to start from; `--watch` has its preparation make one since session 28, which this
-bench does not call), the second loads what the process keeps. The pure Python reference
+an edit to start from; `--watch` has its preparation make one, which this bench does not
+call), the second loads what the process keeps. The pure Python reference
 loop is printed before and after."""
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ def germination_table(sample: Path, rows: int) -> str:
 def synthetic_species(root: Path) -> list[Path]:
     """The synthetic species files, in name order: listed once, so that the times of edits
     under `--watch` (from the save on) do not include finding the file (0.13 s at 100,000
-    records, counted in them until session 25)."""
+    records)."""
     return sorted((root / "content" / "species").glob("synthetic-*.md"))
 
 

@@ -24,7 +24,7 @@ PAUSE = 1.0
 # Commands are timed as a publisher's machine runs them: its Python keeps the modules it
 # compiles (__pycache__). This machine's environment sets PYTHONDONTWRITEBYTECODE, under
 # which every command compiled fednode's own modules again: about 0.6 s of the checklist's
-# export of 3.5 s (session 17). Every command a benchmark starts inherits this.
+# export of 3.5 s. Every command a benchmark starts inherits this.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 

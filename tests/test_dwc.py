@@ -799,8 +799,8 @@ def test_an_archive_table_is_framed_as_the_reader_frames_it(node: Node,
                                                            tmp_path: Path) -> None:
     """The strict reading follows the reader: the lines meta.xml says to ignore (a title of
     another width) are not rows, and an unquoted table's lines end at its declared ending
-    only (a carriage return inside a cell is part of it: refused as a control character
-    since session 23, on the line of its own row)."""
+    only (a carriage return inside a cell is part of it: refused as a control character, on
+    the line of its own row)."""
     meta = META.format(encoding="UTF-8", location="taxon.txt").replace(
         'ignoreHeaderLines="0"', 'ignoreHeaderLines="2"')
     rows = ("Alien plants of a valley\ntaxonID\tscientificName\tdatasetID\n" + ROWS

@@ -59,9 +59,8 @@ PROTOCOL_PAGES = [
 
 def test_a_title_with_an_escape_sequence_never_reaches_fednode_ask(tmp_path: Path) -> None:
     """A document's title holding an escape sequence could clear the publisher's screen
-    when `fednode ask` cites it. Until session 23 the schema let it through and `ask` showed
-    it escaped; now the export refuses it, naming the file, line and field (and `ask`
-    still escapes what it prints)."""
+    when `fednode ask` cites it: the export refuses it, naming the file, line and field
+    (and `ask` still escapes what it prints)."""
     node = library_node(tmp_path / "node", restricted=False)
     guide = node.root / "content" / "library" / "guide.md"
     guide.write_text(guide.read_text().replace('title = "Knotweed control guide"',
@@ -364,8 +363,8 @@ def test_an_unchanged_pdf_is_not_read_again(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """An unchanged PDF is taken from the cache; one changed behind the same size and time
     (its time put back, as `cp -p` or `touch -r` do) is read again: its change time and
-    inode tell. Before session 22 the size and time alone decided, and the broken file
-    below was taken for the PDF it replaced."""
+    inode tell. Were the size and time alone to decide, the broken file below would be
+    taken for the PDF it replaced."""
     from exporter.library import documents as library
     node = library_node(tmp_path / "node", restricted=False)
     build(Project(node.root))

@@ -110,11 +110,11 @@ def test_requests_land_where_the_exported_redirects_say(tmp_path: Path) -> None:
                 ("GET", "/sitemap.xml", None, {}, "static", 200),
                 ("GET", "/robots.txt", None, {}, "static", 200),
                 # A path under /api/ without an endpoint: the contract's JSON 404, not the
-                # CDN's HTML page (before session 23, Netlify's "Not Found" page).
+                # CDN's HTML page (Netlify's "Not Found" page).
                 ("GET", "/api/no-such-collection", None, {}, "static", 404),
                 ("GET", "/api/sync/a/b/c", None, {}, "static", 404),
                 ("GET", "/api/a/b/c", None, {}, "static", 404),
-                ("GET", "/api/404.json", None, {}, "static", 404),  # (200 until session 27)
+                ("GET", "/api/404.json", None, {}, "static", 404),  # (not a file served with 200)
                 ("GET", "/api/no-collection.json", None, {}, "static", 404),
                 ("GET", "/api/sync", None, {}, "static", 404),
                 ("GET", "/api/species?limit=2", None, {}, "sidecar", 200),
