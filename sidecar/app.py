@@ -40,9 +40,9 @@ from .limits import Limiter, MemoryLimiter, RedisLimiter, rate_limited
 from .params import CONTINUE, expectation
 from .proxies import FORWARDED_FOR, client_address
 from .routing import Route, Router
-from .service import Caller
 from .state import CALLER, COUNT, RATE, RUNNING, Running
 from .store import Store
+from .visibility import Caller
 
 log = logging.getLogger("fednode.sidecar")
 

@@ -14,11 +14,12 @@ from exporter.contract.endpoints import ENDPOINTS, JSON, NDJSON, Endpoint
 from exporter.contract.wire import encode
 
 from . import mcp, service
-from .errors import InvalidParameter, NotFound
-from .params import ask_body, integer_segment, parse_query, read_json_body
+from .errors import NotFound
+from .params import integer_segment, parse_body, parse_query, read_json_body
 from .routing import Route
 from .state import CALLER, RATE
 from .store import Store
+from .visibility import View
 
 
 def etag(body: bytes) -> str:
@@ -45,51 +46,52 @@ def json_response(data: object) -> web.Response:
 
 class Call(NamedTuple):
     """What a handler is asked: the endpoint's row, the path's segments, and the query,
-    parsed and checked as the row describes; and the store it answers from."""
+    parsed and checked as the row describes; and the snapshot it answers from, as the
+    caller may read it."""
     endpoint: Endpoint
     segments: dict[str, str]
     query: dict[str, Any]
-    store: Store
+    view: View
 
 
 Adapter = Callable[[web.Request, Call], Awaitable[web.StreamResponse]]
 
 
 async def index(request: web.Request, call: Call) -> web.Response:
-    body = await service.document(call.store, "index")
+    body = await service.document(call.view, "index")
     return open_response(request, body, "text/html")
 
 
 async def page(request: web.Request, call: Call) -> web.Response:
     """A page for people (or the sitemap, robots.txt), as exported: the same for every
     caller, since pages show public records only."""
-    body = await service.page(call.store, call.endpoint.name, call.segments)
+    body = await service.page(call.view, call.endpoint.name, call.segments)
     return open_response(request, body, call.endpoint.returns)
 
 
 async def manifest(request: web.Request, call: Call) -> web.Response:
-    return open_response(request, await service.document(call.store, "manifest"))
+    return open_response(request, await service.document(call.view, "manifest"))
 
 
 async def schema(request: web.Request, call: Call) -> web.Response:
-    return open_response(request, await service.document(call.store, "schema"))
+    return open_response(request, await service.document(call.view, "schema"))
 
 
 async def openapi(request: web.Request, call: Call) -> web.Response:
-    return open_response(request, await service.document(call.store, "openapi"))
+    return open_response(request, await service.document(call.view, "openapi"))
 
 
 async def list_records(request: web.Request, call: Call) -> web.Response:
     query = call.query
-    page = await service.list_records(
-        call.store, request[CALLER], call.segments["collection"],
-        limit=query["limit"], offset=query["offset"], updated_since=query["updated_since"])
+    page = await service.list_records(call.view, call.segments["collection"],
+                                      limit=query["limit"], offset=query["offset"],
+                                      updated_since=query["updated_since"])
     return open_response(request, page.body, tag=page.tag)
 
 
 async def read_record(request: web.Request, call: Call) -> web.Response:
-    record = await service.read_record(call.store, request[CALLER],
-                                       call.segments["collection"], call.segments["id"])
+    record = await service.read_record(call.view, call.segments["collection"],
+                                       call.segments["id"])
     return open_response(request, record.body, tag=record.tag)
 
 
@@ -97,71 +99,57 @@ async def changes(request: web.Request, call: Call) -> web.Response:
     query = call.query
     cursor = None if query["cursor"] is None else service.Position.decode(query["cursor"])
     return web.Response(body=await service.changes(
-        call.store, request[CALLER], since=query["since"], limit=query["limit"],
-        cursor=cursor), content_type=JSON, charset="utf-8")
+        call.view, since=query["since"], limit=query["limit"], cursor=cursor),
+        content_type=JSON, charset="utf-8")
 
 
 async def sync_changes(request: web.Request, call: Call) -> web.Response:
-    body = await service.public_changes(call.store, request[CALLER])
-    return open_response(request, body, NDJSON)
+    return open_response(request, await service.public_changes(call.view), NDJSON)
 
 
 async def sync_snapshot(request: web.Request, call: Call) -> web.Response:
     offset = integer_segment(call.segments["offset"])
     if offset is None:
         raise NotFound("no such snapshot file; /api/manifest lists them under sync.snapshots")
-    body = await service.snapshot_file(call.store, request[CALLER],
-                                       call.segments["collection"], offset)
+    body = await service.snapshot_file(call.view, call.segments["collection"], offset)
     return open_response(request, body, NDJSON)
 
 
 async def search(request: web.Request, call: Call) -> web.Response:
     query = call.query
-    if query["q"] is not None and query["query"] is not None and query["q"] != query["query"]:
-        raise InvalidParameter("give q or query (the same thing), not both")
-    text = query["q"] if query["q"] is not None else query["query"]
-    if text is None:
-        raise InvalidParameter("q is required: the words to search for, e.g. ?q=knotweed")
     return json_response(await service.search(
-        call.store, request[CALLER], text=text, collections=query["collections"],
-        limit=query["limit"], mode="hybrid" if query["mode"] is None else query["mode"]))
+        call.view, text=query["q"], collections=query["collections"], limit=query["limit"],
+        mode=query["mode"]))
 
 
 async def tool_interface(request: web.Request, call: Call) -> web.Response:
-    store = call.store
-    origins = (await store.current()).meta.origins
-    return await mcp.handle(request, store, request[CALLER], origins)
+    return await mcp.handle(request, call.view)
 
 
 async def ask(request: web.Request, call: Call) -> web.Response:
-    question, limit = ask_body(await read_json_body(request))
-    return json_response(await service.ask(call.store, request[CALLER],
-                                            question=question, limit=limit))
+    body = parse_body(call.endpoint, await read_json_body(request))
+    return json_response(await service.ask(call.view, question=body["question"],
+                                           limit=body["limit"]))
 
 
 async def library_file(request: web.Request, call: Call) -> web.Response:
-    body = await service.library_file(call.store, request[CALLER],
-                                      call.segments["file"])
+    body = await service.library_file(call.view, call.segments["file"])
     return open_response(request, body, "application/pdf")
 
 
 async def dwca(request: web.Request, call: Call) -> web.Response:
-    body = await service.dwca(call.store, request[CALLER])
-    return open_response(request, body, "application/zip")
+    return open_response(request, await service.dwca(call.view), "application/zip")
 
 
 async def download(request: web.Request, call: Call) -> web.Response:
     collection = call.segments["collection"]
-    body = await service.download(call.store, request[CALLER], collection,
-                                  f"{collection}.csv")
+    body = await service.download(call.view, collection, f"{collection}.csv")
     return open_response(request, body, "text/csv")
 
 
 async def key(request: web.Request, call: Call) -> web.Response:
-    caller: service.Caller = request[CALLER]
-    assert caller.key is not None  # the table makes this endpoint keyed
     decision = request.get(RATE)  # this request was counted (unless the key has no limit)
-    return json_response(service.key_info(caller, decision.remaining if decision else 0))
+    return json_response(service.key_info(call.view, decision.remaining if decision else 0))
 
 
 async def not_offered(request: web.Request, call: Call) -> web.Response:
@@ -187,5 +175,6 @@ async def handle(request: web.Request, route: Route, store: Store) -> web.Stream
     `not_offered`), with the query parsed as the row describes."""
     endpoint = route.endpoint
     adapter = HANDLERS[endpoint.name] if endpoint.offered else not_offered
-    return await adapter(request, Call(endpoint, route.segments,
-                                       parse_query(endpoint, request.query), store))
+    query = parse_query(endpoint, request.query)
+    view = await View.of(store, request[CALLER])
+    return await adapter(request, Call(endpoint, route.segments, query, view))

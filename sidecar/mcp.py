@@ -30,12 +30,12 @@ from aiohttp import web
 from exporter import __version__
 from exporter.contract.wire import LongNumber, decode, encode
 
-from . import service, tools
+from . import tools
 from .access_log import printable
 from .errors import APIError, InvalidParameter, NotFound
 from .params import read_body
 from .state import COUNT
-from .store import Store
+from .visibility import View
 
 log = logging.getLogger("fednode.sidecar")
 MODERN = ("2026-07-28",)
@@ -74,14 +74,13 @@ class Message:
     seed: bool  # the seed's form: no `jsonrpc`
 
 
-async def handle(request: web.Request, store: Store, caller: service.Caller,
-                 origins: list[str]) -> web.Response:
+async def handle(request: web.Request, view: View) -> web.Response:
     """Answer one POST to /api/mcp."""
     given = request.headers.getall("Origin", [])
     if len(given) > 1:  # a browser sends one; which copy a proxy or a check reads varies
         raise OriginNotAllowed(f"the Origin header is given {len(given)} times; send it once")
     origin = given[0] if given else None
-    if origin is not None and origin.lower() not in origins:
+    if origin is not None and origin.lower() not in view.origins:
         raise OriginNotAllowed(f"this node's tool interface does not accept calls from the "
                                f"web page at {origin[:80]!r}; the node's operator can allow it "
                                f"in content/node.toml (mcp_origins)")
@@ -100,16 +99,16 @@ async def handle(request: web.Request, store: Store, caller: service.Caller,
                                                           "go with a JSON-RPC 2.0 body; send "
                                                           "one, or the seed's form without "
                                                           "them"))
-        return await _seed(body, store, caller)
+        return await _seed(body, view)
     if isinstance(body, list):
-        return await _batch(request, body, store, caller)
-    status, answer = await _answer(request, body, store, caller)
+        return await _batch(request, body, view)
+    status, answer = await _answer(request, body, view)
     if answer is None:
         return web.Response(status=202)  # a notification: nothing to answer
     return _json(status, answer)
 
 
-async def _answer(request: web.Request, body: Any, store: Store, caller: service.Caller, *,
+async def _answer(request: web.Request, body: Any, view: View, *,
                   batched: bool = False) -> tuple[int, dict[str, Any] | None]:
     """One JSON-RPC message: the HTTP status it alone would be answered with, and its
     response (None for a notification)."""
@@ -130,7 +129,7 @@ async def _answer(request: web.Request, body: Any, store: Store, caller: service
             elif version is not None and version not in HANDSHAKE:
                 raise RpcError(INVALID_REQUEST, _unsupported(version))
             return 202, None
-        result = await _dispatch(request, message, store, caller)
+        result = await _dispatch(request, message, view)
     except RpcError as exc:
         return STATUS.get(exc.code, 200), _error_body(message_id, exc)
     except APIError as exc:
@@ -149,8 +148,7 @@ async def _answer(request: web.Request, body: Any, store: Store, caller: service
     return 200, {"jsonrpc": "2.0", "id": message.id, "result": result}
 
 
-async def _batch(request: web.Request, body: list[Any], store: Store,
-                 caller: service.Caller) -> web.Response:
+async def _batch(request: web.Request, body: list[Any], view: View) -> web.Response:
     """A JSON-RPC batch, in revision 2025-03-26 (and 2024-11-05), which require them; the
     later revisions have none. Each message counts toward the key's rate limit as a request
     of its own, and is answered in order; a batch of notifications alone gets 202."""
@@ -170,7 +168,7 @@ async def _batch(request: web.Request, body: list[Any], store: Store,
         return _error(None, RpcError(INVALID_REQUEST, "Invalid Request: batches are not "
                                                       "accepted here"))
     await count(len(body) - 1)  # 429 (the node's usual error) once over the limit
-    answers = [answer for _, answer in [await _answer(request, item, store, caller,
+    answers = [answer for _, answer in [await _answer(request, item, view,
                                                       batched=True) for item in body]
                if answer is not None]
     if not answers:
@@ -208,13 +206,12 @@ def _message(body: Any) -> Message:
     return Message(method, params, None, False)
 
 
-async def _dispatch(request: web.Request, message: Message, store: Store,
-                    caller: service.Caller) -> dict[str, Any]:
+async def _dispatch(request: web.Request, message: Message, view: View) -> dict[str, Any]:
     header = _header(request, "MCP-Protocol-Version")
     modern = _is_modern(request, message)
     if modern:
         _check_modern(request, message)
-        result = await _method(message, store, caller, modern=True)
+        result = await _method(message, view, modern=True)
         result["resultType"] = "complete"
         if message.method in ("tools/list", "server/discover"):
             result.update(ttlMs=0, cacheScope="private")
@@ -222,7 +219,7 @@ async def _dispatch(request: web.Request, message: Message, store: Store,
     version = header or HANDSHAKE_DEFAULT
     if version not in HANDSHAKE:  # (initialize too, when it sends the header)
         raise RpcError(INVALID_REQUEST, _unsupported(version))
-    return await _method(message, store, caller, modern=False)
+    return await _method(message, view, modern=False)
 
 
 def _unsupported(version: str) -> str:
@@ -288,7 +285,7 @@ def _decoded(value: str | None) -> str | None:
         return None
 
 
-async def _method(message: Message, store: Store, caller: service.Caller, *,
+async def _method(message: Message, view: View, *,
                   modern: bool) -> dict[str, Any]:
     params = message.params
     if message.method == "initialize" and not modern:
@@ -311,7 +308,7 @@ async def _method(message: Message, store: Store, caller: service.Caller, *,
                                            f"{', '.join(tools.TOOLS)}")
         if not isinstance(arguments, dict):
             raise RpcError(INVALID_PARAMS, "Invalid params: arguments must be an object")
-        return (await tools.call(store, caller, name, arguments)).result()
+        return (await tools.call(view, name, arguments)).result()
     answered = "server/discover, ping" if modern else "initialize, ping"
     raise RpcError(METHOD_NOT_FOUND, f"Method not found: {message.method[:60]!r}; in this "
                                      f"protocol revision the node answers {answered}, "
@@ -329,7 +326,7 @@ def _error_body(message_id: str | int | None, error: RpcError) -> dict[str, Any]
     return {"jsonrpc": "2.0", "id": message_id, "error": body}
 
 
-async def _seed(body: dict[str, Any], store: Store, caller: service.Caller) -> web.Response:
+async def _seed(body: dict[str, Any], view: View) -> web.Response:
     """The seed's form: `{"method", "params"}` in, `{"result"}` out; a mistake is the node's
     usual JSON error (400 `invalid_parameter`, or 404 `not_found` for another method)."""
     method, params = body.get("method"), body.get("params", {})
@@ -342,7 +339,7 @@ async def _seed(body: dict[str, Any], store: Store, caller: service.Caller) -> w
         raise InvalidParameter("params must be an object, e.g. {\"name\": \"search\", "
                                "\"arguments\": {\"query\": \"knotweed\"}}")
     try:
-        result = await _method(Message(method, params, None, True), store, caller,
+        result = await _method(Message(method, params, None, True), view,
                                modern=False)
     except RpcError as exc:
         raise InvalidParameter(exc.message) from None

@@ -1,103 +1,46 @@
-"""Request input, read as the endpoint table describes it: every bad value is a 400
-`invalid_parameter` (or 413, 415 for bodies) with a message saying how to fix it."""
+"""Request input, read as the endpoint table describes it (`exporter.contract.inputs`):
+every bad value is a 400 `invalid_parameter` (or 413, 415 for bodies) with a message
+saying how to fix it."""
 
 from __future__ import annotations
 
 import asyncio
 import re
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiohttp import HttpVersion11, web
 from multidict import MultiMapping
 
-from exporter.contract.endpoints import INTEGER_MAX, Endpoint, Param
-from exporter.contract.wire import (
-    AFTER_EVERY_TIME,
-    ASK_LIMIT_DEFAULT,
-    ASK_LIMIT_MAX,
-    BODY_LIMIT,
-    QUESTION_MAX,
-    decode,
-    format_time,
-    parse_time,
-    shown,
-)
+from exporter.contract.endpoints import Endpoint
+from exporter.contract.inputs import INTEGER_MAX, InputError, from_json, from_query
+from exporter.contract.wire import BODY_LIMIT, decode, shown
 
 from .errors import InvalidParameter, PayloadTooLarge, UnsupportedMediaType
 
 BODY_SECONDS = 30.0  # for a whole request body (1 MiB at most) to arrive
 CONTINUE = "100-continue"  # the one expectation met (HTTP/1.1): before a body is read
-# ASCII digits only: no `+`, spaces, `_`, or digits of other scripts, which int() takes.
 _DIGITS = re.compile(r"0|[1-9][0-9]{0,18}")  # as the static files are named: no leading 0
-_INTEGER = re.compile(r"-?[0-9]{1,40}")
-_LONG_INTEGER = re.compile(r"-?[0-9]+")
 
 
 def parse_query(endpoint: Endpoint, query: MultiMapping[str]) -> dict[str, Any]:
-    """The endpoint's parameters, typed and checked; unknown or repeated ones refused."""
-    allowed = [p.name for p in endpoint.params]
-    for name in query:
-        if name not in allowed:
-            expected = ", ".join(allowed) if allowed else "none"
-            raise InvalidParameter(f"unknown parameter {name!r}; this endpoint takes: {expected}")
-        if len(query.getall(name)) > 1:
-            raise InvalidParameter(f"parameter {name!r} is given more than once; give it once")
-    values: dict[str, Any] = {}
-    for param in endpoint.params:
-        raw = query.get(param.name)
-        if raw is None:
-            if param.required:
-                raise InvalidParameter(f"{param.name} is required: {param.description}")
-            values[param.name] = param.default
-        elif param.kind == "integer":
-            values[param.name] = integer(param, raw)
-        elif param.kind == "timestamp":
-            values[param.name] = timestamp(param, raw)
-        else:
-            values[param.name] = raw
-    return values
+    """The endpoint's query parameters, read and checked as its row describes."""
+    try:
+        return from_query(endpoint.params, query)
+    except InputError as exc:
+        raise InvalidParameter(str(exc)) from None
 
 
-def integer(param: Param, raw: str) -> int:
-    span = (f"at least {param.low}" if param.high == INTEGER_MAX
-            else f"from {param.low} to {param.high}")
-    if _INTEGER.fullmatch(raw) is None:
-        if _LONG_INTEGER.fullmatch(raw):  # too long to be in range: said by its length, not read
-            raise InvalidParameter(f"{param.name} must be {span}, got a whole number of "
-                                   f"{len(raw.lstrip('-'))} digits")
-        raise InvalidParameter(f"{param.name} must be a whole number, got {shown(raw)}; write "
-                               f"it with the digits 0-9 only")
-    value = int(raw)
-    if not param.low <= value <= param.high:
-        raise InvalidParameter(f"{param.name} must be {span}, got {shown(value)}")
-    return value
-
-
-LAST_SECOND = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+def parse_body(endpoint: Endpoint, body: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a JSON body, read and checked as the endpoint's row describes."""
+    try:
+        return from_json(endpoint.body_fields, body)
+    except InputError as exc:
+        raise InvalidParameter(str(exc)) from None
 
 
 def integer_segment(raw: str) -> int | None:
     """A whole number in a path segment, or None (the path then names nothing)."""
     return int(raw) if _DIGITS.fullmatch(raw) and int(raw) <= INTEGER_MAX else None
-
-
-def timestamp(param: Param, raw: str) -> str:
-    """An RFC 3339 time, normalised to the ledger's whole-second UTC form. A fraction of a
-    second rounds up for an inclusive bound and down for an exclusive one, so comparing
-    with whole-second times stays exact."""
-    try:
-        moment = parse_time(raw)
-        if moment.microsecond:
-            moment = moment.replace(microsecond=0)
-            if not param.exclusive:
-                if moment == LAST_SECOND:
-                    return AFTER_EVERY_TIME  # rounded up past 9999: after every record
-                moment += timedelta(seconds=1)
-    except (ValueError, OverflowError) as exc:
-        reason = str(exc) if isinstance(exc, ValueError) else "the time is out of range"
-        raise InvalidParameter(f"{param.name}: {reason}, got {raw[:60]!r}") from None
-    return format_time(moment)
 
 
 def expectation(request: web.Request) -> str:
@@ -159,26 +102,3 @@ async def read_json_body(request: web.Request) -> dict[str, Any]:
         raise InvalidParameter(f"the body must be a JSON object, not {type(body).__name__}; "
                                f"for example {{\"method\": \"tools/list\"}}")
     return body
-
-
-def ask_body(body: dict[str, Any]) -> tuple[str, int]:
-    """The library question and its limit, from the body of POST /api/library/ask."""
-    for name in body:
-        if name not in ("question", "limit"):
-            raise InvalidParameter(f"unknown field {name[:40]!r}; send {{\"question\": "
-                                   f"\"...\", \"limit\": {ASK_LIMIT_DEFAULT}}}")
-    question = body.get("question")
-    if not isinstance(question, str) or not question.split():
-        raise InvalidParameter("question is required: the question to answer, as text, e.g. "
-                               "{\"question\": \"When should knotweed be injected?\"}")
-    if len(question) > QUESTION_MAX:
-        raise InvalidParameter(f"question is {len(question)} characters long; shorten it to at "
-                               f"most {QUESTION_MAX}")
-    limit = body.get("limit", ASK_LIMIT_DEFAULT)
-    if isinstance(limit, float) and limit.is_integer() and abs(limit) <= ASK_LIMIT_MAX:
-        limit = int(limit)  # 3.0 is the number 3, as JSON Schema's integer says
-    if isinstance(limit, bool) or not isinstance(limit, int) or \
-            not 1 <= limit <= ASK_LIMIT_MAX:
-        raise InvalidParameter(f"limit must be a whole number from 1 to {ASK_LIMIT_MAX}, got "
-                               f"{shown(limit)}")
-    return " ".join(question.split()), limit

@@ -1,15 +1,13 @@
 """What a caller may read: the service layer between HTTP (REST and MCP) and the store.
 
-Every function takes the `Caller` and returns data. The visibility rule — "public, or a
-group this caller holds, within its collections" — is written once here, in `rule`, and
-every query of records or events goes through it (the exporter's public change list uses
-its Python spelling, `feed.visible_events`; tests/test_visibility.py holds the two
-together); search and the library apply it by reading only the caller's access groups'
-indexes. REST handlers and the MCP tools are thin adapters over these functions."""
+Every function takes a `View`: the snapshot as its caller may read it (`visibility`). The
+visibility rule, "public, or a group this caller holds, within its collections", is
+applied by the view's reads, so a function here cannot forget it; its inputs are already
+checked as the endpoint table describes them (`exporter.contract.inputs`). REST handlers
+and the MCP tools are thin adapters over these functions."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hashlib
 import re
@@ -18,17 +16,12 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, cast
 from urllib.parse import quote
 
-import duckdb
-
-from exporter.contract.bundle import DOWNLOADS, DWCA_FILE, LIBRARY
+from exporter.contract.bundle import DWCA_FILE
 from exporter.contract.feed import SNAPSHOT_CHUNK, snapshot_chunk
 from exporter.contract.page_urls import file_of, href_of
 from exporter.contract.wire import (
     CHANGES_LIMIT_DEFAULT,
     COLLECTIONS,
-    NO_COLLECTION,
-    PUBLIC,
-    SEARCH_QUERY_MAX,
     TIME_PATTERN,
     UUID_PATTERN,
     encode,
@@ -40,80 +33,10 @@ from . import library
 from . import search as searching
 from .changes import COLLECTION_WIDTH, Change, Feed
 from .errors import APIError, InsufficientScope, InvalidParameter, NotFound
-from .keys import KeyRecord
-from .records import Records
-from .store import Snapshot, Store
+from .store import Snapshot
+from .visibility import Caller, View, events_visible, rule, visible
 
-
-class Caller:
-    """Who is asking: anonymous, or a key with its groups and collection limits. What it may
-    read is worked out once, when the request is admitted, not at each question asked of it."""
-
-    __slots__ = ("key", "access", "groups", "collections")
-    key: KeyRecord | None
-    access: str  # the X-Node-Access value: `open` or `key:<key id>`
-    groups: tuple[str, ...]  # the access values it reads: public, and its key's groups
-    collections: tuple[str, ...]  # the collections it may read
-
-    def __init__(self, key: KeyRecord | None = None) -> None:
-        self.key = key
-        self.access = f"key:{key.id}" if key else "open"
-        self.groups = (PUBLIC, *key.groups) if key else (PUBLIC,)
-        self.collections = tuple(key.collections) if key and key.collections else COLLECTIONS
-
-    def __repr__(self) -> str:
-        return f"Caller({self.access})"
-
-    def require_collection(self, name: str) -> None:
-        """A named collection that does not exist is 404; one outside the key's limits 403."""
-        if name not in COLLECTIONS:
-            raise NotFound(NO_COLLECTION)  # the CDN's words too: the name is not echoed
-        if name not in self.collections:
-            raise InsufficientScope(f"this key may read {', '.join(self.collections)}, "
-                                    f"not {name}")
-
-    def require_all_collections(self, what: str) -> None:
-        if len(self.collections) < len(COLLECTIONS):
-            raise InsufficientScope(f"{what} covers every collection and this key may read "
-                                    f"only {', '.join(self.collections)}; use /api/changes")
-
-    def sees(self, access: str = "access", collection: str = "collection") -> str:
-        """The visibility rule, as SQL over the named columns, for this caller."""
-        return rule(self.groups, self.collections, access, collection)
-
-    def may_see(self, records: Records, row: int) -> bool:
-        """The visibility rule, for one record of a snapshot."""
-        return visible(self.groups, self.collections, records.access[row],
-                       records.collection[row])
-
-
-# The visibility rule, once: a record (or a record's state around an event) is visible when
-# its access is public or a group the caller holds, in a collection the caller may read.
-# Written twice, side by side: as SQL for DuckDB, and in Python for the reads that look a
-# record up by id or slice a list (`records`). tests/test_visibility.py holds them together.
-# The caller's lists are written into the SQL as literals (quoted): DuckDB binds a list
-# parameter at several times the cost of the whole rest of a record read.
-def rule(groups: Sequence[str], collections: Sequence[str], access: str = "access",
-         collection: str = "collection") -> str:
-    return (f"(list_contains({_literal(groups)}, {access}) "
-            f"AND list_contains({_literal(collections)}, {collection}))")
-
-
-def visible(groups: Sequence[str], collections: Sequence[str], access: str,
-            collection: str) -> bool:
-    """The rule, in Python, for one record."""
-    return access in groups and collection in collections
-
-
-def _literal(values: Sequence[str]) -> str:
-    return "[" + ", ".join("'" + value.replace("'", "''") + "'" for value in values) + "]"
-
-
-def events_visible(groups: Sequence[str], collections: Sequence[str]) -> tuple[str, str]:
-    """SQL: the caller sees the record just after the event; it saw it just before."""
-    after = f"(op <> 'delete' AND {rule(groups, collections)})"
-    before = f"(prev_live AND {rule(groups, collections, 'prev_access', 'prev_collection')})"
-    return after, before
+__all__ = ["Caller", "View", "rule", "visible"]  # the rule's spellings, for tests
 
 
 class Served(NamedTuple):
@@ -125,17 +48,13 @@ class Served(NamedTuple):
     tag: str
 
 
-async def list_records(store: Store, caller: Caller, collection: str, *, limit: int,
-                       offset: int, updated_since: str | None) -> Served:
-    """A page of the collection: a slice of the rows of the access groups the caller holds
-    (the rule: within its collections, which `require_collection` checked)."""
-    caller.require_collection(collection)
-    snapshot = await store.current()
-    records = snapshot.records
-    listing = records.listed(collection, caller.groups) if updated_since is None \
-        else records.listed_since(collection, caller.groups, updated_since)
+async def list_records(view: View, collection: str, *, limit: int, offset: int,
+                       updated_since: str | None) -> Served:
+    """A page of the collection: a slice of the rows the caller sees."""
+    records = view.records
+    listing = view.listing(collection, updated_since)
     page = listing.rows[offset:offset + limit]
-    head, tail = _envelope(caller.groups, snapshot.base_url, collection, len(page) > 0,
+    head, tail = _envelope(view.groups, view.base_url, collection, len(page) > 0,
                            len(listing.rows), limit, offset, updated_since)
     made_of = hashlib.sha256(b"%d:%b%b" % (len(page), head, tail))
     made_of.update(records.digests(page))
@@ -143,21 +62,13 @@ async def list_records(store: Store, caller: Caller, collection: str, *, limit: 
                   _tag(made_of.digest()))
 
 
-async def read_record(store: Store, caller: Caller, collection: str, record_id: str
-                      ) -> Served:
-    caller.require_collection(collection)
-    records = (await store.current()).records
-    row = records.row(record_id.lower())
-    # Identical for an id that never existed and one the caller may not see: the answer, and
-    # the steps to it (an unknown id is checked as the first record is, and refused; `&`,
-    # not `and`: both checks run).
-    at = 0 if row is None else row
-    seen = bool(records.collection) and (records.collection[at] == collection) & \
-        caller.may_see(records, at)
-    if row is None or not seen:
+async def read_record(view: View, collection: str, record_id: str) -> Served:
+    """One record: identical for an id that never existed and one the caller may not see."""
+    row = view.row(collection, record_id)
+    if row is None:
         raise NotFound(f"no record with that id in {collection}; list the collection at "
                        f"/api/{collection} to find ids")
-    return Served(records.body(row), _tag(records.digest(row)))
+    return Served(view.records.body(row), _tag(view.records.digest(row)))
 
 
 ENVELOPES_KEPT = 1024  # list-page envelopes remembered for each kind of caller
@@ -192,30 +103,26 @@ def _tag(digest: bytes) -> str:
     return f'"{digest[:16].hex()}"'
 
 
-async def snapshot_file(store: Store, caller: Caller, collection: str, offset: int) -> bytes:
+async def snapshot_file(view: View, collection: str, offset: int) -> bytes:
     """A chunk of a collection's public snapshot (public records only, whoever asks)."""
-    caller.require_collection(collection)
-    records = (await store.current()).records
-    rows = records.listed(collection, [PUBLIC]).rows[offset:offset + SNAPSHOT_CHUNK]
+    rows = view.public_listing(collection).rows[offset:offset + SNAPSHOT_CHUNK]
     # chunks start at multiples of SNAPSHOT_CHUNK only
     if offset % SNAPSHOT_CHUNK or not len(rows):
         raise NotFound("no such snapshot file; /api/manifest lists them under sync.snapshots")
-    return snapshot_chunk(records.bodies(rows))
+    return snapshot_chunk(view.records.bodies(rows))
 
 
-async def document(store: Store, name: Literal["manifest", "schema", "openapi", "index"]
+async def document(view: View, name: Literal["manifest", "schema", "openapi", "index"]
                    ) -> bytes:
     """One of the node's open documents, as exported (the same for every caller)."""
-    snapshot = await store.current()
-    return {"manifest": snapshot.manifest, "schema": snapshot.schema, "openapi": snapshot.openapi,
-            "index": snapshot.index}[name]
+    return view.document(name)
 
 
 _PAGE_SEGMENTS = {"shard": re.compile(r"[0-9a-f]{2}"), "id": re.compile(UUID_PATTERN),
                   "page": re.compile(r"[1-9][0-9]{0,8}"), "collection": re.compile(r"[a-z]+")}
 
 
-async def page(store: Store, name: str, segments: dict[str, str]) -> bytes:
+async def page(view: View, name: str, segments: dict[str, str]) -> bytes:
     """A page for people, as the export wrote it (pages hold public records only, so every
     caller gets the same bytes)."""
     for segment, value in segments.items():
@@ -223,15 +130,15 @@ async def page(store: Store, name: str, segments: dict[str, str]) -> bytes:
         if pattern is None or not pattern.fullmatch(value) or (
                 segment == "collection" and value not in COLLECTIONS):
             raise NotFound("no such page; the home page / links to every page")
-    data = (await store.current()).page(file_of(href_of(name, segments)))
+    data = view.page(file_of(href_of(name, segments)))
     if data is None:
         raise NotFound("no such page; the home page / links to every page")
     return data
 
 
-async def public_changes(store: Store, caller: Caller) -> bytes:
-    caller.require_all_collections("the public change list")
-    return (await store.current()).public_changes
+async def public_changes(view: View) -> bytes:
+    view.every_collection("the public change list")
+    return view.document("changes")
 
 
 # The changes feed: for each record, its latest event among the events this caller may
@@ -277,17 +184,10 @@ class Position:
         return cls(*found.groups())
 
 
-async def changes(store: Store, caller: Caller, *, since: str, limit: int,
-                  cursor: Position | None) -> bytes:
+async def changes(view: View, *, since: str, limit: int, cursor: Position | None) -> bytes:
     """A page of the changes feed, as the JSON bytes served."""
-    kind = (tuple(sorted(set(caller.groups))), tuple(caller.collections))
-    snapshot = await store.current()
-
-    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> Feed:
-        return Feed(db.execute(changes_sql(*kind)).to_arrow_table())
-
-    feed = await snapshot.feeds.of(kind, lambda: store.query(run, on=snapshot))
-    base = snapshot.base_url
+    feed = await view.feed(changes_sql)
+    base = view.base_url
     after = (cursor.at, cursor.collection, cursor.id) if cursor else None
     rows, until = feed.page(since, after, limit + 1)
     more, rows = len(rows) > limit, rows[:limit]
@@ -355,33 +255,18 @@ def _string(value: str | None) -> str:
     return "null" if value is None else f'"{value}"'
 
 
-async def search(store: Store, caller: Caller, *, text: str, collections: str | None,
-                 limit: int, mode: str) -> dict[str, Any]:
+async def search(view: View, *, text: str, collections: Sequence[str] | None, limit: int,
+                 mode: str) -> dict[str, Any]:
     """Search what this caller may read: the indexes of its groups, within its collections
     (a named collection outside the key's limits is 403, as on lists)."""
-    if len(text) > SEARCH_QUERY_MAX:
-        raise InvalidParameter(f"q is {len(text)} characters long; shorten it to at most "
-                               f"{SEARCH_QUERY_MAX}")
-    text = " ".join(text.split())
-    if not text:
-        raise InvalidParameter("q is empty; give the words to search for, e.g. ?q=knotweed")
-    if mode not in searching.MODES:
-        raise InvalidParameter(f"mode must be one of {', '.join(searching.MODES)}, got "
-                               f"{mode[:40]!r}")
-    wanted = caller.collections
-    if collections is not None:
-        named = [name.strip() for name in collections.split(",")]
-        for name in named:
-            if name not in COLLECTIONS:
-                raise InvalidParameter(f"collections: no collection {name[:40]!r}; choose from "
-                                       f"{', '.join(COLLECTIONS)}, separated by commas")
-            if name not in caller.collections:
-                raise InsufficientScope(f"this key may search {', '.join(caller.collections)}, "
-                                        f"not {name}")
-        wanted = tuple(name for name in COLLECTIONS if name in named)
-    groups = caller.groups
+    for name in collections or ():
+        if name not in view.collections:
+            raise InsufficientScope(f"this key may search {', '.join(view.collections)}, "
+                                    f"not {name}")
+    wanted = view.collections if collections is None else \
+        tuple(name for name in COLLECTIONS if name in collections)
 
-    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    def run(snapshot: Snapshot, groups: Sequence[str]) -> dict[str, Any]:
         try:
             return searching.run(snapshot, groups, wanted, text, mode,  # type: ignore[arg-type]
                                  limit)
@@ -393,68 +278,51 @@ async def search(store: Store, caller: Caller, *, text: str, collections: str | 
             raise APIError(f"the search engine failed on this query ({type(exc).__name__}); "
                            f"try other words, and tell the node's operator") from None
 
-    return await store.query(run)
+    return await view.run(run)
 
 
-async def ask(store: Store, caller: Caller, *, question: str, limit: int) -> dict[str, Any]:
+async def ask(view: View, *, question: str, limit: int) -> dict[str, Any]:
     """A grounded answer from the library documents this caller may read (they are
     resources: a key must be allowed that collection)."""
-    if "resources" not in caller.collections:
+    if "resources" not in view.collections:
         raise InsufficientScope(f"the library's documents are resources, and this key may "
-                                f"read only {', '.join(caller.collections)}")
-    groups = caller.groups
-
-    def run(snapshot: Snapshot, db: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-        return library.answer(snapshot, groups, question, limit)
-
-    return await store.query(run)
+                                f"read only {', '.join(view.collections)}")
+    return await view.run(library.answer, question, limit)
 
 
-async def download(store: Store, caller: Caller, collection: str, file: str) -> bytes:
+async def download(view: View, collection: str, file: str) -> bytes:
     """A whole-collection download: public records only, the same for every caller."""
     if collection not in COLLECTIONS:
         raise NotFound(f"no collection {collection!r}; the manifest lists the downloads")
-    caller.require_collection(collection)
-    snapshot = await store.current()
-    try:
-        return (snapshot.path / DOWNLOADS / file).read_bytes()
-    except FileNotFoundError:
-        raise NotFound("no such download in this export; the manifest lists them") from None
+    view.collection(collection)
+    body = view.download(file)
+    if body is None:
+        raise NotFound("no such download in this export; the manifest lists them")
+    return body
 
 
-async def dwca(store: Store, caller: Caller) -> bytes:
-    return await download(store, caller, "species", DWCA_FILE)
+async def dwca(view: View) -> bytes:
+    return await download(view, "species", DWCA_FILE)
 
 
 _PDF = re.compile(f"({UUID_PATTERN})\\.pdf")
 
 
-async def library_file(store: Store, caller: Caller, name: str) -> bytes:
+async def library_file(view: View, name: str) -> bytes:
     """A library PDF, for a caller who may read its record (the same 404 otherwise)."""
-    caller.require_collection("resources")
+    view.collection("resources")
     found = _PDF.fullmatch(name.lower())
-    record_id = found.group(1) if found else ""
-    snapshot = await store.current()
-    records = snapshot.records
-    row = records.row(record_id)
-    body = None
-    if row is not None and records.collection[row] == "resources" and \
-            caller.may_see(records, row):
-        # from the folder of the access group this snapshot knows (`library.private`)
-        try:
-            body = await asyncio.to_thread(
-                (snapshot.path / LIBRARY / records.access[row] / f"{record_id}.pdf").read_bytes)
-        except FileNotFoundError:
-            pass
+    body = await view.library_pdf(found.group(1) if found else "")
     if body is None:
         raise NotFound("no such document in the library; GET /api/resources lists the "
                        "documents and their document_url")
     return body
 
 
-def key_info(caller: Caller, remaining: int) -> dict[str, Any]:
+def key_info(view: View, remaining: int) -> dict[str, Any]:
     """What the calling key holds: grants, rate, remaining budget, expiry."""
-    assert caller.key is not None
-    body = {**caller.key.describe(), "remaining": remaining}
+    key = view.caller.key
+    assert key is not None  # the table makes this endpoint keyed
+    body = {**key.describe(), "remaining": remaining}
     del body["revoked_at"]
     return body

@@ -1,33 +1,33 @@
 """The seven tools of the seed (4.3), as thin adapters over the service layer: a tool call
-with a key reads exactly what the same key reads over REST, through the same functions.
+with a key reads exactly what the same key reads over REST, through the same functions,
+and its arguments are the fields of the REST endpoint's row, read by the same checks.
 
-`TOOLS` describes each tool as MCP lists it (name, description, inputSchema,
-outputSchema, annotations); `call` runs one. A failure the agent can fix (an unknown id, a
-collection outside the key's limits, an argument of the wrong type or out of range) comes
-back as a result with `isError: true` and a message saying what to do next."""
+`TOOLS` describes each tool as MCP lists it (name, description, inputSchema derived from
+the endpoint table, outputSchema, annotations); `call` runs one. A failure the agent can
+fix (an unknown id, a collection outside the key's limits, an argument of the wrong type
+or out of range) comes back as a result with `isError: true` and a message saying what to
+do next."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.contract.endpoints import BY_NAME
+from exporter.contract.inputs import Field, InputError, from_json, object_schema
 from exporter.contract.wire import (
-    COLLECTIONS,
     LIST_LIMIT_MAX,
     SEARCH_LIMIT_DEFAULT,
     SEARCH_LIMIT_MAX,
-    SEARCH_QUERY_MAX,
     TOOL_LIMIT_DEFAULT,
-    UUID_PATTERN,
-    shown,
 )
 
 from . import service
 from .errors import APIError, NotFound
-from .store import Store
+from .visibility import View
 
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
              "openWorldHint": False}
@@ -37,24 +37,33 @@ class ToolError(Exception):
     """A failure the agent can act on: reported as a result with `isError`."""
 
 
+def argument(endpoint: str, field: str, *, name: str | None = None,
+             required: bool | None = None, default: int | None = None) -> Field:
+    """A tool's argument: a field of the endpoint that answers the same read over REST, as
+    that row describes it, under the tool's own name, requirement and default."""
+    found = next(f for f in BY_NAME[endpoint].fields if f.name == field)
+    return dataclasses.replace(
+        found, name=name or found.name, where="body",
+        required=found.required if required is None else required,
+        default=found.default if default is None else default)
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
     title: str
     description: str
-    input_schema: dict[str, Any]
+    arguments: tuple[Field, ...]  # read and checked as the endpoint table describes them
+    said: dict[str, str]  # each argument's description, for an agent
     output_schema: dict[str, Any]
-    run: Callable[[Store, service.Caller, dict[str, Any]], Awaitable[Any]]
+    run: Callable[[View, dict[str, Any]], Awaitable[Any]]
     scope: str | None = None  # the scope the same read over REST needs
+
     def listing(self) -> dict[str, Any]:
         return {"name": self.name, "title": self.title, "description": self.description,
-                "inputSchema": self.input_schema, "outputSchema": self.output_schema,
+                "inputSchema": object_schema(self.arguments, self.said),
+                "outputSchema": self.output_schema,
                 "annotations": {"title": self.title, **READ_ONLY}}
-
-
-def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required,
-            "additionalProperties": False}
 
 
 _RECORDS_OUT = {
@@ -76,17 +85,11 @@ _RECORDS_OUT = {
 
 
 def _getter(collection: str, noun: str) -> Tool:
-    async def run(store: Store, caller: service.Caller, arguments: dict[str, Any]) -> Any:
-        _check(arguments, {"id": str, "limit": int})
-        limit = _limit(arguments, TOOL_LIMIT_DEFAULT, LIST_LIMIT_MAX)
-        record_id = arguments.get("id")
+    async def run(view: View, arguments: dict[str, Any]) -> Any:
+        record_id = arguments["id"]
         if record_id is not None:
-            if not _is_uuid(record_id):
-                raise ToolError(f"id must be a record UUID such as "
-                                f"'c80b1c40-8745-4e4e-9194-7448008fe1a7', got {record_id[:60]!r}; "
-                                f"call {_tool_of(collection)} without id to list records")
             try:
-                found = await service.read_record(store, caller, collection, record_id)
+                found = await service.read_record(view, collection, record_id)
             except NotFound:
                 raise ToolError(f"no {collection} record with id {record_id}; call "
                                 f"{_tool_of(collection)} without id to list records, or "
@@ -94,8 +97,8 @@ def _getter(collection: str, noun: str) -> Tool:
             record = json.loads(found.body)
             return {"collection": collection, "items": [record], "total": 1, "limit": 1,
                     "offset": 0, "next": None}
-        return json.loads((await service.list_records(store, caller, collection, limit=limit,
-                                                      offset=0, updated_since=None)).body)
+        return json.loads((await service.list_records(
+            view, collection, limit=arguments["limit"], offset=0, updated_since=None)).body)
 
     return Tool(
         name=_tool_of(collection), title=f"Get {noun}",
@@ -105,11 +108,9 @@ def _getter(collection: str, noun: str) -> Tool:
             f"first `limit` records (default {TOOL_LIMIT_DEFAULT}, at most {LIST_LIMIT_MAX}) in "
             f"the collection's list order, with `total` and the REST URL of the next page. "
             f"Use the `search` tool to find records by words or meaning."),
-        input_schema=_object({
-            "id": {"type": "string", "format": "uuid", "description": "a record UUID"},
-            "limit": {"type": "integer", "minimum": 1, "maximum": LIST_LIMIT_MAX,
-                      "default": TOOL_LIMIT_DEFAULT, "description": "records to return"},
-        }, []),
+        arguments=(argument("record", "id", required=False),
+                   argument("list", "limit", default=TOOL_LIMIT_DEFAULT)),
+        said={"id": "a record UUID", "limit": "records to return"},
         output_schema=_RECORDS_OUT, run=run, scope="read")
 
 
@@ -117,30 +118,14 @@ def _tool_of(collection: str) -> str:
     return f"get_{collection}"
 
 
-async def _node_info(store: Store, caller: service.Caller, arguments: dict[str, Any]) -> Any:
-    _check(arguments, {})
-    return json.loads(await service.document(store, "manifest"))
+async def _node_info(view: View, arguments: dict[str, Any]) -> Any:
+    return json.loads(await service.document(view, "manifest"))
 
 
-async def _search(store: Store, caller: service.Caller, arguments: dict[str, Any]) -> Any:
-    _check(arguments, {"query": str, "collections": list, "limit": int})
-    query = arguments.get("query")
-    if query is None or not query.split():
-        raise ToolError("query is required and may not be empty: the words to search for, "
-                        "e.g. {\"query\": \"japanese knotweed control\"}")
-    if len(query) > SEARCH_QUERY_MAX:
-        raise ToolError(f"query is too long; shorten it to at most {SEARCH_QUERY_MAX} "
-                        f"characters")
-    collections = arguments.get("collections")
-    if collections is not None:
-        if not all(isinstance(name, str) and name in COLLECTIONS for name in collections):
-            wrong = next(name for name in collections if name not in COLLECTIONS)
-            raise ToolError(f"collections must be a list of collection names from "
-                            f"{', '.join(COLLECTIONS)}; got {shown(wrong)}")
-        collections = ",".join(collections) if collections else None
-    limit = _limit(arguments, SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX)
-    return await service.search(store, caller, text=query, collections=collections,
-                                limit=limit, mode="hybrid")
+async def _search(view: View, arguments: dict[str, Any]) -> Any:
+    return await service.search(view, text=arguments["query"],
+                                collections=arguments["collections"],
+                                limit=arguments["limit"], mode="hybrid")
 
 
 _SEARCH_ITEM = {"type": "object", "properties": {
@@ -155,7 +140,7 @@ TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
              "Returns this node's manifest: who runs it, its collections (with the tool that "
              "reads each and its count of public records), its capabilities, endpoints, "
              "authentication and limits. Call it first to learn what the node holds."),
-         input_schema=_object({}, []),
+         arguments=(), said={},
          output_schema={"type": "object", "required": ["node", "collections", "capabilities"],
                         "properties": {"node": {"type": "object"},
                                        "collections": {"type": "array"},
@@ -170,15 +155,11 @@ TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
              "best first, each with collection, id, title, a snippet and its REST url, plus "
              "`counts` of matches per collection. Read a match in full with the collection's "
              "get_ tool and its id."),
-         input_schema=_object({
-             "query": {"type": "string", "minLength": 1, "maxLength": SEARCH_QUERY_MAX,
-                       "description": "words, names or a question"},
-             "collections": {"type": "array", "items": {"type": "string", "enum":
-                                                        list(COLLECTIONS)},
-                             "description": "search only these; all when left out"},
-             "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_LIMIT_MAX,
-                       "default": SEARCH_LIMIT_DEFAULT, "description": "results to return"},
-         }, ["query"]),
+         arguments=(argument("search", "q", name="query"),
+                    argument("search", "collections"), argument("search", "limit")),
+         said={"query": "words, names or a question",
+               "collections": "search only these; all when left out",
+               "limit": "results to return"},
          output_schema={"type": "object", "required": ["query", "items", "counts"],
                         "properties": {"query": {"type": "string"},
                                        "mode": {"type": "string"},
@@ -209,44 +190,20 @@ class Outcome:
         return result
 
 
-async def call(store: Store, caller: service.Caller, name: str,
-               arguments: dict[str, Any]) -> Outcome:
+async def call(view: View, name: str, arguments: dict[str, Any]) -> Outcome:
     """Run one tool for this caller (the tool is known: the protocol layer checked)."""
-    scope = TOOLS[name].scope
-    if scope and caller.key is not None and scope not in caller.key.scopes:
-        return Outcome(None, f"insufficient_scope: {name} reads what GET needs the {scope!r} "
-                             f"scope for, and this key lacks it; ask the node's operator for "
-                             f"a key with the scopes mcp and {scope}", True)
+    tool = TOOLS[name]
+    key = view.caller.key
+    if tool.scope and key is not None and tool.scope not in key.scopes:
+        return Outcome(None, f"insufficient_scope: {name} reads what GET needs the "
+                             f"{tool.scope!r} scope for, and this key lacks it; ask the node's "
+                             f"operator for a key with the scopes mcp and {tool.scope}", True)
     try:
-        found = await TOOLS[name].run(store, caller, arguments)
-    except ToolError as exc:
+        found = await tool.run(view, from_json(tool.arguments, arguments, "argument"))
+    except (ToolError, InputError) as exc:
         return Outcome(None, str(exc), True)
     except APIError as exc:
         if exc.status >= 500 and exc.status != 503:
             raise
         return Outcome(None, f"{exc.code}: {exc}", True)
     return Outcome(found, json.dumps(found, ensure_ascii=False, separators=(",", ":")), False)
-
-
-def _check(arguments: dict[str, Any], kinds: dict[str, type]) -> None:
-    for name, value in arguments.items():
-        if name not in kinds:
-            expected = ", ".join(kinds) or "none"
-            raise ToolError(f"unknown argument {name[:40]!r}; this tool takes: {expected}")
-        kind = kinds[name]
-        if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ToolError(f"{name} must be a whole number, got {shown(value)}")
-        if kind is not int and not isinstance(value, kind):
-            raise ToolError(f"{name} must be {'text' if kind is str else 'a list'}, got "
-                            f"{shown(value)}")
-
-
-def _limit(arguments: dict[str, Any], default: int, high: int) -> int:
-    limit = arguments.get("limit", default)
-    if not 1 <= limit <= high:
-        raise ToolError(f"limit must be from 1 to {high}, got {shown(limit)}")
-    return int(limit)
-
-
-def _is_uuid(value: str) -> bool:
-    return re.fullmatch(UUID_PATTERN, value.lower()) is not None

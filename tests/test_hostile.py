@@ -806,8 +806,8 @@ def test_a_number_too_long_to_read_gets_the_fields_own_message(
     assert status == 400
     error = decode(answer)["error"]
     assert error["code"] == "invalid_parameter"
-    assert error["message"] == (f"limit must be a whole number from 1 to 10, got a whole "
-                                f"number of {digits} digits")
+    assert error["message"] == (f"limit must be from 1 to 10, got a whole number of {digits} "
+                                f"digits")
     assert "sys." not in error["message"]
     rpc = (b'{"jsonrpc": "2.0", "id": ' + b"1" * digits + b', "method": "tools/list"}')
     status, answer = raw_request(server, "POST", "/api/mcp", [

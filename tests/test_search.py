@@ -187,8 +187,8 @@ def test_snippets_are_escaped_html_with_marks(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("query, fix", [
     ("", "q is required"),
-    ("?q=", "q is empty"),
-    ("?q=%20%20%09", "q is empty"),
+    ("?q=", "q may not be empty"),
+    ("?q=%20%20%09", "q may not be empty"),
     ("?q=" + "a" * 501, "at most 500"),
     ("?q=x&collections=plants", "collections: no collection 'plants'"),
     ("?q=x&collections=species,", "collections: no collection ''"),

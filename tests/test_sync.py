@@ -303,7 +303,7 @@ def test_a_burst_of_polls_makes_the_feed_once(tmp_path: Path,
                 return await asyncio.gather(*(poll() for _ in range(count)))
 
         answers = asyncio.run(burst(12))
-        assert queries == ["changes.<locals>.run"]
+        assert queries == ["View.feed.<locals>.run"]
         assert {status for status, _ in answers} == {200}
         assert len({body for _, body in answers}) == 1
         assert len(json.loads(answers[0][1])["items"]) == 5

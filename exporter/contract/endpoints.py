@@ -1,39 +1,34 @@
-"""Every endpoint of the node, once: method, path, access, scope, parameters, body, result.
+"""Every endpoint of the node, once: method, path, access, scope, inputs, result.
 
-This table is plain data. The sidecar's routes and its key/scope policy, the manifest's
-`capabilities`, `endpoints` and `authentication` sections, and the tests' list of
-endpoints are all computed from it (a test fails if a route exists that it does not
-describe, or the reverse). Adding an endpoint is a row here, a service function and a
-handler of a few lines."""
+This table is plain data. The sidecar's routes and its key/scope policy, its checks of
+query strings and bodies (`inputs.from_query`, `inputs.from_json`), the MCP tools' input
+schemas, the OpenAPI document, the manifest's `capabilities`, `endpoints` and
+`authentication` sections, and the tests' list of endpoints are all computed from it (a
+test fails if a route exists that it does not describe, or the reverse). Adding an
+endpoint is a row here, a service function and a handler of a few lines
+(docs/architecture.md shows one)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .inputs import Field
 from .wire import (
+    ASK_LIMIT_DEFAULT,
+    ASK_LIMIT_MAX,
     CHANGES_LIMIT_DEFAULT,
     CHANGES_LIMIT_MAX,
+    COLLECTIONS,
     LIST_LIMIT_DEFAULT,
     LIST_LIMIT_MAX,
+    QUESTION_MAX,
     SEARCH_LIMIT_DEFAULT,
     SEARCH_LIMIT_MAX,
+    SEARCH_QUERY_MAX,
+    TIME_PATTERN,
+    UUID_PATTERN,
 )
-
-# 9 223 372 036 854 775 807 is the largest 64-bit integer; offsets and such stay below it.
-INTEGER_MAX = 2**63 - 1
-
-
-@dataclass(frozen=True)
-class Param:
-    name: str
-    kind: Literal["integer", "timestamp", "cursor", "string"]
-    description: str
-    required: bool = False
-    default: int | None = None
-    low: int = 0
-    high: int = INTEGER_MAX
-    exclusive: bool = False  # a timestamp that excludes its own instant (rounds down)
 
 
 @dataclass(frozen=True)
@@ -45,13 +40,29 @@ class Endpoint:
     scope: str | None  # the scope a key needs here; None: any valid key, or none at all
     returns: str  # the content type of a success
     summary: str
-    params: tuple[Param, ...] = ()
+    fields: tuple[Field, ...] = ()  # what it takes: path segments, query, body
     body: Literal["none", "json"] = "none"
+    jsonrpc: bool = False  # the body is a JSON-RPC message, answered in that protocol
+    result: str | None = None  # the OpenAPI component a success is, if JSON
     capability: str | None = None  # what the manifest claims when the endpoint is offered
     offered: bool = True  # False: keys and scopes are checked, then 404 says "not yet"
     public: bool = False  # static: the CDN may serve it from site_out/
     page: bool = False  # for people (HTML, sitemaps): not listed in the manifest
     static: str | None = None  # the file under site_out/ that answers it, if not at `path`
+
+    @property
+    def params(self) -> tuple[Field, ...]:
+        """The query parameters."""
+        return tuple(field for field in self.fields if field.where == "query")
+
+    @property
+    def body_fields(self) -> tuple[Field, ...]:
+        return tuple(field for field in self.fields if field.where == "body")
+
+    @property
+    def segments(self) -> tuple[Field, ...]:
+        """The path's segments, in the path's order."""
+        return tuple(field for field in self.fields if field.where == "path")
 
 
 JSON = "application/json"
@@ -60,9 +71,19 @@ HTML = "text/html"
 XML = "application/xml"
 TEXT = "text/plain"
 
-_LIMIT = Param("limit", "integer", "page size", default=LIST_LIMIT_DEFAULT, low=1,
+_LIMIT = Field("limit", "integer", "page size", default=LIST_LIMIT_DEFAULT, low=1,
                high=LIST_LIMIT_MAX)
-_OFFSET = Param("offset", "integer", "records skipped", default=0)
+_OFFSET = Field("offset", "integer", "records skipped", default=0)
+# Path segments. A segment that is not of its form names nothing: the answer is 404.
+_COLLECTION = Field("collection", "choice", choices=COLLECTIONS, where="path")
+RECORD_ID = Field("id", "pattern", "a record UUID such as "
+                  "'c80b1c40-8745-4e4e-9194-7448008fe1a7'", pattern=UUID_PATTERN,
+                  any_case=True, where="path")
+_SHARD = Field("shard", "pattern", pattern="[0-9a-f]{2}", where="path")
+_OFFSET_SEGMENT = Field("offset", "pattern", pattern="[0-9]+", where="path")
+_PAGE = Field("page", "pattern", pattern="[0-9]+", where="path")
+_FILE = Field("file", "pattern", pattern=f"{UUID_PATTERN}\\.pdf", where="path")
+SEARCH_MODES = ("hybrid", "keyword", "semantic")
 
 # Fixed paths come before the paths with a {collection} segment: aiohttp matches in order.
 ENDPOINTS: tuple[Endpoint, ...] = (
@@ -72,76 +93,93 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "Every page for people, for crawlers (or the index of the sitemaps/ files)",
              public=True, page=True),
     Endpoint("sitemap_part", "GET", "/sitemaps/{page}.xml", "open", None, XML,
-             "A part of the sitemap, when the node has more than 50,000 pages", public=True,
-             page=True),
+             "A part of the sitemap, when the node has more than 50,000 pages", fields=(_PAGE,),
+             public=True, page=True),
     Endpoint("robots", "GET", "/robots.txt", "open", None, TEXT, "Rules for crawlers",
              public=True, page=True),
     Endpoint("stylesheet", "GET", "/site.css", "open", None, "text/css",
              "The stylesheet of the pages for people", public=True, page=True),
     Endpoint("manifest", "GET", "/api/manifest", "open", None, JSON,
-             "Node identity, collections, capabilities, authentication",
+             "Node identity, collections, capabilities, authentication", result="Manifest",
              capability="manifest", public=True, static="/api/manifest.json"),
     Endpoint("schema", "GET", "/api/schema", "open", None, JSON,
-             "JSON Schema of every collection", capability="schema", public=True,
-             static="/api/schema.json"),
+             "JSON Schema of every collection", result="SchemaDocument", capability="schema",
+             public=True, static="/api/schema.json"),
     Endpoint("openapi", "GET", "/api/openapi.json", "open", None, JSON,
              "OpenAPI 3.1 description of this API", capability="openapi", public=True),
     Endpoint("key", "GET", "/api/keys/me", "keyed", None, JSON,
-             "What the calling key holds", capability="keys"),
+             "What the calling key holds", result="KeyInfo", capability="keys"),
     Endpoint("changes", "GET", "/api/changes", "keyed", "changes", JSON,
              "What changed since a moment, as this key sees it", capability="changes",
-             params=(Param("since", "timestamp", "events after this moment (exclusive); "
+             result="Changes",
+             fields=(Field("since", "timestamp", "events after this moment (exclusive); "
                                                  "pass the last `until`", required=True,
                            exclusive=True),
-                     Param("limit", "integer", "items a page", default=CHANGES_LIMIT_DEFAULT,
+                     Field("limit", "integer", "items a page", default=CHANGES_LIMIT_DEFAULT,
                            low=1, high=CHANGES_LIMIT_MAX),
-                     Param("cursor", "cursor", "from the `next` link"))),
+                     Field("cursor", "pattern", "from the `next` link",
+                           pattern=f"{TIME_PATTERN}\\|({'|'.join(COLLECTIONS)})\\|{UUID_PATTERN}",
+                           mismatch="cursor is not one this node gave; follow the `next` link "
+                                    "as it is, or start again from `since`"))),
     Endpoint("sync_changes", "GET", "/api/sync/changes.ndjson", "open", "read", NDJSON,
              "The public change list", capability="sync", public=True),
     Endpoint("sync_snapshot", "GET", "/api/sync/{collection}/{offset}.ndjson", "open", "read",
              NDJSON, "A chunk of the public snapshot of a collection", capability="sync",
-             public=True),
+             fields=(_COLLECTION, _OFFSET_SEGMENT), public=True),
     Endpoint("search", "GET", "/api/search", "open", "search", JSON,
              "Keyword and semantic search across every collection", capability="search",
-             params=(Param("q", "string", "what to search for"),
-                     Param("query", "string", "the same as q"),
-                     Param("collections", "string", "comma-separated collections; all when "
-                                                    "left out"),
-                     Param("limit", "integer", "results", default=SEARCH_LIMIT_DEFAULT, low=1,
+             result="SearchResult",
+             fields=(Field("q", "text", "what to search for", required=True,
+                           longest=SEARCH_QUERY_MAX, example="knotweed"),
+                     Field("query", "text", "the same as q", longest=SEARCH_QUERY_MAX,
+                           synonym_of="q"),
+                     Field("collections", "collections", "comma-separated collections; all "
+                                                         "when left out", choices=COLLECTIONS),
+                     Field("limit", "integer", "results", default=SEARCH_LIMIT_DEFAULT, low=1,
                            high=SEARCH_LIMIT_MAX),
-                     Param("mode", "string", "keyword, semantic or hybrid (the default)"))),
+                     Field("mode", "choice", "keyword, semantic or hybrid (the default)",
+                           choices=SEARCH_MODES, default="hybrid"))),
     Endpoint("mcp", "POST", "/api/mcp", "keyed", "mcp", JSON, "Tool interface for AI agents",
-             body="json", capability="mcp"),
+             body="json", jsonrpc=True, result="McpAnswer", capability="mcp"),
     Endpoint("ask", "POST", "/api/library/ask", "keyed", "library", JSON,
              "Grounded answers from the document library, citing pages", body="json",
-             capability="library"),
+             fields=(Field("question", "text", "the question to answer, as text",
+                           required=True, longest=QUESTION_MAX, where="body",
+                           example="When should knotweed be injected?"),
+                     Field("limit", "integer", "citations the answer draws on",
+                           default=ASK_LIMIT_DEFAULT, low=1, high=ASK_LIMIT_MAX,
+                           where="body")),
+             result="Answer", capability="library"),
     Endpoint("library_file", "GET", "/library/{file}", "open", "read", "application/pdf",
-             "A PDF of the document library", capability="library", public=True),
+             "A PDF of the document library", capability="library", fields=(_FILE,),
+             public=True),
     Endpoint("dwca", "GET", "/download/species-dwca.zip", "open", "read", "application/zip",
              "Darwin Core Archive of the public species, for GBIF (DWC_ARCHIVE)",
              capability="downloads", public=True),
     Endpoint("download", "GET", "/download/{collection}.csv", "open", "read", "text/csv",
              "A collection's public records as one CSV table", capability="downloads",
-             public=True),
+             fields=(_COLLECTION,), public=True),
     Endpoint("list", "GET", "/api/{collection}", "open", "read", JSON,
-             "A page of a collection's records", capability="lists",
-             params=(_LIMIT, _OFFSET, Param("updated_since", "timestamp",
-                                            "records updated at or after this moment")),
+             "A page of a collection's records", capability="lists", result="Page",
+             fields=(_COLLECTION, _LIMIT, _OFFSET,
+                     Field("updated_since", "timestamp",
+                           "records updated at or after this moment")),
              public=True, static="/api/{collection}/index.json"),
     Endpoint("record", "GET", "/api/{collection}/{id}", "open", "read", JSON,
-             "One record", capability="records", public=True,
+             "One record", capability="records", result="Record",
+             fields=(_COLLECTION, RECORD_ID), public=True,
              static="/api/{collection}/{shard}/{id}.json"),
     # Pages for people (exporter/site/pages.py): none of them starts with /api/ or /library/.
     Endpoint("collection_page", "GET", "/{collection}/", "open", None, HTML,
-             "The first page of a collection's public records, for people", public=True,
-             page=True),
+             "The first page of a collection's public records, for people",
+             fields=(_COLLECTION,), public=True, page=True),
     Endpoint("collection_page_n", "GET", "/{collection}/{page}.html", "open", None, HTML,
-             "A further page of a collection's public records, for people", public=True,
-             page=True),
+             "A further page of a collection's public records, for people",
+             fields=(_COLLECTION, _PAGE), public=True, page=True),
     Endpoint("record_page", "GET", "/{collection}/{shard}/{id}.html", "open", None, HTML,
              "One public record, for people (shard: the first byte of the SHA-256 of the id, "
              "in hex)",
-             public=True, page=True),
+             fields=(_COLLECTION, _SHARD, RECORD_ID), public=True, page=True),
 )
 BY_NAME: dict[str, Endpoint] = {e.name: e for e in ENDPOINTS}
 

@@ -123,7 +123,7 @@ _RFC3339 = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2
 
 
 # An inclusive time bound within the last second there is, rounded up: after every time a
-# record can have (`sidecar.params.timestamp`). No list holds a record updated then, so it is
+# record can have (`exporter.contract.inputs`). No list holds a record updated then, so it is
 # never shown in a link.
 AFTER_EVERY_TIME = "9999-12-31T23:59:60Z"
 

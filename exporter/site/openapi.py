@@ -8,17 +8,9 @@ import copy
 from typing import Any
 
 from exporter import __version__
-from exporter.contract.endpoints import ENDPOINTS, Endpoint, Param
-from exporter.contract.wire import (
-    API_VERSION,
-    ASK_LIMIT_DEFAULT,
-    ASK_LIMIT_MAX,
-    COLLECTIONS,
-    QUESTION_MAX,
-    SEARCH_QUERY_MAX,
-    TIME_PATTERN,
-    UUID_PATTERN,
-)
+from exporter.contract.endpoints import ENDPOINTS, Endpoint
+from exporter.contract.inputs import Field, json_schema, object_schema
+from exporter.contract.wire import API_VERSION, COLLECTIONS, TIME_PATTERN
 from exporter.project.config import NodeConfig
 from exporter.project.schemas import Collection
 
@@ -35,8 +27,6 @@ ERRORS = {
     429: ("rate_limited", "Over the per-minute rate; retry after Retry-After seconds"),
 }
 _ERROR = {"$ref": "#/components/schemas/Error"}
-# Text that is not blank, as Python's str.split() sees blanks (which \s alone does not say).
-NOT_BLANK = "[^\\s\u001c-\u001f\u0085]"
 
 
 def document(node: NodeConfig, collections: dict[str, Collection]) -> dict[str, Any]:
@@ -75,11 +65,11 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
         "operationId": endpoint.name,
         "summary": endpoint.summary,
         "security": keyed if endpoint.access == "keyed" else [{}, *keyed],
-        # `query`, a synonym of search's `q`, is left out: one of the two is required, which
-        # OpenAPI cannot say of parameters (docs/api.md describes it).
-        "parameters": [*_path_parameters(endpoint),
-                       *(_parameter(param) for param in endpoint.params
-                         if not (endpoint.name == "search" and param.name == "query"))],
+        # A synonym (search's `query` for `q`) is left out: one of the two is required,
+        # which OpenAPI cannot say of parameters (docs/api.md describes it).
+        "parameters": [*(_segment(field) for field in endpoint.segments),
+                       *(_parameter(field) for field in endpoint.params
+                         if field.synonym_of is None)],
         "responses": {"200": {"description": "OK", "content": {
             endpoint.returns: {"schema": _result(endpoint)}}}},
     }
@@ -89,97 +79,62 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
     if body is not None:
         operation["requestBody"] = {"required": True, "content": {
             "application/json": {"schema": body}}}
-    codes = [400, 404, 429]
-    if endpoint.access == "keyed" or endpoint.scope:
-        codes[1:1] = [401, 403]
-    else:
-        codes[1:1] = [401]
-    if endpoint.body == "json":
-        codes += [405, 413, 415]
-    if endpoint.name == "mcp":
-        codes = [code for code in codes if code != 404]
-    for code in sorted(codes):
-        name, description = ERRORS[code]
-        operation["responses"][str(code)] = {
-            "description": f"{description} (`{name}`)",
-            "content": {"application/json": {"schema": _ERROR}}}
-    if endpoint.name == "mcp":
-        operation["responses"]["202"] = {"description": "A notification, taken"}
-        for status in ("400", "404"):
-            operation["responses"][status] = {
-                "description": "A JSON-RPC error (or, for the seed's form, the node's error)",
-                "content": {"application/json": {"schema": {"type": "object"}}}}
+    operation["responses"].update(_errors(endpoint))
     return operation
 
 
-def _path_parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
-    found = []
-    for name in ("collection", "shard", "id", "offset", "file", "page"):
-        if "{" + name + "}" not in endpoint.path:
-            continue
-        schema: dict[str, Any] = {"type": "string"}
-        if name == "collection":
-            schema = {"type": "string", "enum": list(COLLECTIONS)}
-        elif name == "id":
-            schema = {"type": "string", "pattern": f"^{UUID_PATTERN}$"}
-        elif name == "shard":
-            schema = {"type": "string", "pattern": "^[0-9a-f]{2}$"}
-        elif name in ("offset", "page"):
-            schema = {"type": "string", "pattern": "^[0-9]+$"}
-        elif name == "file":
-            schema = {"type": "string", "pattern": f"^{UUID_PATTERN}\\.pdf$"}
-        found.append({"name": name, "in": "path", "required": True, "schema": schema})
-    return found
+def _errors(endpoint: Endpoint) -> dict[str, Any]:
+    """The error answers: the node's JSON error, or the protocol's for a JSON-RPC body."""
+    codes = [400, 404, 429]
+    codes[1:1] = [401, 403] if endpoint.access == "keyed" or endpoint.scope else [401]
+    if endpoint.body == "json":
+        codes += [405, 413, 415]
+    if endpoint.jsonrpc:
+        codes = [code for code in codes if code != 404]
+    answers: dict[str, Any] = {}
+    for code in sorted(codes):
+        name, description = ERRORS[code]
+        answers[str(code)] = {"description": f"{description} (`{name}`)",
+                              "content": {"application/json": {"schema": _ERROR}}}
+    if endpoint.jsonrpc:
+        answers["202"] = {"description": "A notification, taken"}
+        for status in ("400", "404"):
+            answers[status] = {
+                "description": "A JSON-RPC error (or, for the seed's form, the node's error)",
+                "content": {"application/json": {"schema": {"type": "object"}}}}
+    return answers
 
 
-def _parameter(param: Param) -> dict[str, Any]:
-    schema: dict[str, Any]
-    if param.kind == "integer":
-        schema = {"type": "integer", "minimum": param.low, "maximum": param.high}
-        if param.default is not None:
-            schema["default"] = param.default
-    elif param.kind == "timestamp":
-        schema = {"type": "string", "format": "date-time"}
-    elif param.name in ("q", "query"):
-        schema = {"type": "string", "minLength": 1, "maxLength": SEARCH_QUERY_MAX,
-                  "pattern": NOT_BLANK}
-    elif param.name == "mode":
-        schema = {"type": "string", "enum": ["hybrid", "keyword", "semantic"]}
-    elif param.kind == "cursor":
-        schema = {"type": "string", "pattern": f"^{TIME_PATTERN}\\|({'|'.join(COLLECTIONS)})"
-                                               f"\\|{UUID_PATTERN}$"}
-    elif param.name == "collections":
-        schema = {"type": "string", "pattern": f"^({'|'.join(COLLECTIONS)})"
-                                               f"(,({'|'.join(COLLECTIONS)}))*$"}
-    else:
-        schema = {"type": "string"}
-    return {"name": param.name, "in": "query", "required": param.required or param.name == "q",
-            "description": param.description, "schema": schema}
+def _segment(field: Field) -> dict[str, Any]:
+    return {"name": field.name, "in": "path", "required": True,
+            "schema": json_schema(field, "query")}
+
+
+def _parameter(field: Field) -> dict[str, Any]:
+    return {"name": field.name, "in": "query", "required": field.required,
+            "description": field.description, "schema": json_schema(field, "query")}
+
+
+# The body of the tool interface: a message of its protocol, checked by the protocol layer.
+JSONRPC_MESSAGE = {
+    "type": "object", "required": ["method"], "properties": {
+        "jsonrpc": {"const": "2.0"}, "id": {"type": ["string", "integer"]},
+        "method": {"type": "string"}, "params": {"type": "object"}},
+    "description": "A JSON-RPC 2.0 message of the Model Context Protocol, or the seed's "
+                   "form without jsonrpc (see docs/mcp.md)"}
 
 
 def _body(endpoint: Endpoint) -> dict[str, Any] | None:
-    if endpoint.name == "ask":
-        return {"type": "object", "additionalProperties": False, "required": ["question"],
-                "properties": {
-                    "question": {"type": "string", "minLength": 1, "maxLength": QUESTION_MAX,
-                                 "pattern": NOT_BLANK},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": ASK_LIMIT_MAX,
-                              "default": ASK_LIMIT_DEFAULT}}}
-    if endpoint.name == "mcp":
-        return {"type": "object", "required": ["method"], "properties": {
-            "jsonrpc": {"const": "2.0"}, "id": {"type": ["string", "integer"]},
-            "method": {"type": "string"}, "params": {"type": "object"}},
-            "description": "A JSON-RPC 2.0 message of the Model Context Protocol, or the "
-                           "seed's form without jsonrpc (see docs/mcp.md)"}
+    if endpoint.jsonrpc:
+        return JSONRPC_MESSAGE
+    if endpoint.body_fields:
+        return object_schema(endpoint.body_fields)
     return None
 
 
 def _result(endpoint: Endpoint) -> dict[str, Any]:
-    refs = {"manifest": "Manifest", "schema": "SchemaDocument", "key": "KeyInfo",
-            "changes": "Changes", "search": "SearchResult", "mcp": "McpAnswer",
-            "ask": "Answer", "list": "Page", "record": "Record"}
-    if endpoint.name in refs:
-        return {"$ref": f"#/components/schemas/{refs[endpoint.name]}"}
+    if endpoint.result is not None:
+        return {"$ref": f"#/components/schemas/{endpoint.result}"}
     return {"type": "string"}  # HTML, NDJSON, PDF
 
 
