@@ -84,7 +84,7 @@ def test_field_lines_pass_over_values_that_span_lines(lines: list[str],
                                                       expected: dict[str, int]) -> None:
     """A multi-line array (whose inner lines start with "[") and a quoted triple quote are
     values, not table headers or multi-line strings: the keys after them keep their lines."""
-    from exporter.project.content import _field_lines
+    from exporter.project.frontmatter import _field_lines
     assert _field_lines(lines, 2) == expected
 
 
@@ -107,7 +107,7 @@ def test_the_quick_field_lines_are_the_scanned_ones(lines: list[str]) -> None:
     """Front matter whose every line is a key with a value ending on it is read line by line
     without looking for what opens or closes (`_simple_field_lines`); anything else is
     left to the full reading, and where the quick one answers, it answers alike."""
-    from exporter.project.content import _field_lines, _scanned_field_lines, _simple_field_lines
+    from exporter.project.frontmatter import _field_lines, _scanned_field_lines, _simple_field_lines
     quick = _simple_field_lines(lines, 2)
     assert quick is None or quick == _scanned_field_lines(lines, 2)
     assert _field_lines(lines, 2) == _scanned_field_lines(lines, 2)
@@ -115,7 +115,7 @@ def test_the_quick_field_lines_are_the_scanned_ones(lines: list[str]) -> None:
 
 def test_the_quick_field_lines_read_an_ordinary_file() -> None:
     """The quick reading is the one most files get: keys, an array, a comment, a blank."""
-    from exporter.project.content import _simple_field_lines
+    from exporter.project.frontmatter import _simple_field_lines
     assert _simple_field_lines(['id = "x"', "# note", "", 'tags = ["a", "[b"]', "n = 1.5"],
                                2) == {"id": 2, "tags": 5, "n": 6}
 

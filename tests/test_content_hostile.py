@@ -27,9 +27,10 @@ from exporter import __version__
 from exporter.pipeline.build import build, load
 from exporter.pipeline.cache import FILE as CACHE_FILE
 from exporter.project.config import Project
-from exporter.project.content import SourceRecord, validate
+from exporter.project.content import SourceRecord
 from exporter.project.schemas import collections
 from exporter.project.tomltext import toml_string
+from exporter.project.validation import validate
 from exporter.shared.errors import ContentError
 
 NOW = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)

@@ -154,9 +154,10 @@ def test_an_output_written_in_pieces_is_their_bytes_in_order(pieces: list[bytes]
     import os
     import tempfile
 
-    from exporter.pipeline.switch import Pieces, _write
+    from exporter.pipeline.outputs import Pieces
+    from exporter.pipeline.writes import write_file
 
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "out.csv")
-        _write(path, Pieces(tuple(pieces)), 0o644)
+        write_file(path, Pieces(tuple(pieces)), 0o644)
         assert Path(path).read_bytes() == b"".join(pieces)

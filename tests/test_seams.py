@@ -328,3 +328,16 @@ def test_the_sidecar_imports_only_the_contract_and_the_shared_part() -> None:
         name == allowed or name.startswith(allowed + ".") for allowed in SIDECAR_MAY_IMPORT[1:])]
     assert others == []
 
+
+MODULE_LINES = 500  # at most, in a module of the code
+
+
+def test_no_module_is_over_500_lines() -> None:
+    """No module of the code is over MODULE_LINES lines: a longer one holds several parts,
+    each easier to read, test and change in a module named for what it owns."""
+    over = [f"{path.relative_to(REPO)}: {count} lines"
+            for folder in ("cli", "exporter", "sidecar", "hub")
+            for path in sorted((REPO / folder).rglob("*.py"))
+            if (count := len(path.read_text(encoding="utf-8").splitlines())) > MODULE_LINES]
+    assert not over, (f"modules over {MODULE_LINES} lines (split each where its parts meet):\n"
+                      + "\n".join(over))

@@ -30,7 +30,7 @@ from exporter.darwincore.terms import (
     Extension,
     short,
 )
-from exporter.project.content import table_rows
+from exporter.project.tables import table_rows
 from exporter.shared.errors import ContentError, Problem, control_character, control_problem
 
 

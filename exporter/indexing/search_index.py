@@ -29,7 +29,7 @@ import tantivy
 from exporter.contract.bundle import SEARCH
 from exporter.indexing import writing
 from exporter.pipeline.forks import Aside
-from exporter.pipeline.switch import private_folder
+from exporter.pipeline.locks import private_folder
 from exporter.project.content import SourceRecord
 from exporter.project.schemas import Collection
 from exporter.shared import search, word_vectors

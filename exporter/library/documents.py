@@ -9,17 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
-import math
 import os
-import re
 import shutil
-import stat
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,43 +23,24 @@ import numpy as np
 from exporter.contract.bundle import PASSAGES
 from exporter.contract.wire import PUBLIC
 from exporter.indexing import writing
+from exporter.library.passages import PASSAGE_CHARS, Page, passages, without_furniture
+from exporter.library.pdf import bytes_of, read_pages, warnings_named
 from exporter.pipeline.cache import LIBRARY_PAGES
 from exporter.pipeline.forks import Aside, cores, forks, in_child
-from exporter.pipeline.switch import OutputFile, private_folder
-from exporter.project.content import LIBRARY, SourceRecord, version_of
+from exporter.pipeline.locks import private_folder
+from exporter.pipeline.outputs import OutputFile
+from exporter.project.discovery import LIBRARY
+from exporter.project.records import SourceRecord
 from exporter.shared import encoder, search, word_vectors
 from exporter.shared.errors import Problem
+from exporter.shared.fileversion import version_of
 
 CACHE = LIBRARY_PAGES  # in .fednode/cache: the pages of each PDF, by path and version
-PASSAGE_CHARS = 600  # a passage: whole sentences of one page, up to about this long
 # How passages are made from pages: a new number makes the next export index them again.
 # 2: running headers and footers left out. 4: each row with its headings' spans.
 PASSAGE_FORMAT = 4
-# A line whose characters are at least this many times the page's body text's size is a
-# heading (the body's size: the one most of the page's characters have).
-HEADING_SIZE = 1.15
-EDGE_LINES = 2  # lines at the top and at the bottom of a page where furniture is looked for
-# What a PDF may hold, at most: a hostile or broken file is refused with its path, rather
-# than exhaust the export's memory or time (docs/library.md, "Limits").
-PDF_BYTES = 256 * 2**20
-PAGE_CHARS = 200_000  # characters of text on one page (a dense page holds about 5,000)
-PDF_CHARS = 20_000_000  # characters of text in one PDF (a 1,000-page book: about 3 million)
-LABEL_CHARS = 64  # a printed page label
 READ_SECONDS = 120.0  # to read one PDF, in a process of its own (where the export forks)
 READ_MEMORY = 2 * 2**30  # bytes of memory that process may take beyond the export's own
-# Characters dropped from a PDF's text: controls (but line breaks and tabs), direction
-# overrides and invisible ones, which a quote would carry to a client or which split words.
-_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u00ad\u200b-\u200f\u202a-\u202e"
-                        "\u2060-\u2069\ufeff]")
-_SURROGATE = re.compile("[\ud800-\udfff]")  # half a character: never valid text
-
-
-@dataclass(frozen=True)
-class Page:
-    number: int  # 1-based, physical
-    label: str  # as printed (the PDF's /PageLabels), or the number
-    text: str
-    headings: frozenset[str] = frozenset()  # its lines set larger than its body text
 
 
 @dataclass(frozen=True)
@@ -163,12 +138,12 @@ def _read_each(pdfs: list[tuple[str, Path]]) -> dict[str, Read]:
                 rel, pdf = waiting.pop()
                 try:
                     entry: dict[str, Any] = {"version": _version(pdf)}
-                    data = _bytes_of(pdf)
+                    data = bytes_of(pdf)
                 except (OSError, ValueError) as exc:
                     results[rel] = exc
                     continue
                 entry["sha256"] = hashlib.sha256(data).hexdigest()
-                with _warnings_named(rel):  # (a forked reader's warnings name its PDF)
+                with warnings_named(rel):  # (a forked reader's warnings name its PDF)
                     if at_once > 1:
                         running.append((rel, Aside(_read_limited, data, redo=False),
                                         time.monotonic() + READ_SECONDS, entry))
@@ -192,47 +167,8 @@ def _read_each(pdfs: list[tuple[str, Path]]) -> dict[str, Read]:
     return results
 
 
-class _Named(logging.Handler):
-    """pypdf's warnings while it reads one PDF (a damaged file it could read all the same),
-    each a line on standard error that names the PDF, not a bare message."""
-
-    def __init__(self, rel: str) -> None:
-        super().__init__(logging.WARNING)
-        self.rel = rel
-
-    def emit(self, record: logging.LogRecord) -> None:
-        # a Problem's line: printable, escaped and capped as every message of the export is
-        sys.stderr.write(f"{Problem(self.rel, 0, '', f'warning: pypdf: {record.getMessage()}')}\n")
-
-
-@contextmanager
-def _warnings_named(rel: str) -> Iterator[None]:
-    reader = logging.getLogger("pypdf")
-    handler, kept = _Named(rel), reader.propagate
-    reader.addHandler(handler)
-    reader.propagate = False
-    try:
-        yield
-    finally:
-        reader.removeHandler(handler)
-        reader.propagate = kept
-
-
-def _bytes_of(pdf: Path) -> bytes:
-    """A PDF's bytes: a regular file of at most PDF_BYTES (not a device, a pipe or a link to
-    one, which could be read for ever)."""
-    descriptor = os.open(pdf, os.O_RDONLY | os.O_NONBLOCK)  # (a pipe's open would wait)
-    with open(descriptor, "rb", buffering=0) as handle:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise ValueError("not a regular file")
-        data = handle.read(PDF_BYTES + 1)
-    if len(data) > PDF_BYTES:
-        raise ValueError(f"larger than {PDF_BYTES // 2**20} MiB")
-    return data
-
-
 def _guarded(data: bytes) -> list[list[Any]]:
-    """`_read`, in a process of its own where the export forks (the command): killed after
+    """`pdf.read_pages`, in a process of its own where the export forks (the command): killed after
     READ_SECONDS, with READ_MEMORY of memory at most, so that no PDF can hang the export or
     take the machine's memory. (In a process that serves too, such as the tests, on a
     thread: no limits.)"""
@@ -265,87 +201,7 @@ def _read_limited(data: bytes) -> list[list[Any]]:
         # copy, every object the export had made, those of its extensions too; the
         # reader's cycles are bounded by the limit and go with the process.)
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-    return _read(data)
-
-
-def _clean(text: str) -> str:
-    return _SURROGATE.sub("\ufffd", _INVISIBLE.sub("", text))
-
-
-def _read(data: bytes) -> list[list[Any]]:
-    """[label, text, headings] of each page (`_headings`), the text without invisible
-    characters (`_clean`). Any failure of the reader, or a PDF beyond the limits above, is a
-    ValueError."""
-    import io
-
-    from pypdf import PdfReader
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        labels = list(reader.page_labels)
-        out: list[list[Any]] = []
-        total = 0
-        for n, page in enumerate(reader.pages):
-            runs: list[tuple[str, float]] = []
-
-            def drawn(text: str, cm: list[float], tm: list[float], font: Any, size: float,
-                      runs: list[tuple[str, float]] = runs) -> None:
-                runs.append((text, _size(size, cm, tm)))
-            text = _clean(page.extract_text(visitor_text=drawn) or "")
-            label = _clean(labels[n] if n < len(labels) else str(n + 1))
-            total += len(text)
-            if len(text) > PAGE_CHARS or total > PDF_CHARS or len(label) > LABEL_CHARS:
-                raise _TooMuch(
-                    f"page {n + 1} " + (f"holds {len(text):,} characters of text; a page may "
-                                        f"hold {PAGE_CHARS:,}" if len(text) > PAGE_CHARS else
-                                        f"brings its text to {total:,} characters; a PDF may "
-                                        f"hold {PDF_CHARS:,}" if total > PDF_CHARS else
-                                        f"has a label of {len(label):,} characters; a label "
-                                        f"may have {LABEL_CHARS}"))
-            out.append([label, text, [_clean(line) for line in _headings(runs)]])
-        return out
-    except _TooMuch as exc:
-        raise ValueError(str(exc)) from None
-    except MemoryError:
-        raise  # (`_guarded` says how much was allowed)
-    except Exception as exc:  # noqa: BLE001 - a damaged or hostile file can make the
-        # reader fail in any way (hypothesis found NotImplementedError, struct and zlib
-        # errors, recursion): each is "this PDF cannot be read", never a crash
-        raise ValueError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
-
-
-class _TooMuch(Exception):
-    """A PDF beyond the limits above."""
-
-
-def _size(size: float, cm: list[float], tm: list[float]) -> float:
-    """The height text is drawn at: its font size, scaled by the text and page matrices."""
-    return abs(size) * math.hypot(tm[2], tm[3]) * math.hypot(cm[2], cm[3])
-
-
-def _headings(runs: list[tuple[str, float]]) -> list[str]:
-    """The lines of a page (the runs of text the reader drew, each with its size, a line
-    ending where a run's text has a line break) whose every run is set at least
-    HEADING_SIZE times larger than most of the page's characters."""
-    chars: dict[float, int] = {}
-    for text, size in runs:
-        chars[round(size, 1)] = chars.get(round(size, 1), 0) + len(text.strip())
-    if not chars:
-        return []
-    body = max(chars, key=lambda size: (chars[size], -size))
-    found: list[str] = []
-    line, large = "", True
-    for text, size in runs:
-        for n, part in enumerate(text.split("\n")):
-            if n:  # a line break: the line so far is whole
-                if line.strip() and large:
-                    found.append(line.strip())
-                line, large = "", True
-            line += part
-            if part.strip() and round(size, 1) < body * HEADING_SIZE:
-                large = False
-    if line.strip() and large:
-        found.append(line.strip())
-    return found
+    return read_pages(data)
 
 
 def _load_cache(folder: Path) -> dict[str, Any]:
@@ -371,65 +227,6 @@ def _save_cache(folder: Path, entries: dict[str, Any]) -> None:
         with suppress(OSError):
             os.unlink(temporary)
         raise
-
-
-def without_furniture(pages: list[tuple[str, str]]) -> list[str]:
-    """Each page's text (label, text) without its running header and footer: the lines at
-    a page's top or bottom that are its printed label, or that stand at the top or bottom of
-    at least half the document's pages (and of three at least), such as its title. They are
-    on the page, but they are not what it says: a heading joined to the first sentence, or
-    a title quoted as an answer."""
-    split = [[line.strip() for line in text.splitlines() if line.strip()] for _, text in pages]
-    edges: dict[str, int] = {}
-    for lines in split:
-        for line in set(lines[:EDGE_LINES] + lines[-EDGE_LINES:]):
-            edges[line] = edges.get(line, 0) + 1
-    repeated = {line for line, n in edges.items() if n >= max(3, len(pages) / 2)}
-    out = []
-    for (label, _), lines in zip(pages, split, strict=True):
-        furniture = repeated | {label.strip()}
-        start, end = 0, len(lines)
-        while start < min(EDGE_LINES, end) and lines[start] in furniture:
-            start += 1
-        while end > max(start, len(lines) - EDGE_LINES) and lines[end - 1] in furniture:
-            end -= 1
-        out.append("\n".join(lines[start:end]))
-    return out
-
-
-def passages(page: Page) -> list[tuple[str, list[list[int]]]]:
-    """Whole sentences of one page, grouped up to about PASSAGE_CHARS, each passage with the
-    spans (start, end) of its sentences that are the page's headings: they are weighed with
-    the sentence after them but never quoted with it (`search.statements`)."""
-    out: list[tuple[str, list[list[int]]]] = []
-    current, spans = "", list[list[int]]()
-    for sentence, heading in _bounded(search.marked_sentences(page.text, page.headings)):
-        if current and len(current) + len(sentence) > PASSAGE_CHARS:
-            out.append((current, spans))
-            current, spans = "", []
-        current = f"{current} {sentence}" if current else sentence
-        if heading:
-            spans.append([len(current) - len(sentence), len(current)])
-    if current:
-        out.append((current, spans))
-    return out
-
-
-def _bounded(sentences: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
-    """The sentences, each longer than PASSAGE_CHARS cut at spaces into pieces of at most
-    that (a word longer than that, where it must): a page without sentence ends (a table, a
-    hostile file) would otherwise be one passage of any length, slow to weigh at every
-    question that retrieves it."""
-    out = []
-    for sentence, heading in sentences:
-        while len(sentence) > PASSAGE_CHARS:
-            cut = sentence.rfind(" ", 0, PASSAGE_CHARS + 1)
-            cut = cut if cut > 0 else PASSAGE_CHARS
-            out.append((sentence[:cut].rstrip(), heading))
-            sentence = sentence[cut:].lstrip()
-        if sentence:
-            out.append((sentence, heading))
-    return out
 
 
 def published(documents: list[Document]) -> list[OutputFile]:
@@ -575,3 +372,4 @@ def _mark(folder: Path) -> str | None:
         return found if isinstance(found, str) else None
     except (OSError, ValueError, AttributeError):
         return None
+

@@ -33,8 +33,8 @@ from exporter.contract.bundle import (
 )
 from exporter.contract.feed import Event
 from exporter.contract.wire import COLLECTIONS
+from exporter.pipeline.outputs import OutputFile, Placed, constant, placed
 from exporter.pipeline.previous import Renderings, runs, spliced
-from exporter.pipeline.switch import OutputFile, Placed, constant, placed
 from exporter.site.served import Rendered
 
 Hash: TypeAlias = "hashlib._Hash"  # a hash object, as hashlib.sha256 returns

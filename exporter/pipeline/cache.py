@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter import __version__
-from exporter.pipeline.switch import private_folder
+from exporter.pipeline.locks import private_folder
 from exporter.project.content import RULES, SourceFile, SourceRecord, reload
 from exporter.project.schemas import Collection, collections
 from exporter.shared.errors import ExportError

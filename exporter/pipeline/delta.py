@@ -14,12 +14,13 @@ only the outputs that hold a changed record are made again:
   shows: a record that other pages link to keeps its title, or the export is whole);
 - in the bundle: the records table, the events table and the search index (one document).
 
-Each is made by the same function a whole export uses, from the same inputs, so its bytes
-are the same (`tests/test_delta.py` compares every file with a whole export's after runs of
-edits). The writer brings the other build up to date from the paths the last two exports
-changed, not by comparing every output. Anything else (a file added, removed or renamed, an
-id, access or order changed, node.toml, the library, a file another export wrote meanwhile)
-is a whole export, as before."""
+Which files of each output an edit changes is said beside the output, in the table both
+exports assemble their trees from (`assembly`): each is made by the same function a whole
+export uses, from the same inputs, so its bytes are the same (`tests/test_delta.py`
+compares every file with a whole export's after runs of edits). The writer brings the
+other build up to date from the paths the last two exports changed, not by comparing every
+output. Anything else (a file added, removed or renamed, an id, access or order changed,
+node.toml, the library, a file another export wrote meanwhile) is exported whole."""
 
 from __future__ import annotations
 
@@ -34,50 +35,40 @@ from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
 
 from exporter.contract.bundle import column
-from exporter.contract.feed import (
-    SNAPSHOT_CHUNK,
-    Event,
-    PublicChanges,
-    Seen,
-    change_line,
-    visible_events,
-)
-from exporter.contract.layout import record_file
-from exporter.contract.page_urls import record_href
-from exporter.contract.wire import LIST_LIMIT_DEFAULT, PUBLIC
-from exporter.darwincore import archive as dwc_archive
+from exporter.contract.feed import SNAPSHOT_CHUNK, Event
 from exporter.indexing import search_index
 from exporter.library import documents as library
 from exporter.pipeline import bundle_files as bundle_writer
-from exporter.pipeline.build import (
-    BuildReport,
-    Made,
-    Progress,
-    SnapshotChunk,
-    _quiet,
-    _sync_files,
-    build,
-    list_pages,
+from exporter.pipeline.assembly import (
+    BUNDLE,
+    SITE,
+    Bundled,
+    Edits,
+    Sitemap,
+    assemble,
+    download_files,
     snapshots,
-    stamped_events,
 )
+from exporter.pipeline.build import BuildReport, Made, Progress, _quiet, build
 from exporter.pipeline.cache import SortKey
+from exporter.pipeline.change_list import ChangeList
 from exporter.pipeline.forks import Aside
 from exporter.pipeline.ledger import Current
 from exporter.pipeline.previous import Renderings
+from exporter.pipeline.stamps import stamped_events
 from exporter.pipeline.switch import (
     Data,
     OutputFile,
     Release,
     TreeStats,
     checkpoint,
-    constant,
     exclusive,
 )
 from exporter.project.config import Project
@@ -86,63 +77,7 @@ from exporter.shared import word_vectors
 from exporter.shared.errors import ContentError, ExportError
 from exporter.shared.fileversion import version_at
 from exporter.site import downloads, pages
-from exporter.site.served import Rendered, manifest, render_record
-
-
-@dataclass
-class ChangeList:
-    """The public change list line by line, by record, latest last (as `public_changes`
-    makes it), and the bundle's events table: each brought up to date by appending."""
-
-    lines: dict[tuple[str, str], bytes]
-    changes: PublicChanges
-    events: pa.Table
-
-    @classmethod
-    def of(cls, events: list[Event], changes: PublicChanges) -> ChangeList:
-        keys: dict[tuple[str, str], None] = {}
-        for seen in visible_events(events, (PUBLIC,)):
-            key = (seen.event.collection, seen.event.id)
-            keys.pop(key, None)
-            keys[key] = None
-        lines = [line + b"\n" for line in changes.body.split(b"\n")[:-1]]
-        return cls(dict(zip(keys, lines, strict=True)), changes,
-                   bundle_writer.events_arrow(events))
-
-    def add(self, events: list[Event], base_url: str) -> None:
-        """Events of records that keep their access: a public one's is seen by everyone."""
-        number, updated_at = self.changes.seq, self.changes.updated_at
-        gone: list[bytes] = []  # lines of the list before that leave it
-        moved: set[tuple[str, str]] = set()
-        for event in events:
-            if event.live_for((PUBLIC,), None):
-                number += 1
-                key = (event.collection, event.id)
-                line = self.lines.pop(key, None)
-                if line is not None and key not in moved:
-                    gone.append(line)
-                moved.add(key)
-                self.lines[key] = change_line(Seen(number, event, True), base_url)
-                updated_at = event.at
-        self.changes = PublicChanges(self._body(gone, len(moved)), number, updated_at)
-        self.events = pa.concat_tables([self.events, bundle_writer.events_arrow(events)])
-
-    def _body(self, gone: list[bytes], moved: int) -> bytes:
-        """The list's lines joined: for a few changed records, the list before with their
-        lines cut out and their new ones after it (each line holds its own sequence number,
-        so it is found once), where joining all 100,000 lines again took 0.05-0.09 s."""
-        body = self.changes.body
-        starts = [body.find(line) for line in gone] if len(gone) <= 64 else [-1]
-        if -1 in starts:
-            return b"".join(self.lines.values())
-        view, at = memoryview(body), 0
-        pieces: list[bytes | memoryview] = []
-        for start, line in sorted(zip(starts, gone, strict=True)):
-            pieces.append(view[at:start])
-            at = start + len(line)
-        pieces.append(view[at:])
-        pieces.extend(reversed(list(itertools.islice(reversed(self.lines.values()), moved))))
-        return b"".join(pieces)
+from exporter.site.served import Rendered, render_record
 
 
 @dataclass
@@ -159,11 +94,9 @@ class State:
     named: set[str]  # the scientific names some public record names (pages link by them)
     ledger: tuple[int, ...] | None  # the ledger file's version as the export left it
     renderings: Renderings  # the whole export's records table, which reused rows are of
-    sitemap: list[str]  # the sitemaps' lines (`pages.url_line`)
-    entry: dict[str, int]  # public record id -> its line in `sitemap`
+    sitemap: Sitemap  # the sitemaps' lines, each edit's brought up to date
     segments: list[pa.Table]  # the records table of the build now current, in segments
     feed: ChangeList
-    snapshots: dict[tuple[str, int], SnapshotChunk]  # the snapshot chunks (`build.snapshots`)
     group_row: dict[str, int]  # record id -> its row in its access group's search index
     groups: set[str]  # the access groups records are in
     pending: set[str] = field(default_factory=set)  # files an export refused, read again
@@ -185,21 +118,16 @@ class State:
         held: dict[str, list[str]] = {}
         for record in made.content.records:
             held.setdefault(record.path, []).append(record.id)
-        place = {r.id: n for group in made.public.values() for n, r in enumerate(group.records)}
+        public = made.parts.public
+        place = {r.id: n for group in public.values() for n, r in enumerate(group.records)}
         named = {name for names in made.content.cache.names.values() for name in names}
-        listed = {name: group.records for name, group in made.public.items()}
-        sitemap = pages.sitemap_entries(made.content.node.base_url, listed)
-        base = len(made.content.node.base_url)
-        entry = {url[base:].rpartition("/")[2][:-5]: n for n, (url, modified)
-                 in enumerate(sitemap) if modified}
         release = made.release
         return cls(made, (report.public.copy(), report.restricted.copy()), row, place, held,
                    {r.id: n for n, r in enumerate(made.content.records)},
                    {tree: release.stale(tree) for tree in ("site", "bundle")}, named,
                    version_at(made.project.ledger), renderings,
-                   [pages.url_line(*line) for line in sitemap], entry, renderings.tables,
-                   ChangeList.of(made.ledger.events, made.changes),
-                   snapshots(made.content.node, made.public, made.content.cache), group_row,
+                   Sitemap.of(made.content.node.base_url, public), renderings.tables,
+                   ChangeList.of(made.ledger.events, made.parts.changes), group_row,
                    set(counted))
 
 
@@ -231,10 +159,13 @@ class Session:
     where the files saved since allow it."""
 
     def __init__(self, project: Project, *, frozen: bool = False,
-                 base_url: str | None = None) -> None:
+                 base_url: str | None = None, now: datetime | None = None) -> None:
+        """`frozen`, `base_url` and `now` are given to every export, as `build` takes
+        them (`now`: the time their events are stamped with; None: the clock's)."""
         self.project = project
         self.frozen = frozen
         self.base_url = base_url
+        self.now = now
         self.state: State | None = None
         self.whole = 0  # exports made whole, and brought up to date: for tests and benches
         self.deltas = 0
@@ -246,7 +177,7 @@ class Session:
         if state is not None and changed is not None and not self.frozen:
             paths = state.pending | {str(path) for path in changed}
             try:
-                report = export(state, paths)
+                report = export(state, paths, now=self.now)
             except ContentError:
                 state.pending = paths  # nothing written: read them again next time
                 self.state = state
@@ -258,8 +189,8 @@ class Session:
                 self.deltas += 1
                 self.state = state
                 return report
-        report = build(self.project, frozen=self.frozen, base_url=self.base_url,
-                       progress=progress, keep=True)
+        report = build(self.project, now=self.now, frozen=self.frozen,
+                       base_url=self.base_url, progress=progress, keep=True)
         self.whole += 1
         assert report.made is not None
         try:
@@ -286,8 +217,8 @@ class Session:
         try:
             word_vectors.Embedder.model()  # (which an edit's index update needs: see `export`)
             downloads.make_parts(made.content.node, made.content.collections, {
-                name: (group.records, group.prints) for name, group in made.public.items()},
-                made.content.cache)
+                name: (group.records, group.prints)
+                for name, group in made.parts.public.items()}, made.content.cache)
         except Exception as exc:  # (the next export makes what is missing, or says why)
             self.failures.append(exc)
         with ExitStack() as held:
@@ -311,10 +242,11 @@ class _Edit:
     row: int
 
 
-def export(state: State, paths: Iterable[str]) -> BuildReport | None:
+def export(state: State, paths: Iterable[str], *, now: datetime | None = None
+           ) -> BuildReport | None:
     """Bring the export up to date with the files at `paths`; None where it must be whole
     (the module's docstring says when). Raises ContentError, touching nothing, where a file
-    has problems."""
+    has problems. `now`: as `build` takes it."""
     started = time.perf_counter()
     made = state.made
     project, content = made.project, made.content
@@ -343,7 +275,7 @@ def export(state: State, paths: Iterable[str]) -> BuildReport | None:
     if any(not _in_place(state, edit, keys) for edit in edits):
         return None
     with exclusive(project.private):
-        return _write(state, edits, keys, started)
+        return _write(state, edits, keys, started, now)
 
 
 def _source(project: Project, read_before: set[str], path: str) -> SourceFile | None:
@@ -388,17 +320,19 @@ def _in_place(state: State, edit: _Edit, keys: dict[str, SortKey]) -> bool:
             before.key, []):
         return False  # it links to other species now
     title = str(record.fields.get(collection.title_field, ""))
-    if title != before.title and (made.related.get(record.id) or (
+    if title != before.title and (made.parts.related.get(record.id) or (
             record.collection == "species" and title in state.named)):
         return False  # other pages show its title, or would link to it now
     return True
 
 
-def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: float
-           ) -> BuildReport | None:
+def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: float,
+           now: datetime | None) -> BuildReport | None:
+    """Bring both trees up to date with the `edits` (`keys`: their records' sort keys) in
+    the build the current one replaced, and switch it in; None where the builds or the
+    ledger are not as this process left them (another export, or a `git pull`, ran)."""
     made = state.made
-    project, content, ledger = made.project, made.content, made.ledger
-    node, known = content.node, content.collections
+    project, ledger = made.project, made.ledger
     if version_at(project.ledger) != state.ledger:
         return None  # written since by something else (a `git pull`): read it again, whole
     report = BuildReport(public=state.counts[0].copy(), restricted=state.counts[1].copy())
@@ -408,7 +342,7 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
     try:
         events = stamped_events(project, ledger, (
             Current(e.record.collection, e.record.id, e.record.hash, e.record.access)
-            for e in edits), now=None, frozen=False, whole=False)
+            for e in edits), now=now, frozen=False, whole=False)
     except BaseException:
         if release is not None:
             release.close()
@@ -422,125 +356,106 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         ledger.writable()  # refused now, before anything is published
     pending = ledger.pending(events)  # written to the file once the build is published
     ledger.apply(events)
-    touched: set[str] = set()
-    retitled: set[str] = set()
-    fresh: list[Rendered] = []
-    for edit in edits:
-        record = edit.record
-        r = render_record(record, ledger.entries[record.id], known[record.collection], node,
-                          Renderings.empty())
-        fresh.append(r)
-        made.rendered[edit.row] = r
-        made.ordered[edit.row] = record
-        content.records[state.source_at[record.id]] = record
-        content.sort_keys[record.id] = keys[record.id]
-        if r.public:
-            group = made.public[r.collection]
-            at = state.place[r.id]
-            group.records[at], group.prints[at] = r, r.key
-            made.sources[r.id] = record
-            touched.add(r.collection)
-            if r.title != edit.before.title:
-                retitled.add(r.collection)
-            for _, other in made.related.get(r.id, []):
-                made.related[other.id] = [(section, r if x is edit.before else x)
-                                          for section, x in made.related[other.id]]
-            content.cache.names[r.key] = content.cache.names.get(edit.before.key, [])
+    rendered, changed = _applied(state, edits, keys)
     with ExitStack() as aside, ThreadPoolExecutor(4, thread_name_prefix="fednode-delta") as threads:
         aside.callback(release.close)
-        bundle, live_bundle = release.tree("bundle"), release.live_tree("bundle")
-        assert live_bundle is not None
-        # The word vectors are loaded in this process, once: the process the index is
-        # brought up to date in, forked from it, has them, rather than read them again at
-        # every edit.
-        word_vectors.Embedder.model()
-        index = Aside(search_index.update, bundle, live_bundle, search_index.index_version(known),
-                      state.groups, [
-                          search_index.Change(e.record, state.group_row[e.record.id],
-                                              e.before.content_hash) for e in edits], known)
-        # (waited for where it runs on a thread: nothing writes into the build afterwards)
-        aside.callback(functools.partial(index.cancel, wait=True))
-        public = {name: made.public[name] for name in touched}
-        download_files = [
-            f for f in downloads.download_files(
-                node, known, {name: (group.records, group.prints)
-                              for name, group in public.items()},
-                content.cache, lambda path, print_: False, aside)
-            if "species" in touched or f.path != dwc_archive.ARCHIVE_PATH]
-        # The records table, the downloads (one after the other: they share the parts made
-        # aside), then the change list's hash and the events table are made on threads of
-        # their own, the first two started as soon as the work aside is forked
-        # (the search index, and the download parts the cache lacks, if many: no process
-        # is forked while other threads run), while the pages are: most of their work
-        # (copying, compressing, hashing, writing) lets the others run.
-        records_work = threads.submit(_records, state, {
-            state.renderings.rows[r.id]: r for r in fresh}, project.private)
-        made_downloads = threads.submit(_rendered, download_files)
-        download_files = [
-            OutputFile(f.path, f.fingerprint,
-                       functools.partial(lambda n: made_downloads.result()[n], n))
-            for n, f in enumerate(download_files)]
-        state.feed.add(events, node.base_url)
-        changes = state.feed.changes
-        changes_hash = threads.submit(hashlib.sha256, changes.body)  # (30 MB: beside the rest)
-        events_work = threads.submit(bundle_writer.events_parquet, state.feed.events)
-        state.snapshots = snapshots(node, made.public, content.cache, remade={
-            (r.collection, state.place[r.id] // SNAPSHOT_CHUNK * SNAPSHOT_CHUNK)
-            for r in fresh if r.public}, kept=state.snapshots)
-        sync_files, sync_section = _sync_files(node, state.snapshots, changes,
-                                               changes_hash.result())
-        manifest_bytes = manifest(node, known, dict(report.public), changes.updated_at,
-                                  sync_section, downloads.manifest_section(
-                                      node, dict(report.public), list(known)))
-        site_files: list[OutputFile] = [
-            constant("api/manifest.json", manifest_bytes,
-                     hashlib.sha256(manifest_bytes).hexdigest()),
-            *sync_files, *download_files]
-        for name in retitled:
-            site_files.extend(pages.collection_pages(made.people, known[name],
-                                                     made.public[name].records))
-        entries: set[int] = set()
-        offsets: dict[str, set[int]] = {}
-        for r in fresh:
-            if not r.public:
-                continue
-            offsets.setdefault(r.collection, set()).add(
-                state.place[r.id] // LIST_LIMIT_DEFAULT * LIST_LIMIT_DEFAULT)
-            site_files.append(OutputFile(record_file(r.collection, r.id), r.key, r.served))
-            site_files.append(pages.record_page(made.people, known[r.collection], r,
-                                                made.sources[r.id],
-                                                made.related.get(r.id, [])))
-            n = state.entry[r.id]
-            state.sitemap[n] = pages.url_line(node.base_url + record_href(r.collection, r.id),
-                                              r.updated_at)
-            entries.add(n)
-        for name, found in offsets.items():
-            site_files.extend(list_pages(node, name, made.public[name], sorted(found)))
-        if entries:
-            site_files.extend(pages.sitemap_files(node.base_url, state.sitemap, entries))
-        checkpoint("ledger")
-        report.site, state.stale["site"] = release.write_changes("site", site_files,
-                                                                 state.stale["site"])
-        checkpoint("site")
-        segments, records = records_work.result()
-        passages = library.build(release.tree("bundle"), release.live_tree("bundle"),
-                                 content.documents)
-        indexed = index.result()
-        events_table = events_work.result()
-        private = [*download_files, *bundle_writer.bundle_files(
-            node_id=node.id, base_url=node.base_url, sidecar_url=node.sidecar_url,
-            manifest=manifest_bytes, schema=made.schema, openapi=made.openapi,
-            index=made.index, changes=(changes.body, changes_hash.result()), records=records,
-            events=events_table, search=indexed + passages, origins=node.allowed_origins)]
-        _, state.stale["bundle"] = release.write_changes("bundle", private,
-                                                         state.stale["bundle"])
-        checkpoint("bundle")
+        report.site = _write_trees(state, release, edits, rendered, changed, events, aside,
+                                   threads)
         release.publish(pending)
     ledger.write(events)
     state.ledger = version_at(project.ledger)
-    made.release, made.changes = release, changes
-    state.segments = segments
+    made.release = release
     state.pending = set()
     report.seconds = time.perf_counter() - started
     return report
 
+
+def _applied(state: State, edits: list[_Edit], keys: dict[str, SortKey]
+             ) -> tuple[list[Rendered], Edits]:
+    """Render the edited records, each in place of what the last export made of it (in
+    `state.made`, its `parts` included): each as rendered now, and what the public ones
+    change (`assembly.Edits`)."""
+    made = state.made
+    content, ledger, parts = made.content, made.ledger, made.parts
+    node, known = content.node, content.collections
+    retitled: set[str] = set()
+    rendered: list[Rendered] = []
+    for edit in edits:
+        record = edit.record
+        r = render_record(record, ledger.entries[record.id], known[record.collection], node,
+                          Renderings.empty())
+        rendered.append(r)
+        made.rendered[edit.row] = r
+        made.ordered[edit.row] = record
+        content.records[state.source_at[record.id]] = record
+        content.sort_keys[record.id] = keys[record.id]
+        if not r.public:
+            continue
+        group = parts.public[r.collection]
+        at = state.place[r.id]
+        group.records[at], group.prints[at] = r, r.key
+        parts.sources[r.id] = record
+        if r.title != edit.before.title:
+            retitled.add(r.collection)
+        for _, other in parts.related.get(r.id, []):
+            parts.related[other.id] = [(section, r if x is edit.before else x)
+                                       for section, x in parts.related[other.id]]
+        content.cache.names[r.key] = content.cache.names.get(edit.before.key, [])
+    return rendered, Edits([r for r in rendered if r.public], state.place, retitled,
+                           state.sitemap)
+
+
+def _write_trees(state: State, release: Release, edits: list[_Edit],
+                 rendered: list[Rendered], changed: Edits, events: list[Event],
+                 aside: ExitStack, threads: ThreadPoolExecutor) -> TreeStats:
+    """Write what the `edits` change of each tree (`assembly`) into the resumed build
+    (`rendered`: their records as rendered now); the site's stats. The records table, the
+    downloads (one after the other: they share the parts made aside), then the change
+    list's hash and the events table are made on `threads`, the first two started as soon
+    as the work `aside` is forked (the search index, and the download parts the cache
+    lacks, if many: no process is forked while other threads run), while the pages are:
+    most of their work (copying, compressing, hashing, writing) lets the others run."""
+    made = state.made
+    project, content, last = made.project, made.content, made.parts
+    node, known = content.node, content.collections
+    bundle, live_bundle = release.tree("bundle"), release.live_tree("bundle")
+    assert live_bundle is not None
+    # The word vectors are loaded in this process, once: the process the index is brought
+    # up to date in, forked from it, has them, rather than read them again at every edit.
+    word_vectors.Embedder.model()
+    index = Aside(search_index.update, bundle, live_bundle, search_index.index_version(known),
+                  state.groups, [search_index.Change(e.record, state.group_row[e.record.id],
+                                                     e.before.content_hash) for e in edits],
+                  known)
+    # (waited for where it runs on a thread: nothing writes into the build afterwards)
+    aside.callback(functools.partial(index.cancel, wait=True))
+    offered = download_files(node, known, last.public, content.cache,
+                             lambda path, print_: False, aside, touched=changed.touched)
+    records_work = threads.submit(_records, state, {
+        state.renderings.rows[r.id]: r for r in rendered}, project.private)
+    made_downloads = threads.submit(_rendered, offered)
+    offered = [OutputFile(f.path, f.fingerprint,
+                          functools.partial(lambda n: made_downloads.result()[n], n))
+               for n, f in enumerate(offered)]
+    state.feed.add(events, node.base_url)
+    changes = state.feed.changes
+    changes_hash = threads.submit(hashlib.sha256, changes.body)  # (30 MB: beside the rest)
+    events_work = threads.submit(bundle_writer.events_parquet, state.feed.events)
+    chunks = snapshots(node, last.public, content.cache, kept=last.chunks, remade={
+        (name, offset) for name, found in changed.offsets(SNAPSHOT_CHUNK).items()
+        for offset in found})
+    parts = replace(last, changes=changes, changes_hash=changes_hash.result(), chunks=chunks,
+                    downloads=offered)
+    checkpoint("ledger")
+    site, state.stale["site"] = release.write_changes("site", assemble(SITE, parts, changed),
+                                                      state.stale["site"])
+    checkpoint("site")
+    state.segments, records = records_work.result()
+    passages = library.build(bundle, live_bundle, content.documents)
+    indexed = index.result()
+    parts.bundled = Bundled(records, events_work.result(), indexed + passages)
+    _, state.stale["bundle"] = release.write_changes("bundle", assemble(BUNDLE, parts, changed),
+                                                     state.stale["bundle"])
+    checkpoint("bundle")
+    made.parts = parts.kept()
+    return site

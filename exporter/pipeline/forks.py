@@ -27,7 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
-from exporter.pipeline import switch as writer
+from exporter.pipeline import locks
 
 T = TypeVar("T")
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -63,7 +63,7 @@ def child_started(parent: int) -> None:
         pass
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
-    writer.release_inherited_locks()
+    locks.release_inherited_locks()
     global _IN_CHILD
     _IN_CHILD = True
 

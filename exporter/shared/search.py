@@ -166,7 +166,8 @@ def sentences(text: str) -> list[str]:
 def marked_sentences(text: str, headings: frozenset[str] = frozenset()
                      ) -> list[tuple[str, bool]]:
     """`sentences`, each with whether it is (a piece of) one of `headings`: lines of the
-    text set as headings (`library._read` finds them by their size on the page)."""
+    text set as headings (`exporter.library.pdf.read_pages` finds them by their size on
+    the page)."""
     blocks: list[list[str]] = []
     current: list[str] = []
     for line in (line.strip() for line in text.splitlines()):

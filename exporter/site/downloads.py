@@ -23,7 +23,7 @@ from exporter.contract.bundle import DOWNLOADS
 from exporter.darwincore import archive as dwc_archive
 from exporter.pipeline import forks as aside
 from exporter.pipeline.cache import Cache, Part
-from exporter.pipeline.switch import OutputFile, Pieces
+from exporter.pipeline.outputs import OutputFile, Pieces
 from exporter.project.config import NodeConfig
 from exporter.project.schemas import Collection
 from exporter.site.csv_lines import csv_lines

@@ -37,7 +37,7 @@ from markupsafe import escape as html
 from exporter.contract.endpoints import ENDPOINTS
 from exporter.contract.page_urls import collection_href, file_of, record_href
 from exporter.pipeline.cache import Cache
-from exporter.pipeline.switch import OutputFile, constant
+from exporter.pipeline.outputs import OutputFile, constant
 from exporter.project.config import NodeConfig
 from exporter.project.content import SourceRecord
 from exporter.project.schemas import Collection
