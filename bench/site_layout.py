@@ -85,7 +85,7 @@ def main() -> None:
     sample = random.Random(1).sample(records, min(options.sample, len(records)))
     urls = ["/api/{}/{}".format(path.split("/")[1], path.split("/")[3][:-5]) for path in sample]
     if not DENO.exists():
-        print("deno not installed (run tests/test_edge_function.py once): routing not checked")
+        print("deno not installed (scripts/test-tools installs it): routing not checked")
         return
     script = folder / "route.ts"
     script.write_text(ROUTE % (REPO / "netlify" / "edge-functions" / "keyed.ts"))

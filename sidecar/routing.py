@@ -5,7 +5,7 @@ It matches as aiohttp's router matches routes added from the table in its order 
 route answering HEAD too; beside a POST endpoint, every other method answered with 405):
 paths are grouped by what comes before their first `{…}` segment, the longest such prefix
 of the request's path is tried first, and within a group the table's order decides.
-tests/test_routing.py holds the two together on generated paths. The sidecar's runner
+tests/sidecar/test_routing.py holds the two together on generated paths. The sidecar's runner
 (`NodeRunner`) hands every request to the error boundary, which calls `resolve`: a request
 is matched once, with no aiohttp router or middleware around its handler."""
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 from builders import REPO, app_for, exported_sample, issue_key
-from test_cli_serve import ENV, FEDNODE, free_port
+from processes import ENV, FEDNODE, free_port
 
 from exporter.contract.endpoints import ENDPOINTS, capabilities
 from exporter.contract.wire import COLLECTIONS, NO_COLLECTION, NO_ENDPOINT, PUBLIC
@@ -39,7 +39,7 @@ def sample_copy(sample_root: Path, tmp_path: Path) -> Path:
 async def test_routes_are_exactly_the_endpoint_table(sample_root: Path) -> None:
     """The runner sends every request to the error boundary (as the application's one route
     does, for a plain runner); the router made from the table routes each row and nothing else
-    (tests/test_routing.py: as aiohttp's router would), and every offered row has a
+    (tests/sidecar/test_routing.py: as aiohttp's router would), and every offered row has a
     handler, every handler a row."""
     project = Project(sample_root)
     app = create_app(SidecarConfig(bundle=project.bundle, private=project.private))
@@ -220,7 +220,7 @@ async def test_post_bodies_are_checked_before_anything_else(
         sample_copy: Path, aiohttp_client: Callable[..., Any], headers: dict[str, str],
         data: bytes, status: int, code: str, says: str) -> None:
     """The node's POST endpoints but the tool interface, which answers in JSON-RPC's terms
-    (tests/test_mcp.py)."""
+    (tests/sidecar/test_mcp.py)."""
     token, _ = issue_key(sample_copy, "poster", scopes=["mcp", "library"])
     client: TestClient = await aiohttp_client(app_for(sample_copy))
     for path in ("/api/library/ask",):

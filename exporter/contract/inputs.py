@@ -7,7 +7,7 @@ body fields and path segments. From a field come
 - its checks: `from_query` reads a query string (REST), `from_json` a JSON object (the
   library's body, an MCP tool's arguments). Both check a value by its field, so the same
   mistake is refused with the same words wherever it is sent, and a value one accepts the
-  other accepts too (tests/test_inputs.py holds REST and MCP together).
+  other accepts too (tests/exporter/contract/test_inputs.py holds REST and MCP together).
 
 A refusal is an `InputError` whose message names the field and says how to fix the value;
 each side turns it into its own answer (400 `invalid_parameter`, or a tool result with

@@ -5,10 +5,10 @@ place in the lists and links).
 
 Both exports assemble their trees here (`assemble`), from the same inputs (`Parts`), so an
 output added to a table is written by both, and the bytes of an output a delta export makes
-again are those a whole export makes (`tests/test_delta.py` compares both trees after runs
-of edits). The costly inputs (the downloads, the snapshot chunks, the records table, the
-search index) are made by each export as fits it, with the helpers here where both share
-them (`download_files`, `snapshots`)."""
+again are those a whole export makes (`tests/exporter/pipeline/test_delta.py` compares both
+trees after runs of edits). The costly inputs (the downloads, the snapshot chunks, the
+records table, the search index) are made by each export as fits it, with the helpers here
+where both share them (`download_files`, `snapshots`)."""
 
 from __future__ import annotations
 

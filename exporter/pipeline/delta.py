@@ -16,8 +16,9 @@ only the outputs that hold a changed record are made again:
 
 Which files of each output an edit changes is said beside the output, in the table both
 exports assemble their trees from (`assembly`): each is made by the same function a whole
-export uses, from the same inputs, so its bytes are the same (`tests/test_delta.py`
-compares every file with a whole export's after runs of edits). The writer brings the
+export uses, from the same inputs, so its bytes are the same
+(`tests/exporter/pipeline/test_delta.py` compares every file with a whole export's after runs
+of edits). The writer brings the
 other build up to date from the paths the last two exports changed, not by comparing every
 output. Anything else (a file added, removed or renamed, an id, access or order changed,
 node.toml, the library, a file another export wrote meanwhile) is exported whole."""

@@ -74,7 +74,7 @@ def _simple_field_lines(lines: list[str], first: int) -> dict[str, int] | None:
     """`_field_lines` of front matter where each line is a key with a value that ends on it
     (or blank, or a comment): most files. None where it is not so (a multi-line string or
     value, a table), for `_scanned_field_lines`, which reads each line for what could open
-    or close on it, and takes longer; the two agree (tests/test_content.py)."""
+    or close on it, and takes longer; the two agree (tests/exporter/project/test_content.py)."""
     found: dict[str, int] = {}
     for number, raw in enumerate(lines, start=first):
         key = _KEY_LINE.match(raw)

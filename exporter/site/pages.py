@@ -112,8 +112,8 @@ class _Skeleton:
     """record.html rendered once for a collection, with a mark where each per-page value
     goes. A page is then the skeleton's pieces joined with that page's values, each escaped
     as the template's autoescape escapes it (`markupsafe.escape`): the bytes of rendering
-    the template for every page (tests/test_pages.py compares the two), without Jinja's
-    work a page, which was half of a record page's time."""
+    the template for every page (tests/exporter/site/test_pages.py compares the two), without
+    Jinja's work for each page."""
 
     def __init__(self, site: Site, collection: Collection) -> None:
         marked = site.render("record.html", collection=collection,

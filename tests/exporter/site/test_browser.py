@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from builders import REPO, debian_tool, exported_sample
-from test_cli_serve import ENV, FEDNODE, free_port, wait_for
+from processes import ENV, FEDNODE, free_port, wait_for
 
 ARTIFACTS = REPO / "tests" / "artifacts"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from builders import REPO, ServerThread, app_for, copy_sample, issue_key, npm_tool
-from test_cli_serve import free_port
+from processes import free_port
 
 from exporter.contract.page_urls import record_href
 from exporter.pipeline.build import build

@@ -28,8 +28,8 @@ from builders import NODE_TOML, REPO, Node, ServerThread, app_for, issue_key, sp
 from click.testing import CliRunner
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
-from test_cli_serve import ENV, FEDNODE, free_port
-from test_sync import World, hub_view, node_view
+from processes import ENV, FEDNODE, free_port
+from worlds import World, hub_view, node_view
 from yarl import URL
 
 from cli.main import main

@@ -6,7 +6,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -14,32 +13,10 @@ import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
 from builders import REPO, copy_sample, exported_sample, http_get
-
-FEDNODE = [sys.executable, "-m", "cli.main"]
-ENV = dict(os.environ, PYTHONPATH=str(REPO))
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def wait_for(url: str, process: subprocess.Popen[Any], seconds: float
-             ) -> tuple[int, dict[str, str], bytes]:
-    """GET url once the server started by `process` answers it."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            return http_get(url)
-        except urllib.error.URLError:
-            assert process.poll() is None, "the server stopped"
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.2)
+from processes import ENV, FEDNODE, free_port, wait_for
 
 
 @pytest.mark.slow

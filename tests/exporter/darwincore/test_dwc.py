@@ -20,7 +20,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
-from builders import Node, ServerThread, app_for, http_get, species, team
+from builders import REPO, Node, ServerThread, app_for, http_get, species, team
 from click.testing import CliRunner
 from dwca.read import DwCAReader
 from hypothesis import HealthCheck, event, given, settings
@@ -36,7 +36,7 @@ from exporter.project.config import Project
 from exporter.shared.errors import ContentError
 from exporter.site import downloads
 
-BELGIUM = Path(__file__).resolve().parents[2] / "shared" / "data" / "alien-plants-belgium"
+BELGIUM = REPO.parent / "shared" / "data" / "alien-plants-belgium"
 if not BELGIUM.is_dir():
     BELGIUM = Path("/work/shared/data/alien-plants-belgium")
 needs_belgium = pytest.mark.skipif(not BELGIUM.is_dir(), reason="the Belgian checklist is "

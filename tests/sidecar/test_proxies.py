@@ -15,7 +15,7 @@ import pytest
 from builders import ServerThread, app_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_cli_serve import ENV, FEDNODE, free_port, wait_for
+from processes import ENV, FEDNODE, free_port, wait_for
 
 from exporter.contract.addresses import networks
 from sidecar.proxies import client_address

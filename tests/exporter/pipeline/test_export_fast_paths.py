@@ -15,7 +15,7 @@ import pytest
 from builders import Node, engine_file, search_ids, species, team
 from hypothesis import given
 from hypothesis import strategies as st
-from test_visibility import ledgers
+from strategies import ledgers
 
 from exporter.contract.feed import EVENT_FIELDS, OPS, Event, public_changes, visible_events
 from exporter.contract.wire import PUBLIC, encode, record_url

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from builders import debian_tool
-from test_cli_serve import ENV, FEDNODE, free_port, wait_for
+from processes import ENV, FEDNODE, free_port, wait_for
 
 LIMIT = 20
 

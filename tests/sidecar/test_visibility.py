@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import ACCESS, ledgers
 
 from exporter.contract.bundle import RECORD_COLUMNS, RECORDS, segment_path, segments
 from exporter.contract.feed import Event, visible_events
@@ -19,42 +20,6 @@ from exporter.contract.wire import COLLECTIONS, PUBLIC
 from sidecar.records import Records
 from sidecar.service import changes_sql, rule, visible
 from sidecar.store import EVENTS_VIEW
-
-IDS = [f"00000000-0000-4000-8000-00000000000{n}" for n in range(4)]
-ACCESS = [PUBLIC, "partners", "sensitive"]
-
-
-@st.composite
-def ledgers(draw: st.DrawFn) -> list[Event]:
-    """A plausible ledger: records created, edited, re-grouped, moved and deleted."""
-    events: list[Event] = []
-    state: dict[str, tuple[str, str] | None] = {}  # id -> (collection, access) while live
-    for n in range(draw(st.integers(1, 14))):
-        record = draw(st.sampled_from(IDS))
-        at = f"2026-03-01T08:{n:02d}:00Z"
-        now = state.get(record)
-        access = draw(st.sampled_from(ACCESS))
-        collection = draw(st.sampled_from(COLLECTIONS[:2]))
-        if now is None:
-            events.append(Event(len(events) + 1, at, "create", collection, record, f"h{n}",
-                                access))
-            state[record] = (collection, access)
-            continue
-        action = draw(st.sampled_from(["update", "access", "delete", "move"]))
-        if action == "delete":
-            events.append(Event(len(events) + 1, at, "delete", now[0], record, f"h{n}", now[1]))
-            state[record] = None
-        elif action == "move" and collection != now[0]:
-            events.append(Event(len(events) + 1, at, "delete", now[0], record, f"h{n}", now[1]))
-            events.append(Event(len(events) + 1, at, "create", collection, record, f"h{n}",
-                                access))
-            state[record] = (collection, access)
-        else:
-            new_access = access if action == "access" else now[1]
-            op = "update" if action == "move" else action  # a "move" within one collection
-            events.append(Event(len(events) + 1, at, op, now[0], record, f"h{n}", new_access))
-            state[record] = (now[0], new_access)
-    return events
 
 
 def in_sql(events: list[Event], groups: list[str], collections: list[str]) -> set[Any]:

@@ -78,7 +78,7 @@ def _agree(rest: tuple[int, Any], tool: dict[str, Any], names: tuple[str, ...] =
 TEXTS = st.one_of(st.text(max_size=12), st.sampled_from(["", " ", "\t\n", "knotweed",
                                                           "Fallopia japonica"]),
                   st.integers(495, 505).map(lambda n: "ab " * (n // 3) + "x" * (n % 3)))
-NAMES = st.lists(st.sampled_from([*COLLECTIONS, "plants", "", " species", "species,team",
+NAMES = st.lists(st.sampled_from([*COLLECTIONS, "plants", "", " species", "species team",
                                   "Species"]), max_size=3)
 LIMITS = st.one_of(st.integers(-3, 60), st.integers(10**14, 10**22))
 
