@@ -142,7 +142,7 @@ def synthetic(folder: Path, records: int, csv_rows: int) -> None:
 
 
 def checklist(folder: Path, source: Path) -> None:
-    """A Darwin Core checklist as one species CSV: the base_url-change case of issue 9."""
+    """A Darwin Core checklist as one species CSV, exported again after a `base_url` change."""
     root = folder / "checklist"
     (root / "content" / "species").mkdir(parents=True)
     (root / "content" / "node.toml").write_text(NODE_TOML)

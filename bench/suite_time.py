@@ -1,6 +1,6 @@
-"""How long the test suite takes from a clean clone, as CI runs it: the figures issue 45
-names (the whole suite, `./scripts/test`, and the developer's loop, `./scripts/test -m "not
-slow"`), with the reference loop before and after.
+"""How long the test suite takes from a clean clone, as CI runs it: the whole suite,
+`./scripts/test`, and the developer's loop, `./scripts/test -m "not slow"`, with the
+reference loop before and after.
 
     .venv/bin/python bench/suite_time.py [--commit REV] [--loop-only]
 

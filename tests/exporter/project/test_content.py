@@ -36,7 +36,7 @@ def test_valid_content_loads(node: Node) -> None:
 
 def test_every_problem_is_listed_with_path_line_and_field(node: Node) -> None:
     fields = species("Heracleum mantegazzianum")
-    del fields["scientificName"]  # family is optional since issue 15 (checklists lack it)
+    del fields["scientificName"]  # family is optional (checklists lack it)
     fields["category"] = "weedy"
     fields["scientificNam"] = "typo"
     node.write("species", "hogweed", fields)
@@ -298,11 +298,11 @@ def test_cli_new_scaffolds_a_record_that_check_explains(node: Node) -> None:
     assert len(set(ids)) == 2
     check = runner.invoke(main, ["check", "--project", str(node.root)])
     assert check.exit_code == 1
-    # A required field cannot be removed: the message says only to fill it in (issue 9).
+    # A required field cannot be removed: the message says only to fill it in.
     assert "giant-hogweed.md:4: scientificName: empty: fill it in\n" in check.output
     assert "scientificName: empty: fill it in or remove" not in check.output
     # What a new species is asked for though a record may lack it (a checklist's taxon
-    # without a family, issue 15) may be removed.
+    # without a family) may be removed.
     assert "giant-hogweed.md:5: family: empty: fill it in or remove the line\n" in check.output
     bad = runner.invoke(main, ["new", "plants", "X", "--project", str(node.root)])
     assert bad.exit_code == 1 and "unknown collection 'plants'" in bad.output
