@@ -58,7 +58,8 @@ def edit_one(root: Path, n: int = 0) -> Path:
 def machine_speed() -> float:
     """Seconds this machine takes now for a pure Python loop, `sum(range(3 * 10**7))`, in a
     process of its own: the goals are in seconds, and this shared machine's speed moves by
-    a factor of two between sessions (docs/darwin-core.md gives earlier sessions' figures)."""
+    a factor of two from one run to another (docs/darwin-core.md gives figures of several
+    runs)."""
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", "sum(range(3 * 10**7))"], check=True)
     return time.perf_counter() - started

@@ -148,8 +148,8 @@ def _supervise(options: Options, workers: int, say: Callable[[str], None]) -> No
             f"{workers} workers, rate limits in Redis at {where_of(options.redis or '')}")
         # A worker that dies soon after it started (Redis gone, say) is started again after
         # a pause that doubles up to RESTART_MAX; one that had run a while, at once. Why it
-        # could not start (its report) is logged: it was lost, and 19 restarts in 12 s burnt
-        # a core.
+        # could not start (its report) is logged, not lost; restarting every fifth of a second
+        # would burn a core (19 restarts in 12 s).
         born = [time.monotonic()] * workers
         pause = [0.0] * workers
         due: list[float | None] = [None] * workers  # when a dead worker's slot starts again

@@ -86,7 +86,7 @@ def read_checklist(source: Path) -> Checklist:
             _contained(folder, source)
             if folder != source:  # unpacked here, not the user's own folder
                 # The reader parses every file of dataset/ even when told to skip the
-                # metadata (a 100 kB zip of them took 2.3 GB): fednode reads none of it.
+                # metadata (a 100 kB zip of them takes 2.3 GB): fednode reads none of it.
                 shutil.rmtree(folder / "dataset", ignore_errors=True)
             with DwCAReader(str(folder), skip_metadata=True) as archive:
                 return _check(shown, _archive_tables(archive, source, folder))
@@ -298,7 +298,7 @@ def _framed(path: Path, descriptor: object, shown: str, skip: int) -> None:
     """An archive table read as the reader reads it (python-dwca-reader's `files`: with its
     separator, quote, line ending and encoding, past the `skip` lines meta.xml ignores), but
     strictly: a quote left open (which the reader takes to the end of the table, so that
-    every taxon after it was lost, and deleted with --prune) or a row of another width than
+    every taxon after it would be lost, and deleted with --prune) or a row of another width than
     the table's first (whose cells the reader shifts into other terms) is an error naming
     the line the row starts on."""
     separator = getattr(descriptor, "fields_terminated_by", ",") or ","

@@ -38,7 +38,7 @@ FORMAT = "5"  # bump when the entries change shape (5: a file's version holds it
 
 SortKey = tuple[str, ...]
 # A part of a download: its pieces of text, UTF-8 encoded (joined as they are: at 100,000
-# records the species CSV is 87 MB, and encoding it whole took 0.2 s an export).
+# records the species CSV is 87 MB, and encoding it whole would take 0.2 s an export).
 Part = tuple[bytes, ...]
 # path -> (its version (`SourceFile.version`),
 #          [(collection, path, line, id, access, id_line, hash, sort key)])

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from exporter.contract.wire import COLLECTIONS
 
 # fastjsonschema is imported when a record is first validated, and jsonschema only when a
-# record is found invalid (to say why): importing jsonschema took 0.2-0.3 s, on every export
-# that read any file.
+# record is found invalid (to say why): importing jsonschema takes 0.2-0.3 s, which every
+# export that read any file would pay.
 if TYPE_CHECKING:
     import jsonschema
 

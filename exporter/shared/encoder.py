@@ -155,9 +155,9 @@ class Encoder:
         return out
 
     def _batches(self, batches: list[list[list[int]]]) -> list[np.ndarray]:
-        # On one BLAS thread: two gave a passage 1.3 times the speed for twice the CPU, and
+        # On one BLAS thread: two give a passage 1.3 times the speed for twice the CPU, and
         # their waiting threads spin when the cores are busy: beside two busy processes the
-        # sample's first export took 40.9 s (36.1 s of CPU) with two, 17.0 s (9.1 s) with one.
+        # sample's first export takes 40.9 s (36.1 s of CPU) with two, 17.0 s (9.1 s) with one.
         with _blas().limit(limits=1, user_api="blas"):
             return [self._batch(batch) for batch in batches]
 
@@ -165,7 +165,7 @@ class Encoder:
         """The forward pass of a batch. Each step writes into the array it reads, or into
         one made for it, where numpy's `a + b` would make a new one: a batch's arrays are
         megabytes, and each new one is memory the kernel must find and clear again (a
-        quarter of the encoder's time went to that). The arithmetic, and its order, is the
+        quarter of the encoder's time would go to that). The arithmetic, and its order, is the
         same as `transformers`' BertModel."""
         count, length = len(ids), max(map(len, ids))
         tokens = np.zeros((count, length), np.int64)

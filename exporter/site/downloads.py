@@ -146,7 +146,8 @@ class _Download:
 def _part_key(path: str, context: tuple[str, ...], prints: tuple[str, ...]) -> str:
     """A part's cache key: remembered for the last few thousand parts (an export brought up
     to date, `delta`, asks again for every part of a download it remakes, all but one
-    unchanged: hashing their fingerprints again took 0.05 s an edit at 100,000 records)."""
+    unchanged: hashing their fingerprints again would take 0.05 s an edit at 100,000
+    records)."""
     return fingerprint(path, *context, *prints)
 
 

@@ -217,7 +217,7 @@ def hub_copy(baseline: Path, folder: Path) -> Path:
     return target
 
 
-# --- item 1: one line `Error: ...` from the real CLI -------------------------------------
+# --- one line `Error: ...` from the real CLI ---------------------------------------------
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -334,7 +334,7 @@ def test_cli_help_names_the_scopes() -> None:
     assert "scopes read and changes" in " ".join(result.output.split())
 
 
-# --- item 2: the key stays on the given origin; ids and collections are checked ----------
+# --- the key stays on the given origin; ids and collections are checked ------------------
 
 
 KEY_ME = {"id": "k1", "name": "hub", "scopes": ["read", "changes"], "collections": ["species"],
@@ -679,7 +679,7 @@ def test_broken_keyed_answers_give_one_line(where: str, data: st.DataObject, sta
         assert not into.exists()
 
 
-# --- item 3: bounded loops, waits and bodies ---------------------------------------------
+# --- bounded loops, waits and bodies -----------------------------------------------------
 
 
 def recording() -> tuple[list[float], Callable[[float], Awaitable[None]]]:
@@ -806,7 +806,7 @@ def test_a_link_to_the_same_origin_written_otherwise_is_followed_or_refused(
         spelling: str, states: States, crafted: Crafted, tmp_path: Path) -> None:
     """A changes feed's `next` link on the node's origin but spelt otherwise: a host in
     capitals is fetched as the address writes it; one with a user name is refused in one
-    line. Before, each stopped the sync with a traceback (an assertion in `Node.relative`)."""
+    line. Neither stops the sync with a traceback (an assertion in `Node.relative`)."""
     port = crafted.url.rsplit(":", 1)[1]
     address = f"http://localhost:{port}"
     following = {"host in capitals": f"http://LOCALHOST:{port}",
@@ -835,8 +835,8 @@ def test_a_link_to_the_same_origin_written_otherwise_is_followed_or_refused(
 
 def test_a_redirect_to_no_url_is_said_so(states: States, crafted: Crafted,
                                          tmp_path: Path) -> None:
-    """A Location that is not a URL is one error saying so; before, it was retried as a
-    network error and reported as "more than 5 redirects"."""
+    """A Location that is not a URL is one error saying so, not retried as a network error
+    and reported as "more than 5 redirects"."""
     async def moved(request: web.Request) -> web.StreamResponse:
         return web.Response(status=302, headers={"Location": "http://evil]/x"})
     crafted.reset(states.a)
@@ -865,8 +865,8 @@ def test_a_stalled_body_is_a_failure_not_a_hang(states: States, crafted: Crafted
 def test_a_node_that_trickles_each_try_ends_within_one_requests_time(
         states: States, crafted: Crafted, tmp_path: Path) -> None:
     """A body that comes a byte at a time, never stalling long enough for the read limit,
-    ends one request after `request_timeout` in all, its tries included: before, each of
-    six tries had the whole limit (six times 900 s by default)."""
+    ends one request after `request_timeout` in all, its tries included: each of six tries
+    does not get the whole limit (which would be six times 900 s by default)."""
     async def trickle(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         response.content_length = 5000
@@ -945,7 +945,7 @@ def test_a_first_load_that_fails_midway_leaves_no_file_and_a_resync_keeps_the_in
     assert rows(into) == before
 
 
-# --- item 3 and 4 with the real sidecar: a node that went back; one node per file --------
+# --- bounds and a node that went back, with the real sidecar; one node per file ----------
 
 
 def test_a_node_that_went_back_is_reloaded_and_said_so(tmp_path: Path) -> None:
@@ -1099,7 +1099,7 @@ def test_a_key_without_the_sync_scopes_is_refused_before_anything_is_written(
     assert not into.exists()
 
 
-# --- items 6 and 7: the file's layout and views; progress and logs ----------------------
+# --- the file's layout and views; progress and logs --------------------------------------
 
 
 def test_views_and_the_documented_queries(sample_root: Path, tmp_path: Path) -> None:

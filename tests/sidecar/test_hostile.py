@@ -406,7 +406,7 @@ async def test_a_revocation_through_a_linked_registry_takes_effect(
         tmp_path: Path, hostile_root: Path, aiohttp_client: Callable[..., Any]) -> None:
     """keys.json kept elsewhere and linked into .fednode/: a revocation written at the
     link's target is seen at the next request (the folder's watch sees no change there, so
-    a link is looked at on every request). Before, the revoked key went on working."""
+    a link is looked at on every request), so the revoked key stops working."""
     root = tmp_path / "node"
     shutil.copytree(hostile_root, root, symlinks=True)
     token, record = issue_key(root, "linked")
@@ -673,8 +673,8 @@ def test_a_compressed_body_is_refused_never_inflated(server: ServerThread,
 def test_a_body_that_stops_coming_is_a_400_not_a_wait(
         hostile_root: Path, ungranted: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A keyed POST whose body stops arriving (a partial body; broken chunk framing sent
-    after the headers) is answered 400 once the body's time is up: before, the handler
-    waited for ever, with no answer and no log line."""
+    after the headers) is answered 400 once the body's time is up: the handler does not
+    wait for ever, with no answer and no log line."""
     from sidecar import params
     monkeypatch.setattr(params, "BODY_SECONDS", 1.0)
     with ServerThread(app_for(hostile_root, anonymous_rate=0)) as running:
@@ -695,8 +695,8 @@ def test_a_body_that_stops_coming_is_a_400_not_a_wait(
 def test_a_connection_without_a_whole_request_is_closed(
         hostile_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A connection that sends nothing, or headers a byte at a time, is closed after the
-    keep-alive time: aiohttp's default held each for an hour, and a few hundred used up the
-    server's sockets."""
+    keep-alive time: aiohttp's default holds each for an hour, and a few hundred would use
+    up the server's sockets."""
     from sidecar import app as sidecar_app
     monkeypatch.setattr(sidecar_app, "KEEPALIVE", 1.0)
     with ServerThread(app_for(hostile_root, anonymous_rate=0)) as running:

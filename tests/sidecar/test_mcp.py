@@ -274,8 +274,8 @@ def test_what_a_gateway_routes_by_is_what_runs(node: Node) -> None:
 
 
 def test_a_version_header_is_checked_on_every_message(node: Node) -> None:
-    """An unknown MCP-Protocol-Version is a 400 on a notification and on initialize too;
-    before, a notification got 202 and initialize 200 whatever the header said."""
+    """An unknown MCP-Protocol-Version is a 400 on a notification and on initialize too,
+    not a 202 and a 200 whatever the header says."""
     for message in ({"jsonrpc": "2.0", "method": "notifications/initialized"},
                     {"jsonrpc": "2.0", "id": 0, "method": "initialize",
                      "params": {"protocolVersion": "2025-06-18", "capabilities": {}}}):
@@ -295,7 +295,7 @@ def test_a_tool_that_fails_is_a_json_rpc_error_with_its_id(
         caplog: pytest.LogCaptureFixture) -> None:
     """A failure of the node inside a tool (the search engine's panic, which the service
     layer turns into a 500; a bug) answers the request's id with -32603 and a message, in
-    every revision; before, the agent's client got a bare HTTP 500 in REST's shape."""
+    every revision, not a bare HTTP 500 in REST's shape."""
     from sidecar import service
     from sidecar.errors import APIError
 

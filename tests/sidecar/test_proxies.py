@@ -1,6 +1,6 @@
 """Anonymous requests through a proxy the operator trusts are counted by the client address
 the proxy forwards (X-Forwarded-For), never by one a request chose; through any other peer,
-by the peer. Before, every client behind a proxy shared the proxy's one bucket."""
+by the peer. So the clients behind a proxy do not share the proxy's one bucket."""
 
 from __future__ import annotations
 

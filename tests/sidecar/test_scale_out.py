@@ -192,7 +192,8 @@ def test_a_redis_outage_fails_closed_and_recovers(node: tuple[Path, str],
 async def test_retry_after_is_when_a_request_fits_again(kind: str, tmp_path: Path) -> None:
     """Refused, a caller is told to wait until enough requests leave the window that one more
     fits: after its key's rate was lowered (100 a minute to 5), that is not when the oldest
-    leaves (before, waiting so long was refused again). Both limiters, the real Redis too."""
+    leaves (waiting only that long would be refused again). Both limiters, the real Redis
+    too."""
     from sidecar.limits import MemoryLimiter, RedisLimiter
     if kind == "redis":
         server = Redis(debian_tool("redis-server", "redis-server"), tmp_path)
@@ -243,9 +244,9 @@ def _workers_of(pid: int) -> list[int]:
 def test_a_worker_that_keeps_dying_is_restarted_slower_and_says_why(
         node: tuple[Path, str], redis_server: Redis) -> None:
     """A worker that dies while Redis is gone cannot start again: it is restarted after a
-    pause that doubles (1, 2, 4 s ...), and why it could not start is logged. Before, it was
-    restarted every fifth of a second, 19 times in 12 s at a core's full use, and its reason
-    was lost."""
+    pause that doubles (1, 2, 4 s ...), and why it could not start is logged: it is not
+    restarted every fifth of a second (19 times in 12 s at a core's full use) with its reason
+    lost."""
     import os
     import signal
     root, _ = node

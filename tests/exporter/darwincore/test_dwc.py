@@ -695,8 +695,8 @@ def test_a_hostile_archive_is_refused_and_nothing_is_read_or_written_outside(
 def test_an_archive_that_unpacks_to_too_much_is_refused(node: Node, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch
                                                         ) -> None:
-    """A zip's sizes may lie: what it unpacks to is counted as it is written (a 1 MB zip
-    inflating to a gigabyte took 3 GB of memory and ended in a traceback)."""
+    """A zip's sizes may lie: what it unpacks to is counted as it is written (so a 1 MB zip
+    inflating to a gigabyte is one error, not 3 GB of memory and a traceback)."""
     monkeypatch.setattr(dwc_source, "UNPACKED_MAX", 100_000)
     source = archive(tmp_path / "bomb.zip", {"meta.xml": META.format(
         encoding="UTF-8", location="taxon.txt"), "taxon.txt": ROWS + "a" * 1_000_000})
@@ -712,10 +712,10 @@ def test_an_archive_that_unpacks_to_too_much_is_refused(node: Node, tmp_path: Pa
 ])
 def test_an_archive_table_is_read_strictly(node: Node, tmp_path: Path, case: str,
                                            says: str) -> None:
-    """An archive's table as strictly as a folder's: before, a quote left open made the rest
-    of the table one cell (its taxa gone, and deleted by --prune); a ragged row's cells went
-    into other terms; two core rows with one taxonID became one record id twice (no export
-    could run after), and a taxonID with a line break got through."""
+    """An archive's table as strictly as a folder's: a quote left open would make the rest
+    of the table one cell (its taxa gone, and deleted by --prune); a ragged row's cells would
+    go into other terms; two core rows with one taxonID would be one record id twice (no
+    export could run after), and a taxonID with a line break would get through."""
     meta = META.format(encoding="UTF-8", location="taxon.txt")
     rows = ROWS + "t2\tFallopia japonica (Houtt.) Ronse Decr.\turn:test\n"
     if case == "open quote":
@@ -787,7 +787,8 @@ def test_an_archive_without_species_has_valid_metadata(
 
 
 def test_an_empty_access_group_is_refused_not_public(node: Node, tmp_path: Path) -> None:
-    """`--access "$GROUP"` with GROUP unset gave public records, without a word."""
+    """`--access "$GROUP"` with GROUP unset is refused, not taken to mean public records
+    without a word."""
     source = small_checklist(tmp_path / "list")
     before = snapshot(node.root)
     result = run("import", "dwc", str(source), "--access", "", "--project", str(node.root))
@@ -816,8 +817,8 @@ def test_an_archive_table_is_framed_as_the_reader_frames_it(node: Node,
 
 
 def test_an_archives_dataset_folder_is_not_read(node: Node, tmp_path: Path) -> None:
-    """The reader parsed every file of dataset/ even with its metadata skipped (a 100 kB
-    zip of XML took 2.3 GB of memory): fednode reads none of it, so broken XML there is no
+    """The reader parses every file of dataset/ even with its metadata skipped (a 100 kB
+    zip of XML takes 2.3 GB of memory): fednode reads none of it, so broken XML there is no
     error."""
     source = archive(tmp_path / "checklist.zip", {
         "meta.xml": META.format(encoding="UTF-8", location="taxon.txt"), "taxon.txt": ROWS,

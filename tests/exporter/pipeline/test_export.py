@@ -291,8 +291,8 @@ def test_an_edit_that_keeps_the_files_time_and_size_is_seen(node: Node, export: 
                                                              ) -> None:
     """A file made restricted by an edit of the same size whose time was put back (`cp -p`,
     `tar`, `touch -r` do; so may a coarse clock) is read again: its change time and inode
-    say it changed. Before, the export took it from its cache as it was, and kept
-    publishing it (and an export after a base_url change failed on it every time)."""
+    say it changed. The export does not take it from its cache as it was and keep
+    publishing it (nor does an export after a base_url change fail on it every time)."""
     fields = species("Fallopia japonica", access="public")
     path = node.write("species", "a", fields)
     export(node.root)
@@ -380,8 +380,8 @@ def test_the_second_stamped_does_not_tell_whether_restricted_records_changed(
         node: Node) -> None:
     """A public edit exported in the second of an export that changed only restricted
     records, and in the second of one that changed nothing, is stamped alike: the second
-    after (each export claims the second it began in, with events or without). Before, the
-    first was stamped a second later than the second, which told that something restricted
+    after (each export claims the second it began in, with events or without). Were the
+    first stamped a second later than the second, that would tell that something restricted
     had changed."""
     node.write("species", "a", species("Fallopia japonica"))
     build(Project(node.root))

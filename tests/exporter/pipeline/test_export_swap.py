@@ -309,7 +309,7 @@ def test_builds_recorded_by_an_older_fednode_are_reused_and_a_damaged_record_is_
 def test_a_full_disk_is_one_error_line_and_keeps_the_build(tmp_path: Path, limit: int) -> None:
     """Files that cannot grow past `limit` bytes (RLIMIT_FSIZE, as a full disk): the export
     says so in one line and leaves the last build whole, whatever it was writing (the
-    library's page cache, written while the content is read, ended in a traceback)."""
+    library's page cache, written while the content is read, included: no traceback)."""
     import resource
     root = exported_sample(tmp_path / "node")
     assert run_export(root).returncode == 0

@@ -94,8 +94,8 @@ def test_names_the_export_skips_wake_nothing(content: tuple[Node, ContentWatch])
 def test_an_edit_to_a_linked_file_wakes_the_watch(content: tuple[Node, ContentWatch],
                                                  tmp_path: Path) -> None:
     """A content file may be a symbolic link to a file kept elsewhere (a folder shared with
-    colleagues). The export reads the file it points to; an edit there woke nothing, and
-    the site kept the old text until something else changed."""
+    colleagues). The export reads the file it points to, and an edit there wakes the watch:
+    the site does not keep the old text until something else changes."""
     node, changes = content
     folder = node.root / "content"
     shared = tmp_path / "shared"

@@ -188,9 +188,9 @@ def test_new_says_when_the_file_exists(node: Node) -> None:
 
 def test_new_never_writes_through_a_link_nor_fails_on_a_file(node: Node,
                                                             tmp_path: Path) -> None:
-    """A link at the record's path, even to nothing, is taken (before, the record was
-    written through it, outside content/); a file where the collection's folder should be
-    is one error line (it was a traceback). The path printed is escaped."""
+    """A link at the record's path, even to nothing, is taken (the record is not written
+    through it, outside content/); a file where the collection's folder should be is one
+    error line, not a traceback. The path printed is escaped."""
     folder = node.root / "content" / "species"
     folder.mkdir(parents=True, exist_ok=True)
     outside = tmp_path / "outside.md"
