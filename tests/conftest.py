@@ -14,7 +14,7 @@ from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from builders import Node, app_for, copy_sample  # noqa: E402
+from builders import Node, app_for, exported_sample  # noqa: E402
 
 from exporter.pipeline.build import BuildReport, build  # noqa: E402
 from exporter.project.config import Project  # noqa: E402
@@ -78,10 +78,9 @@ def export(clock: Clock) -> Callable[..., BuildReport]:
 
 @pytest.fixture(scope="session")
 def sample_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bundled sample, exported once for the whole session (read-only for tests)."""
-    root = copy_sample(tmp_path_factory.mktemp("sample"))
-    build(Project(root), now=datetime(2026, 3, 1, tzinfo=UTC))
-    return root
+    """The bundled sample, exported (`exported_sample`: once a test process), in a folder of
+    the session's that tests read and do not change."""
+    return exported_sample(tmp_path_factory.mktemp("sample"))
 
 
 @pytest.fixture
