@@ -4,11 +4,11 @@ reference loop before and after.
 
     .venv/bin/python bench/suite_time.py [--commit REV] [--loop-only]
 
-Clones the repository at REV (default HEAD) into a temporary folder and runs, there, the
-developer's loop and then the whole suite with CI=true, each timed from the command's start
-(its install included: the first run installs, the second finds everything installed, as a
-CI machine with a warm package cache does). Prints each wall time, pytest's summary line
-and the slowest tests."""
+Clones the repository at REV (default HEAD) into a temporary folder and runs, there, with
+CI=true: `./scripts/test --collect-only` (the install: venv, pip, the tools tests drive,
+from the machine's package caches), then the developer's loop, then the whole suite, each
+timed from the command's start (its install step included, which then finds everything
+installed). Prints each wall time, pytest's summary line and the slowest tests."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ def main() -> None:
         clone = Path(folder) / "fednode"
         subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
         subprocess.run(["git", "checkout", "-q", args.commit], cwd=clone, check=True)
-        runs = [("developer's loop", ["./scripts/test", "-m", "not slow"])]
+        runs = [("install", ["./scripts/test", "--collect-only", "-q"]),
+                ("developer's loop", ["./scripts/test", "-m", "not slow"])]
         if not args.loop_only:
             runs.append(("whole suite", ["./scripts/test"]))
         for name, command in runs:
