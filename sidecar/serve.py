@@ -114,70 +114,89 @@ def _supervise(options: Options, workers: int, say: Callable[[str], None]) -> No
     all on SIGINT or SIGTERM. A worker that fails to start stops everything, with its
     reason."""
     _check_port(options)
-    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited threads
-    reports = context.Queue()
-    stopping = False
+    pool = _Workers(options, workers)
+    previous = {signum: signal.signal(signum, pool.stop)
+                for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        if not pool.started():
+            return
+        say(f"fednode sidecar on http://{options.host}:{options.port}/api/manifest, "
+            f"{workers} workers, rate limits in Redis at {where_of(options.redis or '')}")
+        while not pool.stopping:
+            _log_reports(pool.reports)
+            pool.restart_the_dead()
+            time.sleep(0.2)
+    finally:
+        pool.end()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
-    def stop(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
 
-    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+class _Workers:
+    """The worker processes of `serve --workers N`, each in a slot of its own.
 
-    def start() -> BaseProcess:
-        process = context.Process(target=_worker, args=(options, reports), daemon=True)
+    A worker that dies soon after it started (Redis gone, say) is started again after a
+    pause that doubles up to RESTART_MAX; one that had run a while, at once. Why it could not
+    start (its report) is logged, not lost; restarting every fifth of a second would burn a
+    core (19 restarts in 12 s)."""
+
+    def __init__(self, options: Options, count: int) -> None:
+        self.options = options
+        self.context = multiprocessing.get_context("spawn")  # fresh: no inherited threads
+        self.reports = self.context.Queue()
+        self.stopping = False
+        self.running = [self._start() for _ in range(count)]
+        self.born = [time.monotonic()] * count
+        self.pause = [0.0] * count
+        self.due: list[float | None] = [None] * count  # when a dead worker's slot restarts
+
+    def _start(self) -> BaseProcess:
+        process = self.context.Process(target=_worker, args=(self.options, self.reports),
+                                       daemon=True)
         process.start()
         return process
 
-    running = [start() for _ in range(workers)]
-    try:
+    def stop(self, signum: int, frame: object) -> None:
+        self.stopping = True
+
+    def started(self) -> bool:
+        """Wait until every worker reports it is serving: False if told to stop first."""
         started = 0
-        while started < workers and not stopping:
+        while started < len(self.running) and not self.stopping:
             try:
-                kind, text = reports.get(timeout=0.5)
+                kind, text = self.reports.get(timeout=0.5)
             except queue.Empty:
-                if any(p.exitcode is not None for p in running):
-                    raise ServeError("a worker stopped while starting; see the log above") from None
+                if any(p.exitcode is not None for p in self.running):
+                    raise ServeError("a worker stopped while starting; see the log above") \
+                        from None
                 continue
             if kind == "error":
                 raise ServeError(text)
             started += 1
-        if stopping:
-            return
-        say(f"fednode sidecar on http://{options.host}:{options.port}/api/manifest, "
-            f"{workers} workers, rate limits in Redis at {where_of(options.redis or '')}")
-        # A worker that dies soon after it started (Redis gone, say) is started again after
-        # a pause that doubles up to RESTART_MAX; one that had run a while, at once. Why it
-        # could not start (its report) is logged, not lost; restarting every fifth of a second
-        # would burn a core (19 restarts in 12 s).
-        born = [time.monotonic()] * workers
-        pause = [0.0] * workers
-        due: list[float | None] = [None] * workers  # when a dead worker's slot starts again
-        while not stopping:
-            _log_reports(reports)
-            now = time.monotonic()
-            for n, process in enumerate(running):
-                when = due[n]
-                if when is not None:
-                    if now >= when and not stopping:
-                        running[n], born[n], due[n] = start(), now, None
-                elif process.exitcode is not None and not stopping:
-                    pause[n] = 0.0 if now - born[n] > RESTART_MAX else \
-                        min(max(1.0, 2 * pause[n]), RESTART_MAX)
-                    log.warning("worker %s ended (exit code %s); starting another in %.0f s",
-                                process.pid, process.exitcode, pause[n])
-                    due[n] = now + pause[n]
-            time.sleep(0.2)
-    finally:
-        for process in running:
+        return not self.stopping
+
+    def restart_the_dead(self) -> None:
+        now = time.monotonic()
+        for n, process in enumerate(self.running):
+            when = self.due[n]
+            if when is not None:
+                if now >= when and not self.stopping:
+                    self.running[n], self.born[n], self.due[n] = self._start(), now, None
+            elif process.exitcode is not None and not self.stopping:
+                self.pause[n] = 0.0 if now - self.born[n] > RESTART_MAX else \
+                    min(max(1.0, 2 * self.pause[n]), RESTART_MAX)
+                log.warning("worker %s ended (exit code %s); starting another in %.0f s",
+                            process.pid, process.exitcode, self.pause[n])
+                self.due[n] = now + self.pause[n]
+
+    def end(self) -> None:
+        for process in self.running:
             if process.exitcode is None:
                 process.terminate()
-        for process in running:
+        for process in self.running:
             process.join(10)
             if process.exitcode is None:
                 process.kill()
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 RESTART_MAX = 30.0  # seconds between restarts of a worker that keeps dying at once

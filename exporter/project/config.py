@@ -6,6 +6,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from exporter.contract.addresses import networks
@@ -75,6 +76,27 @@ class NodeConfig:
 def load_node_config(project: Project, base_url: str | None = None) -> NodeConfig:
     """Read content/node.toml; raise ContentError naming every problem."""
     path = project.content / NODE_FILE
+    node = _node_table(path)
+    problems = [*_text_problems(path, node), *_address_problems(path, node, base_url)]
+    if problems:
+        raise ContentError(problems)
+    base = (base_url or node.get("base_url", "")).rstrip("/")
+    # The sidecar's own address, when it is configured apart from base_url; otherwise it
+    # is the base URL, and follows --base-url.
+    sidecar = str(node.get("sidecar_url", ""))
+    if sidecar.rstrip("/") == str(node.get("base_url", "")).rstrip("/"):
+        sidecar = ""  # the same as base_url: not apart
+    return NodeConfig(
+        id=node["id"], name=node["name"], description=node["description"],
+        publisher=node["publisher"], contact=node["contact"], licence=node["licence"],
+        base_url=base, sidecar_url=(sidecar or base).rstrip("/"),
+        key_request=node["key_request"], language=str(node.get("language", "en")),
+        mcp_origins=tuple(node.get("mcp_origins", [])),
+    )
+
+
+def _node_table(path: Path) -> dict[str, Any]:
+    """The [node] table of content/node.toml, or the one problem that stops reading it."""
     rel = f"content/{NODE_FILE}"
     if not path.is_file():
         raise ContentError([Problem(rel, 0, "", "missing: every node needs content/node.toml "
@@ -86,6 +108,12 @@ def load_node_config(project: Project, base_url: str | None = None) -> NodeConfi
     node = data.get("node")
     if not isinstance(node, dict):
         raise ContentError([Problem(rel, 1, "node", "missing the [node] table")])
+    return node
+
+
+def _text_problems(path: Path, node: dict[str, Any]) -> list[Problem]:
+    """The node's texts: present where required, text, without control characters."""
+    rel = f"content/{NODE_FILE}"
     problems = []
     for key in REQUIRED:
         if not isinstance(node.get(key), str) or not node[key].strip():
@@ -107,15 +135,19 @@ def load_node_config(project: Project, base_url: str | None = None) -> NodeConfi
         problems.append(Problem(rel, _line_of(path, "id"), "node.id",
                                 "must be letters, digits and . _ : - only (at most 200), "
                                 "e.g. a UUID: python3 -c 'import uuid; print(uuid.uuid4())'"))
+    return problems
+
+
+def _address_problems(path: Path, node: dict[str, Any], base_url: str | None
+                      ) -> list[Problem]:
+    """The node's addresses: base_url (or --base-url), sidecar_url, mcp_origins."""
+    rel = f"content/{NODE_FILE}"
+    problems = []
     url = base_url or node.get("base_url", "")
     if isinstance(url, str) and url and (wrong := _url_problem(url) or _path_problem(url)):
         problems.append(Problem(rel, _line_of(path, "base_url"), "node.base_url", wrong))
-    # The sidecar's own address, when it is configured apart from base_url; otherwise it
-    # is the base URL, and follows --base-url.
     sidecar = node.get("sidecar_url", "")
-    if not isinstance(sidecar, str):
-        sidecar = ""  # said above: not text
-    elif sidecar and (wrong := _url_problem(sidecar)):
+    if isinstance(sidecar, str) and sidecar and (wrong := _url_problem(sidecar)):
         problems.append(Problem(rel, _line_of(path, "sidecar_url"), "node.sidecar_url",
                                 f"{wrong}, or left out when the sidecar answers at base_url"))
     origins = node.get("mcp_origins", [])
@@ -124,18 +156,7 @@ def load_node_config(project: Project, base_url: str | None = None) -> NodeConfi
         problems.append(Problem(rel, _line_of(path, "mcp_origins"), "node.mcp_origins",
                                 "must be a list of origins (scheme and host, no path), e.g. "
                                 "mcp_origins = [\"https://agents.example.org\"]"))
-    if problems:
-        raise ContentError(problems)
-    base = url.rstrip("/")
-    if sidecar.rstrip("/") == str(node.get("base_url", "")).rstrip("/"):
-        sidecar = ""  # the same as base_url: not apart
-    return NodeConfig(
-        id=node["id"], name=node["name"], description=node["description"],
-        publisher=node["publisher"], contact=node["contact"], licence=node["licence"],
-        base_url=base, sidecar_url=(sidecar or base).rstrip("/"),
-        key_request=node["key_request"], language=str(node.get("language", "en")),
-        mcp_origins=tuple(origins),
-    )
+    return problems
 
 
 def origin_of(url: str) -> str:
