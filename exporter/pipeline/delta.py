@@ -352,17 +352,18 @@ def _write(state: State, edits: list[_Edit], keys: dict[str, SortKey], started: 
         report.site = TreeStats(0, len(made.release.outputs.get("site", {})), 0)
         report.seconds = time.perf_counter() - started
         return report
-    report.events = len(events)
-    if events:
-        ledger.writable()  # refused now, before anything is published
-    pending = ledger.pending(events)  # written to the file once the build is published
-    ledger.apply(events)
-    rendered, changed = _applied(state, edits, keys)
-    with ExitStack() as aside, ThreadPoolExecutor(4, thread_name_prefix="fednode-delta") as threads:
-        aside.callback(release.close)
-        report.site = _write_trees(state, release, edits, rendered, changed, events, aside,
-                                   threads)
-        release.publish(pending)
+    with ExitStack() as aside:
+        aside.callback(release.close)  # however this ends: the resumed build is let go
+        report.events = len(events)
+        if events:
+            ledger.writable()  # refused now, before anything is published
+        pending = ledger.pending(events)  # written to the file once the build is published
+        ledger.apply(events)
+        rendered, changed = _applied(state, edits, keys)
+        with ThreadPoolExecutor(4, thread_name_prefix="fednode-delta") as threads:
+            report.site = _write_trees(state, release, edits, rendered, changed, events,
+                                       aside, threads)
+            release.publish(pending)
     ledger.write(events)
     state.ledger = version_at(project.ledger)
     made.release = release
