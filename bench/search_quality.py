@@ -1,4 +1,6 @@
-"""Search quality, measured: nDCG@10 and recall@10 of keyword, semantic and hybrid search.
+"""Search quality, measured: nDCG@10 and recall@10 of keyword, semantic and hybrid search,
+and for hybrid search (what GET /api/search runs) hit@5 (a record the query looks for among
+the first five) and MRR (the reciprocal rank of the first such record).
 
     .venv/bin/python bench/search_quality.py [--checklist PATH] [--taxa 50]
 
@@ -54,33 +56,55 @@ def recall(ranked: list[str], grades: dict[str, int]) -> float:
     return len(relevant & set(ranked[:K])) / len(relevant) if relevant else 0.0
 
 
+def answered(ranked: list[str], grades: dict[str, int]) -> tuple[float, float]:
+    """Whether a record the query looks for (grade 2) is in the top 5, and the reciprocal
+    of the first one's rank (0 when none is in the top K)."""
+    first = next((n for n, i in enumerate(ranked[:K], start=1) if grades.get(i) == 2), None)
+    return (1.0 if first is not None and first <= 5 else 0.0), (1 / first if first else 0.0)
+
+
+def kinds_of(query: dict) -> list[str]:
+    """The rows a query counts in: its kind (and its kind's tuning or held-out part, for the
+    queries in users' words), and all."""
+    kinds = [query["kind"]]
+    if query["kind"] == "users":
+        kinds.append(f"users, {query.get('set', 'tuning')}")
+    return [*kinds, "all"]
+
+
 def evaluate(snapshot: Snapshot, queries: list[dict]) -> dict[str, dict[str, list[float]]]:
-    """mode -> kind -> [ndcg, recall] sums and counts."""
-    scores: dict[str, dict[str, list[float]]] = {m: defaultdict(lambda: [0.0, 0.0, 0])
+    """mode -> kind -> [ndcg, recall, hit@5, reciprocal rank] sums, and counts."""
+    scores: dict[str, dict[str, list[float]]] = {m: defaultdict(lambda: [0.0] * 5)
                                                  for m in MODES}
     for query in queries:
         for mode in MODES:
             found = search.run(snapshot, ["public"], list(COLLECTIONS), query["q"], mode, K)
             ranked = [item["id"] for item in found["items"]]
-            for kind in (query["kind"], "all"):
+            hit, reciprocal = answered(ranked, query["relevant"])
+            for kind in kinds_of(query):
                 entry = scores[mode][kind]
                 entry[0] += ndcg(ranked, query["relevant"])
                 entry[1] += recall(ranked, query["relevant"])
-                entry[2] += 1
+                entry[2] += hit
+                entry[3] += reciprocal
+                entry[4] += 1
     return scores
 
 
 def table(title: str, scores: dict[str, dict[str, list[float]]]) -> None:
     kinds = sorted(scores["hybrid"], key=lambda k: (k == "all", k))
     print(f"\n{title}\n")
-    print("| queries | n | " + " | ".join(f"{m} nDCG@10 | {m} recall@10" for m in MODES) + " |")
-    print("|---|---|" + "---|---|" * len(MODES))
+    print("| queries | n | " + " | ".join(f"{m} nDCG@10 | {m} recall@10" for m in MODES)
+          + " | hybrid hit@5 | hybrid MRR |")
+    print("|---|---|" + "---|---|" * len(MODES) + "---|---|")
     for kind in kinds:
-        n = int(scores["hybrid"][kind][2])
+        n = int(scores["hybrid"][kind][4])
         cells = []
         for mode in MODES:
-            total_ndcg, total_recall, count = scores[mode][kind]
+            total_ndcg, total_recall, _, _, count = scores[mode][kind]
             cells += [f"{total_ndcg / count:.3f}", f"{total_recall / count:.3f}"]
+        _, _, hits, reciprocal, count = scores["hybrid"][kind]
+        cells += [f"{hits / count:.3f}", f"{reciprocal / count:.3f}"]
         print(f"| {kind} | {n} | " + " | ".join(cells) + " |")
 
 
@@ -141,7 +165,7 @@ def main() -> None:
         sample = exported(copy_sample(folder / "sample"))
         table(f"Sample node, {len(judged)} judged queries (anonymous caller)",
               evaluate(sample, judged))
-        if args.checklist.exists():
+        if args.checklist.exists() and args.taxa > 0:
             queries = checklist_queries(folder / "checklist", args.checklist, args.taxa)
             checklist = exported(folder / "checklist")
             table("Darwin Core checklist as one CSV, name queries", evaluate(checklist, queries))
