@@ -12,7 +12,7 @@ from typing import Any, Literal
 from exporter.contract.wire import COLLECTIONS, record_url
 from exporter.shared import search, word_vectors
 
-from . import ranking
+from . import intent, ranking
 from .store import Snapshot
 
 Mode = Literal["keyword", "semantic", "hybrid"]
@@ -46,7 +46,8 @@ def run(snapshot: Snapshot, groups: Sequence[str], collections: Sequence[str], t
         for group in indexes:
             _add(counts, group.either(query, close[group.name], collections))
     ranked = {"keyword": lambda: _ordered(keyword), "semantic": lambda: _ordered(semantic),
-              "hybrid": lambda: _fused(_ordered(keyword), _ordered(semantic))}[mode]()[:limit]
+              "hybrid": lambda: _lifted(_fused(_ordered(keyword), _ordered(semantic)),
+                                        intent.asked_for(text))}[mode]()[:limit]
     shown: dict[str, tuple[str, str]] = {}
     for group in indexes:
         shown.update(group.present(query, [hit.id for hit in ranked
@@ -72,6 +73,15 @@ def _ordered(hits: list[ranking.Hit]) -> list[ranking.Hit]:
     """Best first; ties by collection order, then id: never by the order groups were read."""
     rank = {name: n for n, name in enumerate(COLLECTIONS)}
     return sorted(hits, key=lambda h: (-h.score, rank[h.collection], h.id))
+
+
+def _lifted(hits: list[ranking.Hit], collections: tuple[str, ...]) -> list[ranking.Hit]:
+    """The records of the collections a question asks for (`intent`) lifted by LIFT."""
+    if not collections:
+        return hits
+    return _ordered([ranking.Hit(h.collection, h.id, h.score + intent.LIFT, h.group)
+                     if h.collection in collections
+                     else h for h in hits])
 
 
 def _fused(keyword: list[ranking.Hit], semantic: list[ranking.Hit]) -> list[ranking.Hit]:

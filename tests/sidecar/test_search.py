@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import numpy as np
 import pytest
@@ -42,6 +42,7 @@ from exporter.indexing import writing
 from exporter.pipeline.build import build
 from exporter.project.config import Project
 from exporter.shared import search, word_vectors
+from sidecar import intent
 
 KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"
 BALSAM = "7a3c752f-2f45-4994-ae2e-28a90bae7ccd"
@@ -132,6 +133,33 @@ def test_knotweed_ranks_the_species_first_then_what_is_about_it(site: Site) -> N
     assert scores == sorted(scores, reverse=True)
     assert body["counts"]["species"] >= 1 and body["counts"]["treatments"] >= 2
     assert set(body["counts"]) == {"species", "resources", "treatments", "germination", "team"}
+
+
+@pytest.mark.parametrize("query, wanted", [
+    ("how do I get rid of himalayan balsam along our stream", "treatments"),
+    ("my heather seed won't germinate", "germination"),
+    ("who set up the hogweed programme", "team"),
+])
+def test_a_question_ranks_the_kind_it_asks_for_above_the_species_it_names(
+        site: Site, query: str, wanted: str) -> None:
+    """"How do I…" asks for a control method, "won't germinate" for a germination result,
+    "who" for a person: the first record of that kind comes before the species the
+    question names, which keyword mode (no lift) ranks first."""
+    status, body = site.get("/api/search?" + urlencode({"q": query, "limit": 10}))
+    assert status == 200
+    kinds = [item["collection"] for item in body["items"]]
+    assert wanted in kinds and "species" in kinds, kinds
+    assert kinds.index(wanted) < kinds.index("species"), kinds
+    status, plain = site.get("/api/search?" + urlencode({"q": query, "limit": 10,
+                                                         "mode": "keyword"}))
+    assert plain["items"][0]["collection"] == "species"
+
+
+def test_a_name_is_ranked_as_it_matched() -> None:
+    """Words that ask for nothing (a name, a topic) lift no collection."""
+    assert intent.asked_for("Fallopia japonica") == ()
+    assert intent.asked_for("giant hogweed sap burns") == ()
+    assert intent.asked_for("How do I get rid of knotweed?") == ("treatments",)
 
 
 def test_meaning_without_shared_words(site: Site) -> None:
