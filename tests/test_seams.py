@@ -341,3 +341,25 @@ def test_no_module_is_over_500_lines() -> None:
             if (count := len(path.read_text(encoding="utf-8").splitlines())) > MODULE_LINES]
     assert not over, (f"modules over {MODULE_LINES} lines (split each where its parts meet):\n"
                       + "\n".join(over))
+
+
+BODY_LINES = 60  # at most, in the body of a function of the code (its docstring aside)
+
+
+def test_no_function_body_is_over_60_lines() -> None:
+    """A function reads at once: no body of the code is over BODY_LINES lines (its
+    docstring aside); a longer one is steps that are functions of their own."""
+    over = []
+    for folder in ("cli", "exporter", "sidecar", "hub"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                body = node.body
+                if len(body) > 1 and isinstance(body[0], ast.Expr) and \
+                        isinstance(body[0].value, ast.Constant):
+                    body = body[1:]  # the docstring
+                lines = (node.end_lineno or 0) - body[0].lineno + 1
+                if lines > BODY_LINES:
+                    over.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}: {lines}")
+    assert not over, "function bodies over 60 lines:\n" + "\n".join(over)
