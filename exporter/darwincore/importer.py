@@ -15,12 +15,14 @@ import os
 import re
 import unicodedata
 import uuid
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exporter.darwincore.names import split_names
+from exporter.darwincore.eml import Provenance
+from exporter.darwincore.names import SplitName, split_names
 from exporter.darwincore.source import Checklist, Row, Taxon
 from exporter.darwincore.terms import CORE_TERMS, EXTENSIONS, FLAGS
 from exporter.project.config import Project
@@ -74,84 +76,33 @@ class ImportPlan:
 def plan_import(project: Project, checklist: Checklist, *, dataset: str | None = None,
                 access: str | None = None) -> ImportPlan:
     """What importing `checklist` would change; raise ContentError if any taxon is not
-    valid as a species record (each problem at its source file and line)."""
-    species = collections()[SPECIES]
-    problems: list[Problem] = []
+    valid as a species record (each problem at its source file and line), or if the
+    checklist holds no plants."""
     if access is not None and not access.strip():
         # `--access "$GROUP"` with GROUP unset would otherwise publish every taxon
         raise ContentError([Problem(checklist.source, 0, "access",
                                     "--access is empty: give the access group the records "
                                     "get (e.g. --access partners), or leave --access out "
                                     "for public records")])
-    names = split_names([t.row.terms.get("scientificName", "") for t in checklist.taxa])
-    datasets = {t.row.terms.get("datasetID") or dataset for t in checklist.taxa}
-    if None in datasets or "" in datasets:
-        first = next(t.row for t in checklist.taxa if not t.row.terms.get("datasetID"))
-        raise ContentError([Problem(first.file, first.line, "datasetID",
-                                    "missing: give the checklist a datasetID column or "
-                                    "pass --dataset (a DOI or URL naming it)")])
-    for name in sorted(d for d in datasets if d and not d.isprintable()):
-        raise ContentError([Problem(checklist.source, 0, "datasetID",
-                                    f"{name[:60]!r} holds a control character: a dataset is "
-                                    f"named by a DOI or URL")])
-    plan = ImportPlan(", ".join(sorted(d for d in datasets if d)))
+    taxa, kingdom_note = plants(checklist)
+    provenance = checklist.provenance
+    dataset = dataset or (provenance.doi if provenance else "") or None
+    datasets = _datasets(checklist, taxa, dataset)
+    plan = ImportPlan(", ".join(sorted(datasets)))
+    if provenance is not None:
+        plan.notes.append(f"{checklist.source}: {provenance.line()}")
+    plan.notes += [*checklist.notes, *([kingdom_note] if kingdom_note else [])]
     existing = _existing(project)
-    by_id = {r.id: r for r in existing}
-    by_name: dict[str, list[SourceRecord]] = {}
+    context = _Context(project, collections()[SPECIES], {r.id: r for r in existing}, {},
+                       {r.path for r in existing}, {}, access, dataset)
     for record in existing:
-        by_name.setdefault(_name_key(record.fields.get("scientificName")), []).append(record)
-    taken = {r.path for r in existing}
-    seen_names: dict[str, str] = {}
-    for taxon, split in zip(checklist.taxa, names, strict=True):
-        fields, origins = taxon_fields(taxon, split.name, split.authorship, split.verbatim)
-        set_dataset = taxon.row.terms.get("datasetID") or dataset or ""
-        fields.setdefault("datasetID", set_dataset)  # the record says where it came from
-        ident = record_id(set_dataset, taxon.taxon_id)
-        if split.note:
-            plan.notes.append(f"{taxon.row.file}:{taxon.row.line}: scientificName: "
-                              f"{split.verbatim!r}: {split.note}")
-        key = _name_key(fields["scientificName"])
-        if key in seen_names:
-            plan.notes.append(f"{taxon.row.file}:{taxon.row.line}: scientificName: "
-                              f"{fields['scientificName']!r} also names {seen_names[key]}; "
-                              f"both imported (`fednode check` warns)")
-        seen_names.setdefault(key, taxon.taxon_id)
-        old = by_id.get(ident)
-        if old is None:
-            clash = [r for r in by_name.get(key, []) if r.id != ident]
-            if clash:
-                plan.overlaps.append(f"{taxon.row.file}:{taxon.row.line}: scientificName: "
-                                     f"{fields['scientificName']!r} is already "
-                                     f"{clash[0].path}: not imported (merge by hand, or "
-                                     f"remove that record and import again)")
-                continue
-            fields = {"id": ident, **({"access": access} if access else {}), **fields}
-            category = _category(fields)
-            if category:
-                fields["category"] = category
-            body = ""
-        else:
-            kept = {k: v for k, v in old.fields.items() if k not in OWNED and k != "body"}
-            if access:
-                kept["access"] = access
-            fields = {**kept, **fields}
-            body = str(old.fields.get("body", ""))
-        problems.extend(_invalid(species, fields, taxon, origins))
-        if old is not None:
-            if not old.path.endswith(".md"):
-                plan.notes.append(f"{old.path}:{old.line}: the record of {taxon.taxon_id} is "
-                                  f"a table row: not updated")
-                plan.unchanged += 1
-            elif fields == {k: v for k, v in old.fields.items() if k != "body"}:
-                plan.unchanged += 1
-            else:
-                plan.updated.append(Planned(taxon.taxon_id, ident, project.root / old.path,
-                                            fields, body))
-            continue
-        path = _free_path(project, fields["scientificName"], ident, taken)
-        taken.add(path)
-        plan.added.append(Planned(taxon.taxon_id, ident, project.root / path, fields, body))
-    present = {t.taxon_id for t in checklist.taxa}
+        context.by_name.setdefault(_name_key(record.fields.get("scientificName")),
+                                   []).append(record)
+    problems: list[Problem] = []
+    names = split_names([t.row.terms.get("scientificName", "") for t in taxa])
+    for taxon, split in zip(taxa, names, strict=True):
+        _plan_taxon(plan, context, taxon, split, provenance, problems)
+    present = {t.taxon_id for t in taxa}
     gone = [r for r in existing if r.fields.get("datasetID") in datasets
             and r.fields.get("taxonID") and r.fields["taxonID"] not in present
             and r.id == record_id(r.fields["datasetID"], r.fields["taxonID"])]
@@ -164,6 +115,117 @@ def plan_import(project: Project, checklist: Checklist, *, dataset: str | None =
     if problems:
         raise ContentError(problems)
     return plan
+
+
+# What the species collection holds: plants. Its `family` takes botanical family names
+# (-aceae and the eight conserved ones), its categories and growth forms are a plant's.
+PLANT_KINGDOMS = frozenset({"plantae", "plants", "plant", "viridiplantae"})
+
+
+def plants(checklist: Checklist) -> tuple[list[Taxon], str]:
+    """The taxa of `checklist` the species collection can hold (kingdom Plantae, or no
+    kingdom given), and one line naming what was left out, by kingdom ("" when nothing
+    was). A checklist with taxa and no plant among them is refused in one problem."""
+    kept: list[Taxon] = []
+    others: Counter[str] = Counter()
+    for taxon in checklist.taxa:
+        kingdom = " ".join(taxon.row.terms.get("kingdom", "").split())
+        if not kingdom or kingdom.casefold() in PLANT_KINGDOMS:
+            kept.append(taxon)
+        else:
+            others[kingdom] += 1
+    if not others:
+        return kept, ""
+    counts = ", ".join(f"{count} {kingdom}" for kingdom, count in others.most_common())
+    if not kept:
+        raise ContentError([Problem(checklist.source, 0, "kingdom",
+                                    f"no plants: the checklist's {counts} taxa are not "
+                                    f"Plantae, and this node's species collection holds "
+                                    f"plants only; nothing was imported")])
+    return kept, (f"{checklist.source}: kingdom: left out {counts} taxa: this node's species "
+                  f"are plants")
+
+
+def _datasets(checklist: Checklist, taxa: list[Taxon], dataset: str | None) -> set[str]:
+    datasets = {t.row.terms.get("datasetID") or dataset or "" for t in taxa}
+    if "" in datasets:
+        first = next(t.row for t in taxa if not t.row.terms.get("datasetID"))
+        raise ContentError([Problem(first.file, first.line, "datasetID",
+                                    "missing: give the checklist a datasetID column or "
+                                    "pass --dataset (a DOI or URL naming it)")])
+    for name in sorted(d for d in datasets if not d.isprintable()):
+        raise ContentError([Problem(checklist.source, 0, "datasetID",
+                                    f"{name[:60]!r} holds a control character: a dataset is "
+                                    f"named by a DOI or URL")])
+    return datasets
+
+
+@dataclass
+class _Context:
+    project: Project
+    species: Collection
+    by_id: dict[str, SourceRecord]
+    by_name: dict[str, list[SourceRecord]]
+    taken: set[str]
+    seen_names: dict[str, str]
+    access: str | None
+    dataset: str | None
+
+
+def _plan_taxon(plan: ImportPlan, context: _Context, taxon: Taxon, split: SplitName,
+                provenance: Provenance | None, problems: list[Problem]) -> None:
+    """Add one taxon to the plan: as an added, updated or unchanged record, or as an
+    overlap with a record of the same name."""
+    fields, origins = taxon_fields(taxon, split.name, split.authorship, split.verbatim)
+    set_dataset = taxon.row.terms.get("datasetID") or context.dataset or ""
+    fields.setdefault("datasetID", set_dataset)  # the record says where it came from
+    if provenance is not None:  # and under what terms (the EML's, where the core says none)
+        for name, value in (("datasetName", provenance.title), ("license", provenance.licence),
+                            ("bibliographicCitation", provenance.citation)):
+            if value and name not in fields:
+                fields[name] = value[:1000]
+    ident = record_id(set_dataset, taxon.taxon_id)
+    where = f"{taxon.row.file}:{taxon.row.line}: scientificName:"
+    if split.note:
+        plan.notes.append(f"{where} {split.verbatim!r}: {split.note}")
+    key = _name_key(fields["scientificName"])
+    if key in context.seen_names:
+        plan.notes.append(f"{where} {fields['scientificName']!r} also names "
+                          f"{context.seen_names[key]}; both imported (`fednode check` warns)")
+    context.seen_names.setdefault(key, taxon.taxon_id)
+    old = context.by_id.get(ident)
+    if old is None:
+        clash = [r for r in context.by_name.get(key, []) if r.id != ident]
+        if clash:
+            plan.overlaps.append(f"{where} {fields['scientificName']!r} is already "
+                                 f"{clash[0].path}: not imported (merge by hand, or remove "
+                                 f"that record and import again)")
+            return
+        fields = {"id": ident, **({"access": context.access} if context.access else {}),
+                  **fields}
+        category = _category(fields)
+        if category:
+            fields["category"] = category
+        problems.extend(_invalid(context.species, fields, taxon, origins))
+        path = _free_path(context.project, fields["scientificName"], ident, context.taken)
+        context.taken.add(path)
+        plan.added.append(Planned(taxon.taxon_id, ident, context.project.root / path, fields,
+                                  ""))
+        return
+    kept = {k: v for k, v in old.fields.items() if k not in OWNED and k != "body"}
+    if context.access:
+        kept["access"] = context.access
+    fields = {**kept, **fields}
+    problems.extend(_invalid(context.species, fields, taxon, origins))
+    if not old.path.endswith(".md"):
+        plan.notes.append(f"{old.path}:{old.line}: the record of {taxon.taxon_id} is a table "
+                          f"row: not updated")
+        plan.unchanged += 1
+    elif fields == {k: v for k, v in old.fields.items() if k != "body"}:
+        plan.unchanged += 1
+    else:
+        plan.updated.append(Planned(taxon.taxon_id, ident, context.project.root / old.path,
+                                    fields, str(old.fields.get("body", ""))))
 
 
 def apply_import(project: Project, plan: ImportPlan, *, prune: bool = False) -> None:

@@ -26,14 +26,28 @@ class SplitName:
 
 
 def split_names(verbatim: Sequence[str]) -> list[SplitName]:
-    """Split every name, in one call of the parser (about 0.2 ms a name)."""
-    parsed = nameparser.parse_all([" ".join(name.split()) for name in verbatim],
-                                  code="BOTANICAL")
+    """Split every name, in one call of the parser. Should the parser fail on the batch,
+    each name is parsed alone, and a name it fails on is kept whole with a note: one name
+    never stops the others."""
+    cleaned = [" ".join(name.split()) for name in verbatim]
+    try:
+        parsed: list[object] = list(nameparser.parse_all(cleaned, code="BOTANICAL"))
+    except Exception:  # the parser's own errors: find the name, keep the rest
+        parsed = [_parsed_alone(name) for name in cleaned]
     return [_split(name, result) for name, result in zip(verbatim, parsed, strict=True)]
+
+
+def _parsed_alone(name: str) -> object:
+    try:
+        return nameparser.parse_all([name], code="BOTANICAL")[0]
+    except Exception as exc:
+        return f"the parser failed ({type(exc).__name__}): kept whole"
 
 
 def _split(verbatim: str, result: object) -> SplitName:
     text = " ".join(verbatim.split())
+    if isinstance(result, str):
+        return SplitName(text, "", verbatim, result)
     if result is None:
         return SplitName(text, "", verbatim, "not a name the parser reads (a hybrid formula?)")
     if not isinstance(result, nameparser.ParsedName):

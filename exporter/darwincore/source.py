@@ -1,11 +1,13 @@
 """Read a Darwin Core checklist: an archive (a zip, or a folder with meta.xml, read with
 python-dwca-reader) or a folder of CSV files named for their rows (taxon.csv, and any of
-distribution.csv, description.csv, speciesprofile.csv, vernacularname.csv) joined on
-taxonID. Every problem is collected, as `file:line: term: message`; nothing is written."""
+distribution.csv, description.csv, speciesprofile.csv, vernacularname.csv, and the other
+GBIF extensions) joined on taxonID. Every problem is collected, as `file:line: term:
+message`; nothing is written. A column fednode has no field for, a standard term or not,
+and an extension it keeps nothing of, are named in the checklist's notes (one line a file)
+and left out: they never stop an import."""
 
 from __future__ import annotations
 
-import codecs
 import csv
 import io
 import shutil
@@ -20,6 +22,8 @@ from xml.etree import ElementTree
 from dwca.exceptions import InvalidArchive
 from dwca.read import DwCAReader
 
+from exporter.darwincore.eml import Provenance, read_eml
+from exporter.darwincore.encoding import codec_for, strictly_decoded
 from exporter.darwincore.terms import (
     BY_ROW_TYPE,
     CORE_TERMS,
@@ -28,7 +32,10 @@ from exporter.darwincore.terms import (
     TAXON_ID,
     TAXON_ROW,
     Extension,
+    other_extensions,
+    row_types,
     short,
+    standard_terms,
 )
 from exporter.project.tables import table_rows
 from exporter.shared.errors import ContentError, Problem, control_character, control_problem
@@ -53,6 +60,15 @@ class Taxon:
 class Checklist:
     source: str
     taxa: list[Taxon]
+    notes: list[str] = field(default_factory=list)  # what was left out, one line a file
+    provenance: Provenance | None = None  # from the archive's EML
+
+
+@dataclass
+class _Found:
+    tables: list[_Table]
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -89,7 +105,13 @@ def read_checklist(source: Path) -> Checklist:
                 # metadata (a 100 kB zip of them takes 2.3 GB): fednode reads none of it.
                 shutil.rmtree(folder / "dataset", ignore_errors=True)
             with DwCAReader(str(folder), skip_metadata=True) as archive:
-                return _check(shown, _archive_tables(archive, source, folder))
+                found = _archive_tables(archive, source, folder)
+                provenance, note = read_eml(folder, archive.descriptor.metadata_filename
+                                            if archive.descriptor else None)
+                checklist = _check(shown, found)
+                checklist.provenance = provenance
+                checklist.notes += [f"{shown}!{note}"] if note else []
+                return checklist
         except (InvalidArchive, zipfile.BadZipFile, tarfile.TarError, OSError, ValueError,
                 KeyError) as exc:
             raise ContentError([Problem(shown, 0, "", f"not a readable Darwin Core Archive: "
@@ -196,10 +218,12 @@ def _contained(folder: Path, source: Path) -> None:
     for table in tree.iter():
         if table.tag.rpartition("}")[2] not in ("core", "extension"):
             continue
-        encoding = table.get("encoding", "UTF-8").strip().lower().replace("_", "-")
-        if encoding not in ENCODINGS:
-            raise _refused(shown, f"meta.xml declares the encoding {encoding[:40]!r}: fednode "
-                                  f"reads UTF-8 (or Latin-1) tables; save them as UTF-8")
+        codec = codec_for(table.get("encoding"))
+        if codec is None:
+            raise _refused(shown, f"meta.xml declares the encoding "
+                                  f"{table.get('encoding', '')[:40]!r}: fednode reads tables in "
+                                  f"a character set such as UTF-8, ISO-8859-1 or "
+                                  f"Windows-1252; save them as UTF-8")
         for element in table.iter():
             if element.tag.rpartition("}")[2] != "location" or element.text is None:
                 continue
@@ -212,53 +236,35 @@ def _contained(folder: Path, source: Path) -> None:
             if total > UNPACKED_MAX:
                 raise _refused(shown, f"its tables hold more than {UNPACKED_MAX >> 20} MiB: "
                                       f"too large for a checklist")
-            if ENCODINGS[encoding] == "utf-8":
-                _strict_utf8(path, _table_name(source, location))
+            strictly_decoded(path, codec, _table_name(source, location))
 
 
-# The encodings a table may declare (by their names as meta.xml spells them, lower case):
-# UTF-8, or Latin-1, which every byte is. Anything else (raw_unicode_escape can make halves
-# of surrogate pairs) is refused.
-ENCODINGS = {"utf-8": "utf-8", "utf8": "utf-8", "iso-8859-1": "latin-1", "latin-1": "latin-1",
-             "latin1": "latin-1"}
-
-
-def _strict_utf8(path: Path, shown: str) -> None:
-    """A UTF-8 table must be UTF-8 throughout: the reader would put U+FFFD where it is not,
-    and import the name mangled."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    line, chunk = 1, b""
-    try:
-        with open(path, "rb") as handle:
-            while chunk := handle.read(1 << 20):
-                decoder.decode(chunk)
-                line += chunk.count(b"\n")
-            decoder.decode(b"", final=True)  # (chunk is b"": no line more)
-    except UnicodeDecodeError as exc:
-        line += chunk[:exc.start].count(b"\n")
-        raise ContentError([Problem(shown, line, "", f"not UTF-8 ({exc.reason}); save the "
-                                                     f"table as UTF-8")]) from None
-
-
-def _csv_tables(folder: Path) -> tuple[list[_Table], list[Problem]]:
-    tables: list[_Table] = []
-    problems: list[Problem] = []
+def _csv_tables(folder: Path) -> _Found:
+    found = _Found([])
+    others = other_extensions()
     for path in sorted(folder.iterdir()):
         if path.suffix.lower() not in (".csv", ".txt", ".tsv") or not path.is_file():
             continue
         kind = path.stem.lower()
         shown = str(path)
-        if kind not in ("taxon", *EXTENSIONS):
-            problems.append(Problem(shown, 0, "", f"unknown file: name the core taxon.csv and "
-                                                  f"extensions {', '.join(EXTENSIONS)}"))
+        other = others.get(kind) or others.get(kind.rstrip("s")) or others.get(kind + "s")
+        if other is not None:
+            found.notes.append(f"{shown}: left out: the {other.title} extension; the species "
+                               f"schema has no field for it")
             continue
-        table = _csv_table(path, EXTENSIONS.get(kind), problems)
+        if kind not in ("taxon", *EXTENSIONS):
+            found.problems.append(Problem(shown, 0, "", f"unknown file: name the core "
+                                                        f"taxon.csv and extensions "
+                                                        f"{', '.join([*EXTENSIONS, *others])}"))
+            continue
+        table = _csv_table(path, EXTENSIONS.get(kind), found.problems)
         if table:
-            tables.append(table)
-    if not any(t.extension is None for t in tables):
-        problems.append(Problem(str(folder), 0, "", "no taxon.csv: a checklist folder holds "
-                                                    "its core as taxon.csv (or a meta.xml)"))
-    return tables, problems
+            found.tables.append(table)
+    if not any(t.extension is None for t in found.tables):
+        found.problems.append(Problem(str(folder), 0, "", "no taxon.csv: a checklist folder "
+                                                          "holds its core as taxon.csv (or a "
+                                                          "meta.xml)"))
+    return found
 
 
 def _csv_table(path: Path, extension: Extension | None,
@@ -304,8 +310,7 @@ def _framed(path: Path, descriptor: object, shown: str, skip: int) -> None:
     separator = getattr(descriptor, "fields_terminated_by", ",") or ","
     quote = getattr(descriptor, "fields_enclosed_by", "") or ""
     ending = getattr(descriptor, "lines_terminated_by", "\n") or "\n"
-    encoding = ENCODINGS.get(str(getattr(descriptor, "file_encoding", "utf-8") or "utf-8")
-                             .strip().lower().replace("_", "-"), "utf-8")
+    encoding = codec_for(getattr(descriptor, "file_encoding", None)) or "utf-8"
     if len(separator) != 1 or len(quote) > 1:
         return  # the reader refuses those itself
     width = None
@@ -339,30 +344,29 @@ def _framed(path: Path, descriptor: object, shown: str, skip: int) -> None:
                                                            f"here?")]) from None
 
 
-def _archive_tables(archive: DwCAReader, source: Path,
-                    folder: Path) -> tuple[list[_Table], list[Problem]]:
-    problems: list[Problem] = []
-    tables: list[_Table] = []
+def _archive_tables(archive: DwCAReader, source: Path, folder: Path) -> _Found:
+    found = _Found([])
     if archive.descriptor is None:
-        problems.append(Problem(str(source), 0, "", "no meta.xml: an archive describes its "
-                                                    "files in meta.xml"))
-        return tables, problems
-    files = [archive.core_file, *archive.extension_files]
-    for data in files:
+        found.problems.append(Problem(str(source), 0, "", "no meta.xml: an archive describes "
+                                                          "its files in meta.xml"))
+        return found
+    for data in [archive.core_file, *archive.extension_files]:
         descriptor = data.file_descriptor
         shown = _table_name(source, descriptor.file_location)
         if descriptor.represents_corefile:
             if descriptor.type != TAXON_ROW:
-                problems.append(Problem(shown, 0, "", f"the core is {descriptor.type}: a "
-                                                      f"checklist's core is {TAXON_ROW}"))
+                found.problems.append(Problem(shown, 0, "", f"the core is {descriptor.type}: "
+                                                            f"a checklist's core is "
+                                                            f"{TAXON_ROW}"))
                 continue
             extension = None
         else:
             extension = BY_ROW_TYPE.get(descriptor.type or "")
             if extension is None:
-                problems.append(Problem(shown, 0, "", f"unknown extension {descriptor.type}: "
-                                                      f"fednode reads "
-                                                      f"{', '.join(BY_ROW_TYPE)}"))
+                known = row_types().get(descriptor.type or "")
+                found.notes.append(f"{shown}: left out: the "
+                                   f"{known.title if known else descriptor.type} extension; "
+                                   f"the species schema has no field for it")
                 continue
         header = [short(f["term"]) for f in descriptor.fields]
         skip = descriptor.lines_to_ignore
@@ -376,76 +380,59 @@ def _archive_tables(archive: DwCAReader, source: Path,
                 key = (row.id if core else row.core_id) or terms.get(TAXON_ID) or ""
                 yield Row(shown, row.position + skip + 1, terms, key.strip())
 
-        tables.append(_Table(shown, extension, header, rows(), skip))
-    return tables, problems
+        found.tables.append(_Table(shown, extension, header, rows(), skip))
+    return found
 
 
-def _check(source: str, found: tuple[list[_Table], list[Problem]]) -> Checklist:
-    tables, problems = found
+def _header(table: _Table, problems: list[Problem], notes: list[str]) -> set[str]:
+    """The columns of `table` to leave out: every column fednode keeps no field of, named
+    in one note for the file (standard terms apart from those that are no term at all);
+    a kept term named twice is a problem."""
+    known = {**CORE_TERMS, **IGNORED} if table.extension is None else {
+        **table.extension.terms, TAXON_ID: ""}
+    standard = standard_terms()
+    unkept: list[str] = []
+    foreign: list[str] = []
+    for number, name in enumerate(table.header):
+        if name not in known:
+            if name not in unkept and name not in foreign:
+                (unkept if name in standard else foreign).append(name)
+        elif name in table.header[:number]:
+            problems.append(Problem(table.file, table.header_line, name,
+                                    "named twice: one column a term"))
+    if unkept or foreign:
+        parts = [f"{', '.join(unkept)} (standard terms the species schema has no field for)"
+                 if unkept else "",
+                 f"{', '.join(repr(n) for n in foreign)} (not Darwin Core or Dublin Core "
+                 f"terms: check the spelling)" if foreign else ""]
+        notes.append(f"{table.file}:{table.header_line}: left out the column"
+                     f"{'s' if len(unkept) + len(foreign) > 1 else ''} "
+                     f"{'; '.join(p for p in parts if p)}")
+    return {name for name in table.header if name not in known or name in IGNORED}
+
+
+def _check(source: str, found: _Found) -> Checklist:
+    tables, problems = found.tables, found.problems
     taxa: dict[str, Taxon] = {}  # by the key rows join on
     identities: dict[str, int] = {}  # taxonID -> its line
     ordered: list[Taxon] = []
     for table in sorted(tables, key=lambda t: t.extension is not None):  # the core first
-        known = {**CORE_TERMS, **IGNORED} if table.extension is None else {
-            **table.extension.terms, TAXON_ID: ""}
-        for number, name in enumerate(table.header):
-            if name not in known:
-                problems.append(Problem(table.file, table.header_line, name,
-                                        f"unknown term: fednode reads "
-                                        f"{', '.join(known)} here"))
-            elif name in table.header[:number]:
-                problems.append(Problem(table.file, table.header_line, name,
-                                        "named twice: one column a term"))
-        ignored = {name for name in table.header if name not in known or name in IGNORED}
+        ignored = _header(table, problems, found.notes)
         for row in table.rows:
             for name in ignored:
                 row.terms.pop(name, None)
-            taxon_id = row.key
-            if not taxon_id:
-                problems.append(Problem(row.file, row.line, TAXON_ID, "missing: every row "
-                                                                      "needs one"))
-                continue
-            if not taxon_id.isprintable():  # a line break would make two ids one
-                problems.append(Problem(row.file, row.line, TAXON_ID,
-                                        f"{taxon_id[:60]!r} holds a control character"))
-                continue
-            # A term's text holding one would be imported, then refused by every export.
-            held = [(name, character) for name, value in row.terms.items()
-                    if (character := control_character(value))]
-            if held:
-                problems.extend(Problem(row.file, row.line, name, control_problem(character))
-                                for name, character in held)
+            if not _sound(row, problems):
                 continue
             if table.extension is None:
-                if taxon_id in taxa:
-                    first = taxa[taxon_id].row
-                    problems.append(Problem(row.file, row.line, TAXON_ID,
-                                            f"duplicate: also at line {first.line}"))
-                    continue
-                # An archive's rows are joined by its core id, but a taxon is known by its
-                # taxonID term (its record's id is made from it): that must be one a row too,
-                # and printable, or two taxa become one record id and no export can run.
-                identity = row.terms.get(TAXON_ID, taxon_id)
-                if not identity.isprintable():
-                    problems.append(Problem(row.file, row.line, TAXON_ID,
-                                            f"{identity[:60]!r} holds a control character"))
-                    continue
-                if identity in identities:
-                    problems.append(Problem(row.file, row.line, TAXON_ID,
-                                            f"duplicate: {identity[:60]!r} also at line "
-                                            f"{identities[identity]}"))
-                    continue
-                identities[identity] = row.line
-                if "scientificName" not in row.terms:
-                    problems.append(Problem(row.file, row.line, "scientificName",
-                                            "missing: every taxon needs one"))
-                taxa[taxon_id] = Taxon(row, row.terms.setdefault(TAXON_ID, taxon_id))
-                ordered.append(taxa[taxon_id])
+                taxon = _core_taxon(row, taxa, identities, problems)
+                if taxon is not None:
+                    taxa[row.key] = taxon
+                    ordered.append(taxon)
                 continue
-            owner = taxa.get(taxon_id)
+            owner = taxa.get(row.key)
             if owner is None:
                 problems.append(Problem(row.file, row.line, TAXON_ID,
-                                        f"{taxon_id!r} is not a taxonID of the core: this "
+                                        f"{row.key!r} is not a taxonID of the core: this "
                                         f"row belongs to no taxon"))
                 continue
             owner.extensions.setdefault(table.extension.kind, []).append(row)
@@ -454,4 +441,48 @@ def _check(source: str, found: tuple[list[_Table], list[Problem]]) -> Checklist:
                                                "has no rows (or meta.xml skips them all)"))
     if problems:
         raise ContentError(problems)
-    return Checklist(source, ordered)
+    return Checklist(source, ordered, found.notes)
+
+
+def _sound(row: Row, problems: list[Problem]) -> bool:
+    """Whether the row has a printable key and no control character in a kept term."""
+    if not row.key:
+        problems.append(Problem(row.file, row.line, TAXON_ID, "missing: every row needs one"))
+        return False
+    if not row.key.isprintable():  # a line break would make two ids one
+        problems.append(Problem(row.file, row.line, TAXON_ID,
+                                f"{row.key[:60]!r} holds a control character"))
+        return False
+    # A term's text holding one would be imported, then refused by every export.
+    held = [(name, character) for name, value in row.terms.items()
+            if (character := control_character(value))]
+    problems.extend(Problem(row.file, row.line, name, control_problem(character))
+                    for name, character in held)
+    return not held
+
+
+def _core_taxon(row: Row, taxa: dict[str, Taxon], identities: dict[str, int],
+                problems: list[Problem]) -> Taxon | None:
+    """The taxon of a core row, or None (and a problem) when it repeats another."""
+    if row.key in taxa:
+        problems.append(Problem(row.file, row.line, TAXON_ID,
+                                f"duplicate: also at line {taxa[row.key].row.line}"))
+        return None
+    # An archive's rows are joined by its core id, but a taxon is known by its taxonID term
+    # (its record's id is made from it): that must be one a row too, and printable, or two
+    # taxa become one record id and no export can run.
+    identity = row.terms.get(TAXON_ID, row.key)
+    if not identity.isprintable():
+        problems.append(Problem(row.file, row.line, TAXON_ID,
+                                f"{identity[:60]!r} holds a control character"))
+        return None
+    if identity in identities:
+        problems.append(Problem(row.file, row.line, TAXON_ID,
+                                f"duplicate: {identity[:60]!r} also at line "
+                                f"{identities[identity]}"))
+        return None
+    identities[identity] = row.line
+    if "scientificName" not in row.terms:
+        problems.append(Problem(row.file, row.line, "scientificName",
+                                "missing: every taxon needs one"))
+    return Taxon(row, row.terms.setdefault(TAXON_ID, row.key))

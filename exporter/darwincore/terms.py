@@ -1,13 +1,21 @@
 """The Darwin Core terms fednode reads and writes, once, for the importer and the archive.
 
 A checklist is a core of taxa (`dwc:Taxon`) with extensions joined on `taxonID`. Each
-extension is a list field of a species record (one entry per row; distribution rows that
-differ only in `pathway` are one entry whose `pathway` lists them), except the species
-profile, whose habitat flags are fields of the record itself."""
+extension fednode keeps is a list field of a species record (one entry per row;
+distribution rows that differ only in `pathway` are one entry whose `pathway` lists them),
+except the species profile, whose habitat flags are fields of the record itself.
+
+Which terms and extensions exist at all is data, not code: vocabulary.json beside this
+module lists every Darwin Core and Dublin Core term IRI and GBIF's core and extension
+definitions (its `about` names the sources and versions). A standard term fednode has no
+field for is recognised and left out with a note, never refused."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
 DWC = "http://rs.tdwg.org/dwc/terms/"
 DC = "http://purl.org/dc/terms/"
@@ -56,7 +64,55 @@ EXTENSIONS: dict[str, Extension] = {e.kind: e for e in (
 BY_ROW_TYPE: dict[str, Extension] = {e.row_type: e for e in EXTENSIONS.values()}
 FLAGS = tuple(EXTENSIONS["speciesprofile"].terms)
 
+VOCABULARY = Path(__file__).with_name("vocabulary.json")
+
+
+@dataclass(frozen=True)
+class RowType:
+    iri: str
+    file: str  # the table's name in a folder of CSV files
+    title: str
+    terms: frozenset[str]  # short names
+
+
+@cache
+def _vocabulary() -> dict[str, object]:
+    data: dict[str, object] = json.loads(VOCABULARY.read_text("utf-8"))
+    return data
+
+
+@cache
+def standard_terms() -> frozenset[str]:
+    """The short name of every Darwin Core and Dublin Core term, and of every term of a
+    GBIF core or extension definition: what a column may be named without being a
+    mistake."""
+    iris = _vocabulary()["terms"]
+    rows = _vocabulary()["rowTypes"]
+    assert isinstance(iris, list) and isinstance(rows, dict)
+    names = {short(iri) for iri in iris}
+    names.update(short(iri) for row in rows.values() for iri in row["terms"])
+    return frozenset(names)
+
+
+@cache
+def row_types() -> dict[str, RowType]:
+    """GBIF's core and extension definitions by row type IRI (Taxon, Distribution,
+    Description, SpeciesProfile, VernacularName, Reference, TypesAndSpecimen, Multimedia,
+    Image, Identifier)."""
+    rows = _vocabulary()["rowTypes"]
+    assert isinstance(rows, dict)
+    return {iri: RowType(iri, row["file"], row["title"],
+                         frozenset(short(t) for t in row["terms"]))
+            for iri, row in rows.items()}
+
+
+def other_extensions() -> dict[str, RowType]:
+    """The standard extensions fednode reads no field from, by file name (`references`,
+    `multimedia`, ...): named in the import's notes and left out."""
+    return {row.file: row for iri, row in row_types().items()
+            if iri != TAXON_ROW and iri not in BY_ROW_TYPE}
+
 
 def short(term: str) -> str:
     """`http://rs.tdwg.org/dwc/terms/locality` -> `locality`; a short name stays as it is."""
-    return term.rstrip("/").rsplit("/", 1)[-1].rsplit("#", 1)[-1]
+    return term.rstrip("/").rsplit("/", 1)[-1].rsplit("#", 1)[-1].rsplit(":", 1)[-1]
