@@ -1,6 +1,7 @@
-"""The seven tools of the seed (4.3), as thin adapters over the service layer: a tool call
-with a key reads exactly what the same key reads over REST, through the same functions,
-and its arguments are the fields of the REST endpoint's row, read by the same checks.
+"""The seven tools of the seed (4.3), and `ask_library`, as thin adapters over the service
+layer: a tool call with a key reads exactly what the same key reads over REST, through the
+same functions, and its arguments are the fields of the REST endpoint's row, read by the
+same checks.
 
 `TOOLS` describes each tool as MCP lists it (name, description, inputSchema derived from
 the endpoint table, outputSchema, annotations); `call` runs one. A failure the agent can
@@ -134,6 +135,38 @@ _SEARCH_ITEM = {"type": "object", "properties": {
     "score": {"type": "number"}, "url": {"type": "string"}},
     "required": ["collection", "id", "title", "snippet", "score", "url"]}
 
+async def _ask_library(view: View, arguments: dict[str, Any]) -> Any:
+    return await service.ask(view, question=arguments["question"], limit=arguments["limit"])
+
+
+_CITATION = {"type": "object", "properties": {
+    "n": {"type": "integer"}, "document_id": {"type": "string"}, "title": {"type": "string"},
+    "page": {"type": "integer", "description": "the PDF's page, 1 for its first"},
+    "page_label": {"type": "string", "description": "the page's printed number"},
+    "quote": {"type": "string", "description": "the sentence as it stands on the page"},
+    "url": {"type": "string", "description": "the PDF, opened at the page"}},
+    "required": ["n", "document_id", "title", "page", "page_label", "quote", "url"]}
+
+ASK_LIBRARY = Tool(
+    name="ask_library", title="Ask the document library",
+    description=(
+        "Answers a question from the node's library of PDF documents (manuals, protocols, "
+        "handbooks) by quoting the sentences that state the answer, each with its document, "
+        "page and a link to the page. When no sentence of the library answers it, the answer "
+        "is null with no citations and a message saying so: never a made-up answer. The same "
+        "answer and refusal as POST /api/library/ask, for the documents this key may read."),
+    arguments=(argument("ask", "question"), argument("ask", "limit")),
+    said={"question": "the question, in your own words",
+          "limit": "sentences the answer may quote"},
+    output_schema={"type": "object", "required": ["question", "answer", "citations",
+                                                  "grounded"],
+                   "properties": {"question": {"type": "string"},
+                                  "answer": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                                  "grounded": {"type": "boolean"},
+                                  "citations": {"type": "array", "items": _CITATION},
+                                  "message": {"type": "string"}}},
+    run=_ask_library, scope="library")
+
 TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
     Tool(name="node_info", title="Node information",
          description=(
@@ -173,6 +206,7 @@ TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
     _getter("resources", "resource (pages, documents, links, datasets, events)"),
     _getter("germination", "germination result"),
     _getter("team", "team member"),
+    ASK_LIBRARY,
 )}
 
 
@@ -195,7 +229,7 @@ async def call(view: View, name: str, arguments: dict[str, Any]) -> Outcome:
     tool = TOOLS[name]
     key = view.caller.key
     if tool.scope and key is not None and tool.scope not in key.scopes:
-        return Outcome(None, f"insufficient_scope: {name} reads what GET needs the "
+        return Outcome(None, f"insufficient_scope: {name} reads what REST needs the "
                              f"{tool.scope!r} scope for, and this key lacks it; ask the node's "
                              f"operator for a key with the scopes mcp and {tool.scope}", True)
     try:

@@ -29,8 +29,9 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from exporter.pipeline.build import build
 from exporter.project.config import Project
 
-TOOLS = ["node_info", "search", "get_species", "get_treatments", "get_resources",
-         "get_germination", "get_team"]
+SEEDS_TOOLS = ["node_info", "search", "get_species", "get_treatments", "get_resources",
+               "get_germination", "get_team"]
+TOOLS = [*SEEDS_TOOLS, "ask_library"]
 GETTERS = {f"get_{c}": c for c in ("species", "treatments", "resources", "germination", "team")}
 KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"
 PARTNER_SURVEY = "e312fd28-7dc8-45bb-bd5a-c64d8125e7de"  # resources, access: partners
@@ -96,7 +97,9 @@ async def test_the_real_client_lists_and_calls_every_tool(node: Node, mode: str)
         assert [tool.name for tool in listed.tools] == TOOLS
         for tool in listed.tools:
             assert tool.input_schema["type"] == "object"
-            assert tool.input_schema["required"] == (["query"] if tool.name == "search" else [])
+            assert tool.input_schema["required"] == {"search": ["query"],
+                                                     "ask_library": ["question"]}.get(
+                tool.name, [])
             assert tool.output_schema and tool.annotations.read_only_hint is True
             assert len(tool.description or "") > 80
         search = next(t for t in listed.tools if t.name == "search").input_schema
@@ -127,6 +130,32 @@ async def tool(node: Node, key: str, name: str, arguments: dict[str, Any]) -> An
                                  "params": {"name": name, "arguments": arguments}}, key)
     assert status == 200 and body["id"] == 7, body
     return body["result"]
+
+
+QUESTIONS = ["How deep should knotweed canes be injected?",
+             "Is it OK to put dug-up knotweed in my garden compost?",
+             "What does a giant hogweed seed cost?"]
+
+
+@pytest.mark.parametrize("key", ["partners", "plain", "species only", "mcp and read"])
+async def test_the_library_tool_answers_and_refuses_as_the_ask_endpoint(
+        node: Node, key: str) -> None:
+    """ask_library gives what POST /api/library/ask gives the same key: the same answer and
+    citations, the same refusal; a key outside the resources, or without the library
+    scope, is told so in the tool's result."""
+    for question in QUESTIONS:
+        result = await tool(node, key, "ask_library", {"question": question, "limit": 3})
+        status, _, body = http_post(node.url + "/api/library/ask", json.dumps(
+            {"question": question, "limit": 3}).encode(), {
+            "Content-Type": "application/json", "X-API-Key": node.keys[key]})
+        rest = json.loads(body)
+        if status == 200:
+            assert not result["isError"] and result["structuredContent"] == rest, question
+        else:
+            assert result["isError"] and rest["error"]["code"] == "insufficient_scope"
+            assert "insufficient_scope" in result["content"][0]["text"]
+    bad = await tool(node, "plain", "ask_library", {"question": "  "})
+    assert bad["isError"] and "question may not be empty" in bad["content"][0]["text"]
 
 
 @pytest.mark.parametrize("key", ["partners", "plain", "species only"])
