@@ -1,21 +1,26 @@
-"""Library answer quality: citation hit rate, citation precision and refusals, measured on
-the judged questions of bench/library_judged.json over the bundled sample's library.
+"""Library answer quality: evidence hit rate, citation hit rate, citation precision and
+refusals, measured on the judged questions of bench/library_judged.json over the bundled
+sample's library.
 
     .venv/bin/python bench/library_quality.py [--sweep]
 
+- evidence: of the answerable questions that name the sentence stating their answer
+  ("evidence"), the share whose answer quotes that sentence, on its page, within its first
+  three citations;
 - hit rate: of the answerable questions, the share answered with at least one citation of
   a page that answers it;
 - precision: of all citations given to answerable questions, the share on such a page;
-- refusals: of the questions the library cannot answer, the share refused (no answer).
-Each figure is given for the tuning set (on which the thresholds were chosen), for the
+- refusals: of the questions the library cannot answer, the share refused (no answer, no
+  citations, a message).
+Each figure is given for the tuning set (on which the settings were chosen), for the
 held-out questions (written after the method was designed, never used to choose it), and
-for all of them.
-Questions answerable only from a restricted document count as unanswerable for a caller
-without its group (the first table), and as answerable for one with it (the second).
-`--sweep` tries, for each number of passages weighed and each support threshold of a grid,
-evidence weightings on a grid, each at the lowest threshold whose refusals on the tuning set
-reach 0.9 for callers with and without the `sensitive` group, and prints the best (how
-PASSAGES, SUPPORT, EVIDENCE_WEIGHTS and EVIDENCE in sidecar/library.py were chosen)."""
+for all of them. Questions answerable only from a restricted document count as
+unanswerable for a caller without its group (the first row of each part), and as
+answerable for one with it (the second).
+`--sweep` tries sentence score weightings on a grid at answer thresholds from 0.45 to
+0.99, and prints the best by the sum of the tuning set's evidence hit rates and refusals
+for callers with and without the `sensitive` group (how WEIGHTS and ANSWER in
+sidecar/library.py were chosen); it prints the tuning set's figures only."""
 
 from __future__ import annotations
 
@@ -38,24 +43,27 @@ from exporter.project.config import Project  # noqa: E402
 from sidecar import library  # noqa: E402
 from sidecar.store import Snapshot  # noqa: E402
 
-PASSAGES = (3, 4, 5, 6, 8)  # the sweep's passages weighed (library.PASSAGES)
-SUPPORT = (0.2, 0.25, 0.3)  # and the support a quoted sentence needs (library.SUPPORT)
+CITED = 3  # the evidence sentence counts within the first this many citations
 
 
 class Figures(NamedTuple):
+    evidence: float
     hit_rate: float
     precision: float
     refused: float
+    with_evidence: int
     answerable: int
     unanswerable: int
 
-    def counted(self) -> tuple[str, str]:
-        """The hit rate and refusals with what they count ("0.897 (70/78)"): two decimals
-        alone round 0.897 up to the goal of 0.9."""
-        hits, refused = round(self.hit_rate * self.answerable), \
-            round(self.refused * self.unanswerable)
-        return (f"{self.hit_rate:.3f} ({hits}/{self.answerable})",
-                f"{self.refused:.3f} ({refused}/{self.unanswerable})")
+    def counted(self) -> tuple[str, str, str]:
+        """The evidence hit rate, hit rate and refusals with what they count
+        ("0.897 (70/78)"): two decimals alone round 0.897 up to a goal of 0.9."""
+        return (f"{self.evidence:.3f} ({round(self.evidence * self.with_evidence)}/"
+                f"{self.with_evidence})",
+                f"{self.hit_rate:.3f} ({round(self.hit_rate * self.answerable)}/"
+                f"{self.answerable})",
+                f"{self.refused:.3f} ({round(self.refused * self.unanswerable)}/"
+                f"{self.unanswerable})")
 
 
 def slugs(root: Path) -> dict[str, str]:
@@ -72,82 +80,113 @@ class Judged(NamedTuple):
     """One judged question as the library weighs it for one caller."""
     answerable: bool  # for this caller
     right: set[tuple[str, int]]  # (document id, page) that answer it
+    evidence: str | None  # the sentence that states the answer, if judged
     unknown: bool  # refused at once: it names something the library never mentions
     weighed: library.Weighed
-    chosen: list[library.Quote]  # the sentences cited if the evidence reaches the threshold
+
+
+def _same(text: str) -> str:
+    return " ".join(text.split())
+
+
+def quotes_evidence(evidence: str, right: set[tuple[str, int]],
+                    cited: list[tuple[str, int, str]]) -> bool:
+    """Whether one of the first CITED citations (document id, page, quote) quotes the
+    evidence sentence on a page that answers: the quote holds it, or is most of it (a
+    quote leaves out a heading the extracted sentence may carry)."""
+    said = _same(evidence)
+    for document_id, page, quote in cited[:CITED]:
+        quoted = _same(quote)
+        if (document_id, page) in right and (
+                said in quoted or (quoted in said and len(quoted) > len(said) / 2)):
+            return True
+    return False
+
+
+def tally(outcomes: list[tuple[bool, set[tuple[str, int]], str | None, dict[str, Any] | None,
+                               list[tuple[str, int, str]]]]) -> Figures:
+    """The figures of (answerable, right pages, evidence, refusal or None, citations)."""
+    evidence = with_evidence = hits = cited = good = refused = answerable = 0
+    for can, right, said, refusal, citations in outcomes:
+        if not can:
+            refused += refusal is not None
+            continue
+        answerable += 1
+        pages = [(document_id, page) for document_id, page, _ in citations]
+        hits += any(page in right for page in pages)
+        cited += len(pages)
+        good += sum(page in right for page in pages)
+        if said is not None:
+            with_evidence += 1
+            evidence += quotes_evidence(said, right, citations)
+    unanswerable = len(outcomes) - answerable
+    return Figures(evidence / max(with_evidence, 1), hits / max(answerable, 1),
+                   good / max(cited, 1), refused / max(unanswerable, 1), with_evidence,
+                   answerable, unanswerable)
 
 
 def measure(snapshot: Snapshot, questions: list[dict[str, Any]], ids: dict[str, str],
             groups: list[str]) -> Figures:
-    """The figures of the answers `library.answer` gives: what a caller gets."""
-    hits = cited = good = refused = answerable = unanswerable = 0
+    """The figures of the answers `library.answer` gives: what a caller gets. A refusal is
+    no answer, no citations and a message."""
+    outcomes = []
     for question in questions:
         can, right = _judged(question, ids, groups)
         found = library.answer(snapshot, groups, question["q"], 3)
-        if not can:
-            unanswerable += 1
-            refused += not found["grounded"]
-            continue
-        answerable += 1
-        pages = [(c["document_id"], c["page"]) for c in found["citations"]]
-        hits += any(page in right for page in pages)
-        cited += len(pages)
-        good += sum(page in right for page in pages)
-    return Figures(hits / max(answerable, 1), good / max(cited, 1),
-                   refused / max(unanswerable, 1), answerable, unanswerable)
+        refusal = found if (found["answer"] is None and not found["citations"]
+                            and found.get("message")) else None
+        outcomes.append((can, right, question.get("evidence"), refusal,
+                         [(c["document_id"], c["page"], c["quote"]) for c in found["citations"]]))
+    return tally(outcomes)
 
 
 def judge(snapshot: Snapshot, questions: list[dict[str, Any]], ids: dict[str, str],
           groups: list[str]) -> list[Judged]:
-    """Each question weighed once, for the sweep to try evidence settings on."""
+    """Each question weighed once, for the sweep to try settings on."""
     indexes = snapshot.passage_groups(groups)
     judged = []
     for question in questions:
         can, right = _judged(question, ids, groups)
-        weighed = library.weigh(indexes, question["q"])
-        judged.append(Judged(can, right, bool(library.unknown_names(question["q"], indexes)),
-                             weighed, library.choose(weighed.quotes, 3)))
+        asked = library.search.as_asked(question["q"])
+        judged.append(Judged(can, right, question.get("evidence"),
+                             bool(library.unknown_names(asked, indexes)),
+                             library.weigh(indexes, asked)))
     return judged
 
 
-def figures(judged: list[Judged], weights: tuple[float, ...], threshold: float) -> Figures:
-    """The figures `measure` would give with these evidence weights and threshold."""
-    hits = cited = good = refused = answerable = 0
-    for one in judged:
-        chosen = [] if one.unknown or one.weighed.evidence.weighed(weights) < threshold \
-            else one.chosen
-        if not one.answerable:
-            refused += not chosen
-            continue
-        answerable += 1
-        pages = [(str(q.passage[0]), int(q.passage[1])) for q in chosen]
-        hits += any(page in one.right for page in pages)
-        cited += len(pages)
-        good += sum(page in one.right for page in pages)
-    unanswerable = len(judged) - answerable
-    return Figures(hits / max(answerable, 1), good / max(cited, 1),
-                   refused / max(unanswerable, 1), answerable, unanswerable)
+def figures(judged: list[Judged], weights: tuple[float, ...], threshold: float,
+            ranked: list[library.Weighed] | None = None) -> Figures:
+    """The figures `measure` would give with these weights and answer threshold (`ranked`:
+    each question's quotes ranked with these weights already)."""
+    outcomes = []
+    ranked = ranked or [library.ranked(one.weighed.quotes, weights) for one in judged]
+    for one, weighed in zip(judged, ranked, strict=True):
+        chosen = [] if one.unknown or weighed.evidence < threshold else \
+            library.choose(weighed.quotes, 3)
+        outcomes.append((one.answerable, one.right, one.evidence, None if chosen else {},
+                         [(str(q.passage[0]), int(q.passage[1]), q.sentence) for q in chosen]))
+    return tally(outcomes)
 
 
-def sweep(callers: list[list[Judged]]
-          ) -> list[tuple[tuple[float, ...], float, list[Figures]]]:
-    """For each evidence weighting on a grid (parts 0, 0.25 ... 1, made to sum to 1), the
-    lowest threshold at which refusals reach 0.9 for every caller, and each caller's figures
-    there; the best lowest hit rate first (then the best lowest precision)."""
-    found = {}
-    grid = (0.0, 0.25, 0.5, 0.75, 1.0)
-    for parts in itertools.product(grid, repeat=4):
-        if not any(parts):
-            continue
-        weights = tuple(p / sum(parts) for p in parts)  # as the code will hold them
-        for step in range(60, 121):
-            threshold = step / 200
-            there = [figures(judged, weights, threshold) for judged in callers]
-            if all(f.refused >= 0.9 for f in there):
-                found[weights] = (weights, threshold, there)
-                break
-    return sorted(found.values(), key=lambda f: (-min(c.hit_rate for c in f[2]),
-                                                 -min(c.precision for c in f[2])))
+# The sweep's grid: each part of `library.Score` (its closeness in meaning fixed at 0.5).
+GRID = ((0.5,), (0.0, 0.1), (0.1,), (0.2, 0.3), (0.05, 0.1), (0.1, 0.2), (0.2, 0.4),
+        (0.0, 0.1, 0.2), (0.0, 0.2))
+
+
+def sweep(callers: list[list[Judged]]) -> list[tuple[tuple[float, ...], float, list[Figures]]]:
+    """Each weighting of GRID at each answer threshold from 0.45 to 0.99, with each
+    caller's figures; best first by the sum of the evidence hit rates and refusals of the
+    callers (an answer found and a refusal kept count alike)."""
+    found = []
+    for weights in itertools.product(*GRID):
+        ranks = [[library.ranked(one.weighed.quotes, weights) for one in judged]
+                 for judged in callers]
+        for step in range(45, 100):
+            threshold = step / 100
+            there = [figures(judged, weights, threshold, ranked)
+                     for judged, ranked in zip(callers, ranks, strict=True)]
+            found.append((weights, threshold, there))
+    return sorted(found, key=lambda f: -sum(c.evidence + c.refused for c in f[2]))
 
 
 def _judged(question: dict[str, Any], ids: dict[str, str], groups: list[str]
@@ -169,39 +208,32 @@ def main() -> None:
         sets = {"tuning": [q for q in questions if q.get("set") != "held-out"],
                 "held-out": [q for q in questions if q.get("set") == "held-out"],
                 "all": questions}
-        print("| questions | caller | answerable | unanswerable | hit rate | precision | "
-              "refused |")
-        print("|---|---|---|---|---|---|---|")
+        print("| questions | caller | answerable | unanswerable | evidence quoted (first 3 "
+              "citations) | page hit rate | precision | refused |")
+        print("|---|---|---|---|---|---|---|---|")
         for name, chosen in sets.items():
             for label, groups in (("without groups", ["public"]),
                                   ("holding `sensitive`", ["public", "sensitive"])):
                 got = measure(snapshot, chosen, ids, groups)
                 # The sweep's arithmetic gives what a caller gets, at the settings in use.
-                assert got == figures(judge(snapshot, chosen, ids, groups),
-                                      library.EVIDENCE_WEIGHTS, library.EVIDENCE), name
-                hit_rate, refused = got.counted()
+                assert got == figures(judge(snapshot, chosen, ids, groups), library.WEIGHTS,
+                                      library.ANSWER), name
+                evidence, hit_rate, refused = got.counted()
                 print(f"| {name} | {label} | {got.answerable} | {got.unanswerable} | "
-                      f"{hit_rate} | {got.precision:.2f} | {refused} |")
+                      f"{evidence} | {hit_rate} | {got.precision:.2f} | {refused} |")
         if args.sweep:  # settings are chosen on the tuning questions alone
-            print("\n| passages | support | evidence weights (passage words, meaning, "
-                  "sense by the encoder; two sentences' words) | threshold | hit rate | refused | "
-                  "with `sensitive`: hit rate | refused | held out: hit rate | refused |\n"
-                  "|---|---|---|---|---|---|---|---|---|---|")
-            best = []
-            for passages, support in itertools.product(PASSAGES, SUPPORT):
-                library.PASSAGES, library.SUPPORT = passages, support
-                callers = [judge(snapshot, sets["tuning"], ids, groups)
-                           for groups in (["public"], ["public", "sensitive"])]
-                held = judge(snapshot, sets["held-out"], ids, ["public"])
-                best += [(there, passages, support, weights, threshold,
-                          figures(held, weights, threshold))
-                         for weights, threshold, there in sweep(callers)[:3]]
-            best.sort(key=lambda b: (-min(c.hit_rate for c in b[0]),
-                                     -min(c.precision for c in b[0])))  # stable
-            for (one, two), passages, support, weights, threshold, out in best[:12]:
-                cells = " | ".join((*one.counted(), *two.counted(), *out.counted()))
-                print(f"| {passages} | {support:.2f} | {', '.join(f'{w:.3f}' for w in weights)} "
-                      f"| {threshold:.3f} | {cells} |")
+            print("\n| weights (sense, before, words, window, kind, passage, static, rare, "
+                  "counted) | "
+                  "threshold | "
+                  "evidence | refused | with `sensitive`: evidence | refused |\n"
+                  "|---|---|---|---|---|---|")
+            callers = [judge(snapshot, sets["tuning"], ids, groups)
+                       for groups in (["public"], ["public", "sensitive"])]
+            for weights, threshold, (one, two) in sweep(callers)[:12]:
+                cells = " | ".join((one.counted()[0], one.counted()[2],
+                                    two.counted()[0], two.counted()[2]))
+                print(f"| {', '.join(f'{w:.2f}' for w in weights)} | {threshold:.2f} | "
+                      f"{cells} |")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,14 @@
 """Grounded answers from the document library, on one snapshot, over the access groups the
-service layer chose: retrieve passages (keyword and meaning), rank their sentences, and
-compose the answer from the best supporting sentences, each with its citation. Where no
-sentence supports the question well enough, there is no answer — never a made-up one.
+service layer chose. A question is answered by a sentence: the sentences closest to it in
+meaning (the sentence encoder's vectors of each sentence, made at export) and those of the
+passages retrieved by keyword and meaning are each scored (`Score`: closeness in meaning,
+share of the question's words, whether it gives the kind of answer asked for, by
+`answer_kinds`), and the answer leads with the best. Where none scores ANSWER or more, or
+the question names something the caller's documents never mention, there is no answer —
+never a made-up one, nor a neighbouring fact presented as one.
+
+Everything is weighed over the caller's groups alone (word rarity, names, scores): a
+document the caller may not read changes no answer, score or message.
 
 Every sentence of an answer is quoted as it stands on its page (the PDF's text with its
 line breaks undone), so a reader can find it at `url` (`…pdf#page=N`)."""
@@ -10,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -18,29 +25,24 @@ import numpy as np
 from exporter.contract.wire import PUBLIC, document_url
 from exporter.shared import encoder, search, word_vectors
 
-from . import ranking
+from . import answer_kinds, ranking
 from .store import Snapshot
 
-PASSAGES = 4  # passages whose sentences are weighed
+PASSAGES = 4  # passages found by keyword and meaning whose every sentence is weighed
 DEPTH = 20  # passages each side of retrieval brings, per group
-# A sentence supports the question when its score reaches SUPPORT (0..1: half the share of
-# the question's words it holds, each weighted by how rare it is in the library, half its
-# closeness in meaning).
-SUPPORT = 0.25
-# The question is answered only if its evidence reaches EVIDENCE: the weighted sum of the
-# best passage's share of the question's words, the best passage's closeness in meaning by
-# word vectors and by the sentence encoder, and the best share of two sentences that follow
-# each other (`Evidence`). These four settings are calibrated on bench/library_judged.json with
-# bench/library_quality.py --sweep: see docs/library.md.
-EVIDENCE_WEIGHTS = (0.1, 0.3, 0.4, 0.2)
-EVIDENCE = 0.47
+SENTENCE_DEPTH = 40  # sentences closest in meaning weighed too, per group
+FOCUS = 0.15  # what the words naming what is asked weigh (`answer_kinds.focus`)
+KEY_WORDS = 2  # the question's rarest words the library uses (`Score.rare`)
+ANSWER = 0.61  # the best sentence's score (`Score`) at which the question is answered
+SUPPORT = 0.5  # the score at which another sentence is quoted beside it
 NO_ANSWER = ("The library holds no passage that answers this question; try other words, or "
              "ask about what its documents cover (GET /api/resources lists them).")
-# A word the tokenizer of the embedding model splits into this many pieces or more is rare in
-# the text its vocabulary was learnt from (common words are one or two pieces).
-RARE_PIECES = 3
+# Words written in capitals that are common words, not names (`is_name`).
+COMMON_CAPITALS = frozenset({"OK", "OKAY", "I", "ASAP", "DIY", "FAQ", "PS", "TV"})
+_YEAR = re.compile(r"(?:1[89]|2[01])\d\d")
 _WORD = re.compile(r"\w+")
 _SENTENCE_ENDS = (".", "!", "?", ":", ";", "\"", "“", "(")
+_CONTENTS = re.compile(r",\s*pages?\s+\d+")  # "Pulling balsam, page 10.": a contents line
 
 
 # Words that make a question a question, not what it is about.
@@ -50,49 +52,60 @@ ASKING = frozenset(search.all_stems(
     "tell know"))
 
 
-class Candidate(NamedTuple):
-    group: str
-    row: int
-    score: float
-
-
-class Evidence(NamedTuple):
-    """How well the library covers a question, each part 0..1, of the passages retrieved:
-    the best passage's weighted share of the question's words; its closeness in meaning by
-    word vectors (wordllama's, which retrieval uses too); its closeness by the sentence
-    encoder (`exporter.shared.encoder`, which reads words in their context: a question put in other
-    words than the passage's comes close by it, where word vectors cannot tell a passage that
-    answers from one that uses the same words); and the best share of two sentences that
-    follow each other in one passage (where the question's words stand close together, the
-    passage is more likely about what it asks). Each is the best of its kind, not
-    necessarily of one passage."""
-    passage_words: float
-    passage_meaning: float
-    passage_sense: float
-    pair_words: float
+class Score(NamedTuple):
+    """How well one sentence answers a question, each part 0..1, weighed by WEIGHTS (chosen
+    on the tuning questions of bench/library_judged.json with bench/library_quality.py
+    --sweep): `sense`, its closeness in meaning by the sentence encoder; `before`, that of
+    the two sentences before it in its passage (an answer often follows the sentence that
+    names its subject: "Partners without a drying room can store seed in a simpler way. ...
+    Then keep it in paper envelopes"); `words` and `window`, its weighted share of the
+    question's words, alone and with the sentence before it; `kind`, whether it gives the
+    kind of answer asked for (`answer_kinds.gives`); `passage`, its passage's closeness in
+    meaning; `static`, its closeness by word vectors (wordllama's, which tell words apart
+    where the encoder reads a whole); `rare`, the share of the question's KEY_WORDS rarest
+    words (that the caller's library uses) in its window; `counted`, whether the question
+    counts a number by a unit ("into each cane") that the sentence counts by too (a
+    sentence without it is no answer: `answer_kinds.counted_by`)."""
+    sense: float
+    before: float
+    words: float
+    window: float
+    kind: float
+    passage: float
+    static: float
+    rare: float
+    counted: float
 
     def weighed(self, weights: Sequence[float] = ()) -> float:
-        return sum(w * part for w, part in zip(weights or EVIDENCE_WEIGHTS, self, strict=True))
+        return math.fsum(w * part for w, part in zip(weights or WEIGHTS, self, strict=True))
+
+
+WEIGHTS = (0.5, 0.1, 0.1, 0.2, 0.05, 0.1, 0.2, 0.1, 0.2)
 
 
 class Quote(NamedTuple):
     sentence: str
     passage: list[Any]  # [document id, page, label, text]
     score: float
+    parts: Score  # what `score` weighs
 
 
 class Weighed(NamedTuple):
-    """What the library holds for one question: its evidence, and the sentences of the
-    passages retrieved for it, best first."""
-    evidence: Evidence
+    """What the library holds for one question: its evidence (the best sentence's score),
+    and the sentences weighed, best first."""
+    evidence: float
     quotes: list[Quote]
 
 
-NOTHING = Weighed(Evidence(0.0, 0.0, 0.0, 0.0), [])
+NOTHING = Weighed(0.0, [])
 
 
 def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
            ) -> dict[str, Any]:
+    """The answer to a question from the passages of these groups alone: led by the
+    sentence that answers it best, up to `limit` sentences each with its citation; or a
+    refusal (no answer, no citations, a message) where it names something they never
+    mention or no sentence scores ANSWER."""
     indexes = snapshot.passage_groups(groups)
     asked = search.as_asked(question)  # the response echoes the question as it was sent
     unknown = unknown_names(asked, indexes)
@@ -101,11 +114,11 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
                                   f"they cannot answer this question; ask about what they "
                                   f"cover (GET /api/resources lists them).")
     found = weigh(indexes, asked)
-    chosen = choose(found.quotes, limit) if found.evidence.weighed() >= EVIDENCE else []
+    chosen = choose(found.quotes, limit) if found.evidence >= ANSWER else []
     if not chosen:
         return _refusal(question, NO_ANSWER)
     citations = []
-    for n, (sentence, cited, _) in enumerate(chosen, start=1):
+    for n, (sentence, cited, _, _) in enumerate(chosen, start=1):
         document_id, page, label = str(cited[0]), int(cited[1]), str(cited[2])
         group = next(g for g in indexes if document_id in g.titles)
         # A public PDF is a static file; a restricted one is served by the sidecar only.
@@ -114,61 +127,112 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
                           "title": group.titles[document_id], "page": page,
                           "page_label": label, "quote": sentence,
                           "url": f"{document_url(root, document_id)}#page={page}"})
-    text = " ".join(f"{sentence} [{n}]" for n, (sentence, _, _) in enumerate(chosen, start=1))
+    text = " ".join(f"{quote.sentence} [{n}]" for n, quote in enumerate(chosen, start=1))
     return {"question": question, "answer": text, "citations": citations, "grounded": True}
 
 
-def weigh(indexes: list[ranking.Passages], question: str) -> Weighed:
-    """Retrieve the passages for a question from these groups, and weigh them and their
-    sentences: its evidence, and its quotes best first."""
+def weigh(indexes: list[ranking.Passages], question: str,
+          weights: Sequence[float] = ()) -> Weighed:
+    """The sentences that may answer a question, from these groups alone, each scored
+    (`Score`), best first, and the best score as its evidence. The sentences weighed: those
+    closest in meaning to the question, and every sentence of the passages that keyword
+    and meaning retrieve (`candidates`)."""
     terms = set(search.stems(question)) - ASKING
-    weights = _weights(indexes, terms)
-    whole = math.fsum(weights.values())
+    term_weights = _weights(indexes, terms)
+    used = [t for t in term_weights if any(g.searcher.doc_freq("text", t) for g in indexes)]
+    key = set(sorted(used, key=lambda t: (-term_weights[t], t))[:KEY_WORDS])
+    for word in answer_kinds.focus(question):  # what is asked for: the answer replaces it
+        for stem in set(search.all_stems(word)) & set(term_weights):
+            term_weights[stem] *= FOCUS
+    whole = math.fsum(term_weights.values())
     if not whole:
         return NOTHING
 
     def share(stems: set[str]) -> float:  # fsum: the same in any order a set is walked in
-        return math.fsum(weights[t] for t in stems if t in weights) / whole
+        return math.fsum(term_weights[t] for t in stems if t in term_weights) / whole
 
+    sense = encoder.Encoder.shared().encode([question])[0]
+    kind = answer_kinds.asked(question)
+    asked_stems = set(search.all_stems(question))
+    per = answer_kinds.units(question) if kind in answer_kinds.STRICT - {"time", "season"} \
+        else []
+    scored = []
     vector = word_vectors.Embedder.embed([question], serving=True)[0]
-    found: list[Candidate] = []
+    for group, found in candidates(indexes, question, sense, vector):
+        dense = np.asarray(group.sentence_senses[found] @ sense, dtype=np.float64)
+        closeness = dict(zip(found, dense.tolist(), strict=True))
+        static = dict(zip(found, np.asarray(word_vectors.Embedder.embed(
+            [group.sentences[n].weighed for n in found], serving=True) @ vector,
+            dtype=np.float64).tolist(), strict=True))
+        for n in found:
+            sentence = group.sentences[n]
+            if kind in answer_kinds.STRICT and not (
+                    answer_kinds.gives(kind, sentence.quoted)
+                    and (not per or answer_kinds.counted_by(sentence.quoted, per))):
+                continue  # no number where one is asked, or one counted by another unit
+            if _quotable(sentence.quoted, asked_stems):
+                parts = _score(group, n, sense, closeness, share, kind, key)
+                scored.append(Quote(sentence.quoted, group.rows[sentence.row], 0.0,
+                                    parts._replace(static=max(0.0, static[n]),
+                                                   counted=float(bool(per)))))
+    return ranked(scored, weights)
+
+
+def ranked(quotes: list[Quote], weights: Sequence[float] = ()) -> Weighed:
+    """Quotes scored with these weights (WEIGHTS by default), best first (equals in the
+    order given: by group, then by their place in it), and the best score as evidence."""
+    scored = sorted((quote._replace(score=quote.parts.weighed(weights)) for quote in quotes),
+                    key=lambda quote: -quote.score)
+    return Weighed(scored[0].score if scored else 0.0, scored)
+
+
+def _score(group: ranking.Passages, n: int, sense: np.ndarray, closeness: dict[int, float],
+           share: Callable[[set[str]], float], kind: str | None, key: set[str]) -> Score:
+    """The parts of the `n`th sentence's score in `group` (`Score`)."""
+    sentence = group.sentences[n]
+    before = [m for m in (n - 1, n - 2) if m >= 0 and group.sentences[m].row == sentence.row]
+    stems = set(search.all_stems(sentence.weighed))
+    window = stems.union(*(search.all_stems(group.sentences[m].weighed) for m in before[:1]))
+    near = [closeness[m] if m in closeness else float(group.sentence_senses[m] @ sense)
+            for m in before]
+    return Score(max(0.0, closeness[n]), max([0.0, *near]), share(stems), share(window),
+                 float(answer_kinds.gives(kind, sentence.quoted)),
+                 max(0.0, float(group.senses[sentence.row] @ sense)), 0.0,
+                 len(key & window) / len(key) if key else 0.0, 0.0)
+
+
+def candidates(indexes: list[ranking.Passages], question: str, sense: np.ndarray,
+               vector: np.ndarray) -> list[tuple[ranking.Passages, list[int]]]:
+    """Per group, the sentences to weigh (indexes into its `sentences`, ascending): the
+    SENTENCE_DEPTH closest in meaning (the sentence encoder's), and those of the PASSAGES
+    passages of all groups best by keyword (BM25) and meaning (word vectors) together."""
+    terms = sorted(set(search.stems(question)) - ASKING)
+    found: list[tuple[float, str, int]] = []
     for group in indexes:
-        keyword = group.keyword(sorted(terms), DEPTH)
+        keyword = group.keyword(terms, DEPTH)
         top = keyword[0][1] if keyword else 1.0
         scores: dict[int, float] = {row: 0.5 * score / top for row, score in keyword}
         for row, closeness in group.semantic(vector, DEPTH):
             scores[row] = scores.get(row, 0.0) + 0.5 * max(0.0, closeness)
-        found += [Candidate(group.name, row, score) for row, score in scores.items()]
-    found.sort(key=lambda c: (-c.score, c.group, c.row))
-    by_name = {group.name: group for group in indexes}
-    passages = [(by_name[c.group].rows[c.row], by_name[c.group].vectors[c.row],
-                 by_name[c.group].senses[c.row]) for c in found[:PASSAGES]]
-    if not passages:
-        return NOTHING
-    found_in = [(row, search.statements(str(row[3]), row[4] if len(row) > 4 else ()))
-                for row, _, _ in passages]
-    split = [(row, [weighed for weighed, _ in statements]) for row, statements in found_in]
-    # (weighed, quoted, passage): one sentence may be weighed alike in two passages but
-    # quoted apart (under a heading in one, not in the other): each is quoted from its own.
-    in_order = [(weighed, quoted, row) for row, statements in found_in
-                for weighed, quoted in statements]
-    unique = list(dict.fromkeys(sentence for sentence, _, _ in in_order))
-    near = word_vectors.Embedder.embed(unique, serving=True) @ vector if unique else np.zeros(0)
-    stems = {sentence: set(search.all_stems(sentence)) for sentence in unique}  # once each
-    words = {sentence: share(stems[sentence]) for sentence in unique}
-    meaning = {sentence: max(0.0, float(c)) for sentence, c in zip(unique, near, strict=True)}
-    # Each sentence with the next, if any (the analyzer splits words at the space between).
-    pairs = [share(stems[sentences[n]].union(*(stems[s] for s in sentences[n + 1:n + 2])))
-             for _, sentences in split for n in range(len(sentences))]
-    sense = encoder.Encoder.shared().encode([question])[0]
-    evidence = Evidence(max(share(set(search.all_stems(str(row[3])))) for row, _, _ in passages),
-                        max(max(0.0, float(v @ vector)) for _, v, _ in passages),
-                        max(max(0.0, float(s @ sense)) for _, _, s in passages),
-                        max(pairs, default=0.0))
-    quotes = [Quote(quoted, row, 0.5 * words[sentence] + 0.5 * meaning[sentence])
-              for sentence, quoted, row in in_order]
-    quotes.sort(key=lambda q: -q.score)  # stable: the better passage first among equals
-    return Weighed(evidence, quotes)
+        found += [(-score, group.name, row) for row, score in scores.items()]
+    rows = {(name, row) for _, name, row in sorted(found)[:PASSAGES]}
+    out = []
+    for group in indexes:
+        chosen = set(group.closest_sentences(sense, SENTENCE_DEPTH))
+        chosen.update(n for n, s in enumerate(group.sentences) if (group.name, s.row) in rows)
+        out.append((group, sorted(chosen)))
+    return out
+
+
+def _quotable(sentence: str, asked_stems: set[str]) -> bool:
+    """Whether a sentence can be an answer: a statement (20 characters or more, ending as a
+    sentence ends), not a contents line, and not a restatement of the question (a sentence
+    whose every word the question has)."""
+    if len(sentence) < 20 or not sentence.rstrip("\"”’)").endswith((".", "!", "?")):
+        return False
+    if _CONTENTS.search(sentence):
+        return False
+    return not set(search.all_stems(sentence)) <= asked_stems
 
 
 def choose(quotes: list[Quote], limit: int) -> list[Quote]:
@@ -176,11 +240,9 @@ def choose(quotes: list[Quote], limit: int) -> list[Quote]:
     seen: set[str] = set()
     chosen = []
     for quote in quotes:
-        sentence = quote.sentence
-        if sentence in seen or quote.score < SUPPORT or len(sentence) < 20 or \
-                not sentence.rstrip("\"”’)").endswith((".", "!", "?")):
-            continue  # a heading, a caption, a fragment: not a statement to quote
-        seen.add(sentence)
+        if quote.sentence in seen or quote.score < SUPPORT:
+            continue
+        seen.add(quote.sentence)
         chosen.append(quote)
         if len(chosen) == limit:
             break
@@ -193,20 +255,16 @@ def _refusal(question: str, message: str) -> dict[str, Any]:
 
 
 def unknown_names(question: str, indexes: list[ranking.Passages]) -> list[str]:
-    """The question's words that name something none of these passages mention: a word
-    the passages never use (stemmed as the index stems it) that is written as a name
-    (a capital letter not opening a sentence, or a digit) or is rare (`RARE_PIECES`). A
-    library that never mentions what a question is about cannot answer it, however close
-    its other words come. An ordinary word it does not use ("fridge" where the library says
-    "refrigerator") is left to the evidence step."""
+    """The question's names that none of these passages mention: a word written as a name
+    (`is_name`) that the passages never use (stemmed as the index stems it). A library that
+    never mentions the species, place or product a question is about cannot answer it,
+    however close its other words come. A common word the library does not use
+    ("weedkiller" where it says "herbicide", "OK") never refuses: it is left to the weighing
+    of sentences. Only the caller's groups are consulted."""
     found = []
-    tokenizer = word_vectors.Embedder.serving().tokenizer
     for match in _WORD.finditer(question):
         word, before = match.group(), question[:match.start()].rstrip()
-        opens = not before or before.endswith(_SENTENCE_ENDS)  # a capital there is no name
-        named = (not opens and word[:1].isupper()) or any(c.isdigit() for c in word)
-        if not named and len(tokenizer.encode(word.lower(), add_special_tokens=False).ids) \
-                < RARE_PIECES:
+        if not is_name(word, opens=not before or before.endswith(_SENTENCE_ENDS)):
             continue
         stemmed = search.stems(word)
         if not stemmed or stemmed[0] in ASKING:
@@ -214,6 +272,17 @@ def unknown_names(question: str, indexes: list[ranking.Passages]) -> list[str]:
         if not any(group.searcher.doc_freq("text", stemmed[0]) for group in indexes):
             found.append(word)
     return found
+
+
+def is_name(word: str, *, opens: bool) -> bool:
+    """Whether a word is written as a name: a capital where no sentence opens ("Namur",
+    "Arnica"), letters with digits (a code: "P1"), or a year ("2026"). A word in capitals
+    that is a common word ("OK") is none."""
+    if word.upper() in COMMON_CAPITALS:
+        return False
+    if any(c.isdigit() for c in word):
+        return any(c.isalpha() for c in word) or bool(_YEAR.fullmatch(word))
+    return not opens and word[:1].isupper()
 
 
 def _weights(indexes: list[ranking.Passages], terms: set[str]) -> dict[str, float]:

@@ -29,6 +29,7 @@ from exporter.shared.search import (
     stems,
     words,
 )
+from exporter.shared.sentences import SENTENCE_SENSES, table
 
 # How much a match counts, by field: names (scientific, vernacular, a person's name) most.
 BOOST_NAMES = 4.0
@@ -224,10 +225,16 @@ class Passages:
         self.searcher = self.index.searcher()
         self.vectors = np.load(folder / VECTORS, mmap_mode="r")
         self.senses = np.load(folder / SENSES, mmap_mode="r")
+        # Each passage's sentences (`exporter.shared.sentences`), row by row, and their
+        # vectors by the sentence encoder.
+        self.sentences = table(self.rows)
+        self.sentence_senses = np.load(folder / SENTENCE_SENSES, mmap_mode="r")
         if not (self.vectors.shape == (len(self.rows), DIMENSIONS)
-                and self.senses.shape == (len(self.rows), encoder.DIMENSIONS)):
+                and self.senses.shape == (len(self.rows), encoder.DIMENSIONS)
+                and self.sentence_senses.shape == (len(self.sentences), encoder.DIMENSIONS)):
             raise ValueError(f"passages/{name}: {len(self.rows)} rows but vectors of shape "
-                             f"{self.vectors.shape} and senses of shape {self.senses.shape}")
+                             f"{self.vectors.shape}, senses of shape {self.senses.shape} and "
+                             f"sentence senses of shape {self.sentence_senses.shape}")
 
     def keyword(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
         """(row, BM25) of the passages best matching these stemmed terms."""
@@ -239,6 +246,15 @@ class Passages:
         hits = self.searcher.search(query, limit=limit, count=False).hits
         rows = self.searcher.fast_field_values("row", [address for _, address in hits])
         return [(int(row or 0), float(score)) for (score, _), row in zip(hits, rows, strict=True)]
+
+    def closest_sentences(self, sense: np.ndarray, limit: int) -> list[int]:
+        """The sentences (indexes into `sentences`) closest in meaning to `sense` (a vector
+        by the sentence encoder), best first (equals by index)."""
+        if not self.sentences:
+            return []
+        scores = np.asarray(self.sentence_senses @ sense, dtype=np.float32)
+        best = np.argsort(-scores, kind="stable")[:limit]
+        return [int(n) for n in best]
 
     def semantic(self, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
         """(row, cosine) of the passages closest in meaning."""

@@ -34,11 +34,13 @@ from exporter.project.records import SourceRecord
 from exporter.shared import encoder, search, word_vectors
 from exporter.shared.errors import Problem
 from exporter.shared.fileversion import version_of
+from exporter.shared.sentences import SENTENCE_SENSES, table
 
 CACHE = LIBRARY_PAGES  # in .fednode/cache: the pages of each PDF, by path and version
 # How passages are made from pages: a new number makes the next export index them again.
-# 2: running headers and footers left out. 4: each row with its headings' spans.
-PASSAGE_FORMAT = 4
+# 2: running headers and footers left out. 4: each row with its headings' spans. 5: each
+# sentence's vector beside the passages' (`exporter.shared.sentences`).
+PASSAGE_FORMAT = 5
 READ_SECONDS = 120.0  # to read one PDF, in a process of its own (where the export forks)
 READ_MEMORY = 2 * 2**30  # bytes of memory that process may take beyond the export's own
 
@@ -315,6 +317,8 @@ def _group(folder: Path, live: Path | None, documents: list[Document], mark: str
     writing.save_vectors(folder / search.VECTORS, word_vectors.Embedder.embed(
         [f"{titles[str(row[0])]}: {row[3]}" for row in rows]))
     writing.save_vectors(folder / search.SENSES, _senses([str(row[3]) for row in rows], live))
+    writing.save_vectors(folder / SENTENCE_SENSES, _senses(
+        [sentence.weighed for sentence in table(rows)], live, sentences=True))
     (folder / search.PASSAGE_ROWS).write_text(json.dumps(
         {"mark": mark, "titles": titles, "rows": rows, "senses": encoder.VERSION},
         ensure_ascii=False), "utf-8")
@@ -328,22 +332,22 @@ ENCODED_KEPT = 10_000  # about 15 MB
 _encoded: dict[str, np.ndarray] = {}
 
 
-def _senses(texts: list[str], live: Path | None) -> np.ndarray:
-    """Each passage's vector by the sentence encoder: taken from the live build's group
-    where it holds the same text (an unchanged PDF beside a changed one is not encoded
-    again), or from what this process encoded last, encoded otherwise (about 40 ms a
-    passage)."""
+def _senses(texts: list[str], live: Path | None, *, sentences: bool = False) -> np.ndarray:
+    """Each passage's (or, with `sentences`, each sentence's) vector by the sentence encoder:
+    taken from the live build's group where it holds the same text (an unchanged PDF beside
+    a changed one is not encoded again), or from what this process encoded last, encoded
+    otherwise (about 40 ms a passage)."""
     known: dict[str, np.ndarray] = dict(_encoded)
     if live is not None:
         try:
             state = json.loads((live / search.PASSAGE_ROWS).read_bytes())
             rows = state["rows"]
-            vectors = np.load(live / search.SENSES)
+            made = [s.weighed for s in table(rows)] if sentences else [str(r[3]) for r in rows]
+            vectors = np.load(live / (SENTENCE_SENSES if sentences else search.SENSES))
             # made by this encoder (another version's vectors mean something else)
             if state.get("senses") == encoder.VERSION and \
-                    vectors.shape == (len(rows), encoder.DIMENSIONS):
-                known.update((str(row[3]), vector)
-                             for row, vector in zip(rows, vectors, strict=True))
+                    vectors.shape == (len(made), encoder.DIMENSIONS):
+                known.update(zip(made, vectors, strict=True))
         except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
             pass  # none there (an older build), or unreadable: encoded again
     out = np.zeros((len(texts), encoder.DIMENSIONS), np.float32)

@@ -169,8 +169,12 @@ def test_an_answer_cites_the_page_it_comes_from(site: Site) -> None:
 @pytest.mark.parametrize(("question", "says"), [
     ("How many members does the football club have?", "no passage"),
     ("What is the best way to feed a horse in winter?", "no passage"),
-    # A name, a number or a rare word the library never uses: it cannot be what it is about.
-    ("What is the best treatment for ragweed allergy?", "never mention 'ragweed'"),
+    # A name (a capital inside a sentence, a code, a year) the library never uses: it
+    # cannot be what the question is about.
+    ("What is the best treatment for Ambrosia allergy?", "never mention 'Ambrosia'"),
+    ("What are the dates of the 2031 balsam pulling days?", "never mention '2031'"),
+    # A common word the library never uses refuses nothing by itself: the weighing does.
+    ("What is the best treatment for ragweed allergy?", "no passage"),
     ("Are knotweed stems injected in Dinant as well?", "never mention 'Dinant'"),
     ("Can a holder of a P1 licence inject knotweed stems?", "never mention 'P1'"),
 ])
@@ -239,12 +243,114 @@ def test_restricted_documents_are_absent_for_keys_without_their_group(
     assert named["grounded"] and named["citations"][0]["document_id"] == PROTOCOL
     for words in ("What must an injection team carry in case of a spill?",
                   "When should knotweed stems be injected?", "spill kit absorbent pads",
-                  "Where are the Spillsorb pads kept?"):
+                  "Where are the Spillsorb pads kept?",
+                  # each kind of answer, and common words the library never uses
+                  "How soon is a spill reported?", "How many pads does a spill kit hold?",
+                  "Is it OK to pile pulled balsam near the water?",
+                  "Why are pulled balsam plants piled on dry ground?",
+                  "Who do we tell about a spill of weedkiller?"):
         plain = site.ask({"question": words, "limit": 5}, "plain")
         alone = public_only.ask({"question": words, "limit": 5}, "plain")
         assert plain == alone, words
         assert PROTOCOL not in json.dumps(plain)
-    assert "never mention 'Spillsorb'" in plain[1]["message"]
+    named = site.ask({"question": "Where are the Spillsorb pads kept?"}, "plain")[1]
+    assert "never mention 'Spillsorb'" in named["message"]
+
+
+def test_the_weighing_never_depends_on_a_document_the_caller_cannot_read(
+        site: Site, public_only: Site) -> None:
+    """Every part of every sentence's score (the share of the question's words, weighted by
+    how rare each is in the caller's passages; the rarest words; closeness in meaning; the
+    kind of answer), the evidence, and the names the library never mentions: the same, to
+    the bit, for a caller without the `sensitive` group, whether or not a restricted
+    document exists."""
+    from sidecar.library import unknown_names, weigh
+    from sidecar.store import Snapshot
+    with_it, without = (Snapshot(s.node.root / ".fednode" / "bundle").passage_groups(["public"])
+                        for s in (site, public_only))
+    for question in ("What must an injection team carry in case of a spill?",
+                     "How soon is a spill reported to the coordinator?",
+                     "Where are the Spillsorb pads kept at Profondeville?",
+                     "Is it OK to pile pulled balsam near the water?",
+                     "When should knotweed stems be injected?"):
+        assert weigh(with_it, question) == weigh(without, question), question
+        assert unknown_names(question, with_it) == unknown_names(question, without)
+    assert unknown_names("Where are the Spillsorb pads kept?", with_it) == ["Spillsorb"]
+
+
+def test_a_common_word_never_refuses(site: Site) -> None:
+    """Only a name the library never mentions refuses a question at once: "OK" in
+    capitals, or "weedkiller" where the library says "herbicide", are words, and the
+    question is weighed."""
+    for question in ("Is it OK to pile pulled balsam on dry ground?",
+                     "Is balsam pulled by hand or sprayed with weedkiller in June?"):
+        _, body = site.ask({"question": question})
+        assert body["grounded"] is True, (question, body)
+        assert body["citations"][0]["page"] == 4, body
+
+
+def test_the_answer_leads_with_the_sentence_that_answers(tmp_path: Path) -> None:
+    """Of sentences on one subject, the one that gives the kind of answer asked for (a
+    distance, an amount, a duration) leads the answer; where none gives it, the question is
+    refused rather than answered with a neighbouring fact; a contents line is no answer."""
+    from sidecar.library import answer
+    from sidecar.store import Snapshot
+    node = library_node(tmp_path / "node", restricted=False)
+    page = ("Refill the injection gun at least 10 metres from any watercourse, on level "
+            "ground. The product is a glyphosate formulation of 360 grams per litre, "
+            "authorised for professional use. Inject 3 millilitres of the formulation into "
+            "each cane, between the second and third node.")
+    make_pdf(node.root / "content" / "library" / "guide.pdf", [*GUIDE_PAGES, page])
+    build(Project(node.root))
+    snapshot = Snapshot(node.root / ".fednode" / "bundle")
+    for question, lead in (
+            ("How far away from the stream do I need to be when I refill the injection gun?",
+             "Refill the injection gun at least 10 metres"),
+            ("How much glyphosate product goes into each knotweed cane?",
+             "Inject 3 millilitres of the formulation")):
+        found = answer(snapshot, ["public"], question, 3)
+        assert found["grounded"] and found["citations"][0]["quote"].startswith(lead), found
+        assert found["answer"].startswith(lead)
+    refused = answer(snapshot, ["public"], "How many weeks does glyphosate stay in the soil "
+                                           "after the canes are injected?", 3)
+    assert refused["answer"] is None and refused["citations"] == [], refused
+    found = answer(snapshot, ["public"], "Which page covers injection and balsam?", 3)
+    assert not any(", page" in c["quote"] for c in found["citations"]), found
+
+
+@pytest.mark.parametrize(("question", "kind"), [
+    ("How far away from the stream do I need to be when I refill the gun?", "distance"),
+    ("How much glyphosate product goes into each knotweed cane?", "amount"),
+    ("How long do the warning signs stay up?", "duration"),
+    ("When we sheet over a patch, how far past the stems does it go?", "distance"),
+    ("What temperature should the fridge be at?", "temperature"),
+    ("What time of year should I collect alder seed?", "season"),
+    ("Why do we break the balsam stems?", "reason"),
+    ("Is it OK to use plastic bags when collecting seed?", "rule"),
+    ("We have no drying room - how should we store seed?", "way"),
+    ("What's the phone number of the emergency line?", "digits"),
+])
+def test_the_kind_of_answer_asked_for(question: str, kind: str) -> None:
+    from sidecar import answer_kinds
+    assert answer_kinds.asked(question) == kind
+
+
+def test_what_gives_a_kind_of_answer() -> None:
+    """A number with its unit, counted by the unit asked; an instruction for a rule; a
+    year is no count; a capital word opening a sentence, or "OK", is no name."""
+    from sidecar import answer_kinds
+    from sidecar.library import is_name
+    assert answer_kinds.gives("distance", "Refill it at least 10 metres from any watercourse.")
+    assert not answer_kinds.gives("distance", "Refill it away from any watercourse.")
+    assert answer_kinds.gives("count", "Since 2022, about 300 canes an hour.")
+    assert not answer_kinds.gives("count", "Volunteers have worked here since 2022.")
+    assert answer_kinds.gives("rule", "Use paper bags, never plastic.")
+    assert answer_kinds.units("How much goes into each knotweed cane?") == ["cane"]
+    assert answer_kinds.counted_by("Inject 3 ml into each cane.", ["cane"])
+    assert not answer_kinds.counted_by("It holds 360 grams per litre.", ["cane"])
+    assert is_name("Namur", opens=False) and is_name("P1", opens=True)
+    assert is_name("2026", opens=False) and not is_name("12", opens=False)
+    assert not is_name("OK", opens=False) and not is_name("Afterwards", opens=True)
 
 
 def test_callers_words_are_not_remembered_between_calls(site: Site) -> None:
@@ -384,13 +490,13 @@ def test_an_unchanged_pdf_is_not_read_again(tmp_path: Path,
 
 @pytest.mark.slow
 def test_a_passage_is_encoded_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The sentence encoder (about 45 ms a passage) encodes each passage once: a group whose
-    PDFs did not change is linked from the build before, and a group rebuilt around a
-    changed PDF takes its other passages' vectors from there (what the process encoded
-    before is forgotten before each export here, so the build alone can give them). Every
-    vector is the one the passage's text has when encoded afresh. (What an export encoded is
-    what its process learned (`library._encoded`), from the process that built the library
-    aside too.)"""
+    """The sentence encoder (about 45 ms a passage) encodes each passage and each sentence
+    once: a group whose PDFs did not change is linked from the build before, and a group
+    rebuilt around a changed PDF takes its other passages' and sentences' vectors from there
+    (what the process encoded before is forgotten before each export here, so the build
+    alone can give them). Every vector is the one its text has when encoded afresh. (What an
+    export encoded is what its process learned (`library._encoded`), from the process that
+    built the library aside too.)"""
     from exporter.library import documents as library
     from exporter.shared import encoder
     from sidecar.store import Snapshot
@@ -414,11 +520,14 @@ def test_a_passage_is_encoded_once(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     for group in groups:
         fresh = encode(encoder.Encoder.shared(), [str(row[3]) for row in group.rows])
         assert np.abs(np.asarray(group.senses) - fresh).max() < 1e-5
-    # Another version of the encoder: every passage is encoded again, none taken from the
-    # build before (its vectors meant something else).
+        fresh = encode(encoder.Encoder.shared(), [s.weighed for s in group.sentences])
+        assert np.abs(np.asarray(group.sentence_senses) - fresh).max() < 1e-5
+    # Another version of the encoder: every passage and every sentence is encoded again,
+    # none taken from the build before (its vectors meant something else).
     monkeypatch.setattr(encoder, "VERSION", "another-model:1")
     assert sorted(encoded_by_an_export()) == sorted(
-        str(row[3]) for group in groups for row in group.rows)
+        {str(row[3]) for group in groups for row in group.rows}
+        | {sentence.weighed for group in groups for sentence in group.sentences})
 
 
 def test_passages_of_the_wrong_shape_are_an_unusable_bundle(tmp_path: Path) -> None:
@@ -487,8 +596,9 @@ def test_running_headers_and_footers_are_left_out_of_the_passages(tmp_path: Path
 
 
 def test_every_word_of_a_passage_counts_as_evidence(tmp_path: Path) -> None:
-    """A passage's share of the question's words counts the words at its end too, not only
-    its opening ones (the query's cap on words is for queries)."""
+    """A sentence's share of the question's words counts the words at a passage's end too,
+    not only its opening ones (the query's cap on words is for queries), and the words of
+    the sentence before it count for its window."""
     from sidecar.library import weigh
     from sidecar.store import Snapshot
     node = library_node(tmp_path / "node", restricted=False)
@@ -501,13 +611,14 @@ def test_every_word_of_a_passage_counts_as_evidence(tmp_path: Path) -> None:
     make_pdf(node.root / "content" / "library" / "guide.pdf", [*GUIDE_PAGES, long_page])
     build(Project(node.root))
     groups = Snapshot(node.root / ".fednode" / "bundle").passage_groups(["public"])
-    evidence = weigh(groups, "Do goats browse tree of heaven regrowth?").evidence
-    assert evidence.passage_words == pytest.approx(1.0)
-    assert evidence.pair_words == pytest.approx(1.0)
+    quotes = weigh(groups, "Do goats browse tree of heaven regrowth?").quotes
+    goats = next(q for q in quotes if q.sentence.startswith("Goats browse"))
+    assert goats.parts.words == pytest.approx(1.0) and goats is quotes[0]
     # Words in two sentences that follow each other ("sheep" in one, "fences moved" in the
-    # next): all in the pair, though in no one sentence.
-    evidence = weigh(groups, "Are the sheep fences moved?").evidence
-    assert evidence.passage_words == evidence.pair_words == pytest.approx(1.0)
+    # next): all in the window of the second, though in no one sentence.
+    quotes = weigh(groups, "Are the sheep fences moved?").quotes
+    fences = next(q for q in quotes if q.sentence.startswith("The fences are moved"))
+    assert fences.parts.words < 1.0 and fences.parts.window == pytest.approx(1.0)
 
 
 def test_a_heading_is_not_quoted_with_the_sentence_under_it(tmp_path: Path) -> None:
