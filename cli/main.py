@@ -8,18 +8,20 @@ import gc
 import json
 import os
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from cli.progress import Progress
 from exporter.contract.errors import FednodeError
 from exporter.contract.wire import PUBLIC, SCOPES
 from exporter.pipeline.ledger import Ledger
+from exporter.project.baseurl import chosen_base_url, remember_base_url
 from exporter.project.config import Project, load_node_config, load_serve_config
 from exporter.project.names import SPECIES, duplicates, species_records, suspects
+from exporter.project.placeholders import placeholder_bodies
 from exporter.project.scaffold import new_record
 from exporter.project.tomltext import toml_string
 from exporter.shared.errors import ContentError, Problem, printable
@@ -79,16 +81,39 @@ def main() -> None:
 
 
 @main.command()
+@click.argument("folder", default=".", type=click.Path(file_okay=False, path_type=Path))
+def init(folder: Path) -> None:
+    """Start a node in FOLDER (default: here): content/node.toml with a fresh id, a folder per
+    collection and a README.md. Never overwrites an existing node."""
+    from exporter.project.init import init_node
+
+    for path in init_node(folder):
+        click.echo(f"wrote {printable(str(path))}", err=True)
+    click.echo(f"next: edit {printable(str(folder / 'content' / 'node.toml'))}, then "
+               f"`fednode check` and `fednode export` in {printable(str(folder))}", err=True)
+
+
+@main.command()
 @click.argument("collection")
-@click.argument("title")
+@click.argument("title", required=False)
 @project_option
-def new(collection: str, title: str, project_dir: Path) -> None:
+@click.option("--csv", "as_row", is_flag=True,
+              help="Add a row with a fresh id to the collection's CSV file instead (TITLE, "
+                   "if given, fills its title); the file is made if there is none.")
+def new(collection: str, title: str | None, project_dir: Path, as_row: bool) -> None:
     """Scaffold a record file with a fresh UUID, e.g. fednode new species "Giant hogweed".
 
     For species, a Latin name ("Impatiens glandulifera") fills scientificName and a common
     name ("Himalayan balsam") vernacularName; the field it filled is shown."""
     project = Project(project_dir)
-    made = new_record(project.content, collection, title, project.cache)
+    if as_row:
+        from exporter.project.csvrow import new_csv_row
+
+        row = new_csv_row(project.content, collection, title)
+        click.echo(f"added a row with id {row.id}; fill in its other cells", err=True)
+        click.echo(printable(f"{row.path}:{row.line}"))
+        return
+    made = new_record(project.content, collection, title or "", project.cache)
     for warning in made.warnings:
         click.echo(printable(warning), err=True)
     if collection == SPECIES:
@@ -150,6 +175,7 @@ def check(project_dir: Path) -> None:
         raise
     _warn(duplicates(species_records(project.content, suspects(content.records,
                                                                content.sort_keys))))
+    _warn(placeholder_bodies(content.records))
     click.echo(f"ok: {len(content.records)} records valid", err=True)
 
 
@@ -158,47 +184,13 @@ def _warn(warnings: list[Problem]) -> None:
         click.echo(str(warning), err=True)
 
 
-class _Progress:
-    """Progress of a long export on standard error, phase by phase: one line rewritten in
-    place on a terminal, one line per phase otherwise (a log, a CI build). An export that
-    reads fewer than `SHOWN_FROM` files stays quiet."""
-
-    SHOWN_FROM = 2000
-
-    def __init__(self) -> None:
-        self.terminal = sys.stderr.isatty()
-        self.active = False  # decided by the first phase, reading
-        self.shown = False
-        self.phase = ""
-        self.started = time.monotonic()
-
-    def __call__(self, phase: str, done: int, total: int) -> None:
-        self.active = self.active or total >= self.SHOWN_FROM
-        if not self.active:
-            return
-        if phase != self.phase:
-            self.phase = phase
-            self.started = time.monotonic()
-            if not self.terminal:
-                click.echo(f"{phase}: {total}", err=True)
-        if self.terminal:
-            self.shown = True
-            click.echo(f"\r{phase}: {done}/{total}".ljust(40), nl=False, err=True)
-            if done == total:
-                click.echo(f"\r{phase}: {total} in {time.monotonic() - self.started:.1f}s"
-                           .ljust(40), err=True)
-
-    def end(self) -> None:
-        if self.shown and self.terminal:
-            click.echo("\r" + " " * 40 + "\r", nl=False, err=True)
-
-
 @main.command()
 @project_option
 @click.option("--frozen", is_flag=True,
               help="Fail instead of adding ledger events (for CDN builds: the ledger must be "
                    "committed up to date).")
-@click.option("--base-url", help="Override node.base_url from content/node.toml.")
+@click.option("--base-url", help="Override node.base_url from content/node.toml; later "
+                                 "exports in this folder keep it until node.toml's changes.")
 @click.option("--watch", is_flag=True,
               help="Stay running and export again each time something in content/ changes "
                    "(a failed export is reported and the last good one kept); Ctrl-C stops.")
@@ -212,14 +204,18 @@ def export(project_dir: Path, frozen: bool, base_url: str | None, watch: bool) -
     from exporter.pipeline.build import BuildReport, build
 
     project = Project(project_dir)
+    chosen = chosen_base_url(project, base_url)
+    base_url = chosen.given
 
     def said(report: BuildReport) -> None:
+        remember_base_url(project, base_url)
         click.echo(report.summary())
+        click.echo(chosen.said, err=True)
         for warning in report.warnings:
             click.echo(f"Warning: {warning}", err=True)
 
     if not watch:
-        progress = _Progress()
+        progress = Progress()
         if _ENDS_WITH_COMMAND:  # what the export leaves is never freed (`run`)
             gc.disable()
         try:
@@ -239,7 +235,7 @@ def export(project_dir: Path, frozen: bool, base_url: str | None, watch: bool) -
         click.echo(f"watching {project.content} (Ctrl-C stops)", err=True)
         try:
             while True:
-                progress = _Progress()
+                progress = Progress()
                 try:
                     said(session.export(changes.taken(), progress))
                 except FednodeError as exc:

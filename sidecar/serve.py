@@ -26,6 +26,7 @@ from .app import NodeRunner, SidecarConfig, create_app
 from .errors import Unavailable
 from .limits import where_of
 from .state import RUNNING
+from .store import Store
 
 log = logging.getLogger("fednode.sidecar")
 class ServeError(FednodeError):
@@ -92,11 +93,32 @@ async def serve(options: Options, *, say: Callable[[str], None], reuse_port: boo
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
         flushing = asyncio.create_task(_flush_access_log(stop))
+        watching = asyncio.create_task(_warn_on_reload(app[RUNNING].store, here, stop))
         await stop.wait()
         await flushing
+        await watching
     finally:
         await runner.cleanup()
         access_log.flush()
+
+
+async def _warn_on_reload(store: Store, here: str, stop: asyncio.Event,
+                          interval: float = 1.0) -> None:
+    """Log `address_warnings` for every bundle the store reloads: an export run while the
+    sidecar serves (with another --base-url, or a node.toml edited) moves its links away
+    from this server, and the warning said at start no longer tells."""
+    seen = store.snapshot
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), interval)
+        except TimeoutError:
+            pass
+        fresh = store.snapshot
+        if fresh is seen:
+            continue
+        seen = fresh
+        for line in address_warnings(here, fresh.meta.base_url, fresh.meta.sidecar_url):
+            log.warning("build %s: %s", fresh.build, line.removeprefix("warning: "))
 
 
 async def _flush_access_log(stop: asyncio.Event) -> None:

@@ -48,6 +48,7 @@ from exporter.pipeline.switch import (
 )
 from exporter.project.config import NodeConfig, Project, load_node_config
 from exporter.project.content import SourceRecord, discover, read_all
+from exporter.project.placeholders import placeholder_bodies
 from exporter.project.schemas import Collection, collections
 from exporter.shared.errors import ContentError, ExportError, Problem
 from exporter.site import folders as layout
@@ -55,8 +56,8 @@ from exporter.site import openapi, pages
 from exporter.site.served import Rendered, render_record, schema_document
 
 # progress(phase, done, total) for the phases reading, ledger, rendering, writing site,
-# indexing and writing bundle, in this order: called with done = 0 when a phase starts, now
-# and then while it runs, and with done = total when it ends.
+# indexing, encoding library and writing bundle, in this order: called with done = 0 when a
+# phase starts, now and then while it runs, and with done = total when it ends.
 Progress = Callable[[str, int, int], None]
 
 
@@ -206,6 +207,7 @@ def _build(project: Project, *, now: datetime | None, frozen: bool, base_url: st
         with exclusive(project.private):
             report = _write_all(project, content, now=now, frozen=frozen, progress=progress,
                                 folder_limit=folder_limit, keep=keep)
+        report.warnings += map(str, placeholder_bodies(content.records))
     except OSError as exc:
         raise not_written(exc) from None
     report.seconds = time.perf_counter() - started
@@ -292,8 +294,11 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     records = bundle_writer.records_files(bundle_writer.records_tables(
         rendered, _positions(rendered), previous), project.private)
     progress("indexing", 0, len(rendered))
-    indexed = index.result() + passages.result()
+    searchable = index.result()
     progress("indexing", len(rendered), len(rendered))
+    progress("encoding library", 0, len(content.documents))
+    indexed = searchable + passages.result()
+    progress("encoding library", len(content.documents), len(content.documents))
     checkpoint("indexed")
     progress("writing bundle", 0, len(rendered))
     parts.bundled = Bundled(records, events_table, indexed)

@@ -93,35 +93,52 @@ def _title_fields(collection: Collection, title: str) -> dict[str, str]:
         spec: dict[str, Any] = collection.property(name) or {}
         low, high = spec.get("minLength", 0), spec.get("maxLength", len(value))
         if not low <= len(value) <= high:
-            raise ExportError(f"the title gives {name} {len(value)} characters; it takes "
-                              f"{low} to {high}: give a title of that length")
+            what = ("a title" if name == collection.title_field
+                    else f"a title that becomes {name}")
+            raise ExportError(f"{what} of {collection.name} takes {low} to {high} "
+                              f"characters; this one has {len(value)}: give a title of "
+                              f"that length")
     return filled
 
 
+# The body a new record starts with; `placeholders` warns while it is left in place.
+PLACEHOLDER_BODY = "Describe {title} here, in Markdown."
+
+
 def _front_matter(collection: Collection, title: str, filled: dict[str, str]) -> str:
-    props = collection.schema["properties"]
-    # Required fields, then those the collection asks a new record's author for though a
-    # record may lack them (`x-fednode.prompt`: a species' family, from a checklist that has
-    # none): each an empty value that `fednode check` asks to fill in.
+    """The new file: its id, the fields the title filled, each other required field to fill
+    in, those the collection asks for though a record may lack them (`x-fednode.prompt`: a
+    species' family) commented out, and the optional fields named."""
     required = [name for name in collection.schema["required"] if name != "id"]
-    required += [name for name in collection.schema["x-fednode"].get("prompt", [])
-                 if name not in required]
+    asked = [name for name in collection.schema["x-fednode"].get("prompt", [])
+             if name not in required and name not in filled]
     lines = ["+++", f"id = {toml_string(str(uuid.uuid4()))}",
              *(f"{name} = {toml_string(value)}" for name, value in filled.items())]
     for name in required:
-        if name in filled:
-            continue
-        spec = props[name]
-        if "enum" in spec:
-            lines.append(f"# one of: {', '.join(spec['enum'])}")
-        lines.append(f"{name} = {_placeholder(spec)}")
+        if name not in filled:
+            lines += _field_lines(name, collection.schema["properties"][name], asked=False)
+    for name in asked:
+        lines += _field_lines(name, collection.schema["properties"][name], asked=True)
     lines.append("# optional: " + ", ".join(
         name for name in collection.content_fields
-        if name not in required and name not in ("id", "body", *filled)))
-    lines += ["+++", "", f"Describe {title} here, in Markdown.", ""]
+        if name not in (*required, *asked, "id", "body", *filled)))
+    lines += ["+++", "", PLACEHOLDER_BODY.format(title=title), ""]
     return "\n".join(lines)
 
 
-def _placeholder(spec: dict[str, object]) -> str:
-    """An empty value, which `fednode check` reports as "empty: fill it in"."""
-    return "[]" if spec.get("type") == "array" else '""'
+def _field_lines(name: str, spec: dict[str, Any], *, asked: bool) -> list[str]:
+    """A field to fill in. Text and lists get an empty value, which `fednode check` reports
+    as "empty: fill it in"; a number or a yes/no has no empty value that is not a wrong one
+    (0 may be a true count), so it is written commented out, as is a field only asked for."""
+    note = "recommended" if asked else "required"
+    kind = spec.get("type")
+    if "enum" in spec:
+        lines = [f"# {note}, one of: {', '.join(map(str, spec['enum']))}"]
+    elif kind in ("integer", "number", "boolean"):
+        form = {"integer": "a whole number", "number": "a number",
+                "boolean": "true or false"}[kind]
+        return [f"# {note}, {form}: remove the # and give it", f"# {name} ="]
+    else:
+        lines = [f"# {note}: remove the # and fill it in"] if asked else []
+    value = "[]" if kind == "array" else '""'
+    return [*lines, f"{'# ' if asked else ''}{name} = {value}"]

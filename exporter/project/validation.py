@@ -103,7 +103,8 @@ def _describe(error: Any, record: SourceRecord, collection: Collection) -> Itera
     if error.validator == "required":
         for name in error.validator_value:
             if name not in error.instance:
-                yield Problem(record.path, record.line, name, "required")
+                yield Problem(record.path, record.line, name, "required" if name != "id"
+                              else f"required: {_how_to_make_an_id(collection.name)}")
         return
     if error.validator == "additionalProperties":
         allowed = list(collection.schema["properties"])
@@ -120,6 +121,8 @@ def _describe(error: Any, record: SourceRecord, collection: Collection) -> Itera
     if error.instance == "" or error.instance == []:
         if where != name:
             message = "empty: fill it in or remove it from the list"
+        elif name == "id":
+            message = f"empty: fill it in with {_how_to_make_an_id(collection.name)}"
         elif name in collection.schema["required"]:
             message = "empty: fill it in"
         else:
@@ -133,8 +136,8 @@ def _describe(error: Any, record: SourceRecord, collection: Collection) -> Itera
     elif error.validator == "format":
         message = f"{error.instance!r} is not a valid {error.validator_value}"
     elif error.validator == "pattern" and name == "id":
-        message = (f"{error.instance!r} is not a lowercase UUID; `fednode new` writes one, "
-                   f"or use python3 -c 'import uuid; print(uuid.uuid4())'")
+        message = (f"{error.instance!r} is not a lowercase UUID; use "
+                   f"{_how_to_make_an_id(collection.name)}")
     elif error.validator == "pattern" and name == "access":
         message = (f"{error.instance!r} is neither public nor a group name: write public, or "
                    f"a group in lowercase letters, digits, - and _ (e.g. partners)")
@@ -142,6 +145,14 @@ def _describe(error: Any, record: SourceRecord, collection: Collection) -> Itera
         hint = spec.get("description") or f"pattern {spec.get('pattern')}"
         message = f"{error.instance!r} does not have the expected form: {hint}"
     yield Problem(record.path, record.line_of(name), where or name, message)
+
+
+def _how_to_make_an_id(collection: str) -> str:
+    """How a publisher makes a record's id: a file's is written by `fednode new`, a CSV row's
+    by `fednode new --csv` (which adds the row), or any UUID version 4 made by hand."""
+    return (f"a fresh UUID: python3 -c 'import uuid; print(uuid.uuid4())' prints one, "
+            f"`fednode new {collection} --csv` adds a CSV row with one, and "
+            f"`fednode new {collection} \"TITLE\"` a file with one")
 
 
 def _expected_form(name: str, spec: dict[str, Any], value: Any, in_csv: bool) -> str:

@@ -302,8 +302,8 @@ def test_cli_new_scaffolds_a_record_that_check_explains(node: Node) -> None:
     assert "giant-hogweed.md:4: scientificName: empty: fill it in\n" in check.output
     assert "scientificName: empty: fill it in or remove" not in check.output
     # What a new species is asked for though a record may lack it (a checklist's taxon
-    # without a family) may be removed.
-    assert "giant-hogweed.md:5: family: empty: fill it in or remove the line\n" in check.output
+    # without a family) is written commented out: optional, so never an error.
+    assert '# family = ""' in text and "family" not in check.output
     bad = runner.invoke(main, ["new", "plants", "X", "--project", str(node.root)])
     assert bad.exit_code == 1 and "unknown collection 'plants'" in bad.output
 
