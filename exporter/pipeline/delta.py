@@ -397,7 +397,9 @@ def _applied(state: State, edits: list[_Edit], keys: dict[str, SortKey]
         at = state.place[r.id]
         group.records[at], group.prints[at] = r, r.key
         parts.sources[r.id] = record
-        if r.title != edit.before.title:
+        shown, before = pages.vernaculars([r, edit.before]) if r.collection == "species" \
+            else ("", "")
+        if r.title != edit.before.title or shown != before:  # what its list shows of it
             retitled.add(r.collection)
         for _, other in parts.related.get(r.id, []):
             parts.related[other.id] = [(section, r if x is edit.before else x)

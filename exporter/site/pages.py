@@ -36,12 +36,15 @@ from markupsafe import escape as html
 
 from exporter.contract.endpoints import ENDPOINTS
 from exporter.contract.page_urls import collection_href, file_of, record_href
+from exporter.contract.wire import document_url
 from exporter.pipeline.cache import Cache
 from exporter.pipeline.outputs import OutputFile, constant
 from exporter.project.config import NodeConfig
 from exporter.project.content import SourceRecord
 from exporter.project.schemas import Collection
-from exporter.site.served import Rendered, fingerprint, json_of
+from exporter.site.served import LIBRARY_PATH, Rendered, fingerprint, json_of
+from exporter.site.values import escaped as _escaped
+from exporter.site.values import is_shown, markdown_html, value_html
 
 PAGE_SIZE = 100  # records listed on one collection page
 SITEMAP_MAX = 50_000  # URLs in one sitemap file (the sitemaps.org limit)
@@ -70,6 +73,8 @@ def _templates_digest() -> str:
     digest = hashlib.sha256()
     for name in TEMPLATES:
         digest.update(resources.files("exporter.site").joinpath(f"templates/{name}").read_bytes())
+    # how values and bodies become HTML shows on every page as much as the templates do
+    digest.update(resources.files("exporter.site").joinpath("values.py").read_bytes())
     return digest.hexdigest()
 
 
@@ -186,22 +191,67 @@ def record_page(site: Site, collection: Collection, r: Rendered, source: SourceR
 
 def collection_pages(site: Site, collection: Collection, items: list[Rendered]
                      ) -> Iterator[OutputFile]:
-    """The pages listing a collection's public records (`items`, in list order)."""
+    """The pages listing a collection's public records (`items`, in list order): each
+    species with its vernacular name, and an A-Z index when there is more than one page."""
     total = len(items)
     pages = max(1, -(-total // PAGE_SIZE))
+    common = vernaculars(items) if collection.name == "species" else [""] * total
+    index = letters(items, pages)
     for page in range(1, pages + 1):
-        chunk = items[(page - 1) * PAGE_SIZE:page * PAGE_SIZE]
+        at = slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE)
+        chunk = items[at]
         print_ = fingerprint("collection page", site.print_, collection.name, str(page),
-                             str(total), *(f"{r.id}\x1e{r.title}" for r in chunk))
+                             str(total), *(f"{k}{n}" for k, n in index.items()),
+                             *(f"{r.id}\x1e{r.title}\x1e{v}" for r, v in zip(
+                                 chunk, common[at], strict=True)))
         href = collection_href(collection.name, page)
-        listed = [{"href": record_href(collection.name, r.id), "title": r.title or r.id}
-                  for r in chunk]
+        firsts = {first for letter, first in index.items() if first // PAGE_SIZE == page - 1}
+        listed = [{"href": record_href(collection.name, r.id), "title": r.title or r.id,
+                   "vernacular": v, "anchor": _letter(r) if n in firsts else ""}
+                  for n, r, v in zip(range(at.start, at.start + len(chunk)), chunk,
+                                     common[at], strict=True)]
         render = functools.partial(
             site.render, "collection.html", collection=collection, items=listed, total=total,
             page=page, pages=pages, here=href,
+            index=[(letter, collection_href(collection.name, first // PAGE_SIZE + 1))
+                   for letter, first in index.items()],
             previous=collection_href(collection.name, page - 1) if page > 1 else None,
             next=collection_href(collection.name, page + 1) if page < pages else None)
         yield OutputFile(file_of(href), print_, render)
+
+
+def _letter(r: Rendered) -> str:
+    """The letter a record is filed under in an A-Z index ("#" for a digit or symbol)."""
+    first = (r.title or r.id)[:1].upper()
+    return first if "A" <= first <= "Z" else "#"
+
+
+def letters(items: list[Rendered], pages: int) -> dict[str, int]:
+    """For a collection of more than one page, each initial letter and the place in the
+    list of the first record filed under it; none for a collection on one page."""
+    if pages <= 1:
+        return {}
+    found: dict[str, int] = {}
+    for n, r in enumerate(items):
+        found.setdefault(_letter(r), n)
+    return found
+
+
+def vernaculars(items: list[Rendered]) -> list[str]:
+    """Each species' vernacular name, from its served JSON: its `vernacularName`, or else
+    the first English (or else the first) of its imported `vernacularNames`."""
+    out = []
+    for served in json_of(items):
+        data = json.loads(served)
+        name = data.get("vernacularName")
+        if isinstance(name, list):
+            name = next((n for n in name if isinstance(n, str) and n), "")
+        if not name:
+            listed = [n for n in data.get("vernacularNames") or [] if isinstance(n, dict)]
+            english = [n for n in listed if n.get("language") == "en"]
+            name = next((str(n.get("vernacularName") or "") for n in english or listed), "")
+        out.append(str(name or ""))
+    return out
 
 
 Related = dict[str, list[tuple[str, Rendered]]]
@@ -263,19 +313,9 @@ def _labelled(collection: Collection) -> tuple[tuple[str, str], ...]:
 def _record_page(site: Site, collection: Collection, r: Rendered, source: SourceRecord,
                  links: list[tuple[str, Rendered]]) -> bytes:
     fields = source.fields
-    shown: list[tuple[str, str]] = []
-    for name, label in _labelled(collection):
-        value = fields.get(name)
-        if value in (None, "", []):
-            continue
-        # a list as one text, escaped once: what `join(", ")` gave, item by item
-        shown.append((label, ", ".join(map(str, value)) if isinstance(value, list)
-                      else str(value)))
-    if fields.get("tags"):
-        shown.append(("Tags", ", ".join(map(str, fields["tags"]))))
-    # The parts of the page made of many items (the rows of its <dl>, its paragraphs, the
-    # sections of related records) are made here in one pass each rather than by loops in
-    # the template, every text escaped as the template would.
+    # The parts of the page made of many items (the rows of its <dl>, the sections of
+    # related records) are made here in one pass each rather than by loops in the template,
+    # every text escaped as the template would.
     sections: dict[str, list[str]] = {}
     for section, other in links:
         sections.setdefault(section, []).append(
@@ -288,23 +328,30 @@ def _record_page(site: Site, collection: Collection, r: Rendered, source: Source
         "here": _escaped(here),
         "json_path": json_path,
         "json_ld": _script_json(json_ld(site.node.base_url, collection.name, r, fields, links)),
-        "fields": "".join([f"<dt>{label}</dt><dd>{_escaped(value)}</dd>\n"
-                           for label, value in shown]),
+        "fields": fields_html(collection, source),
         "updated_at": _escaped(r.updated_at),
-        "body": "".join([f"<p>{_escaped(paragraph.replace('**', '').strip())}</p>\n"
-                         for paragraph in str(fields.get("body") or "").split("\n\n")
-                         if paragraph.strip()]),
+        "body": markdown_html(str(fields.get("body") or "")),
         "related": "".join([f"<section>\n<h2>{_escaped(title)}</h2>\n<ul>{''.join(items)}"
                             "</ul>\n</section>\n" for title, items in sections.items()]),
     })
 
 
-def _escaped(text: str) -> str:
-    """A text as the template's autoescape writes it (`markupsafe.escape`, to the byte),
-    as a plain string: a page escapes some thirty texts, and making each a `Markup` cost
-    more than escaping it."""
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace("'", "&#39;").replace('"', "&#34;"))
+def fields_html(collection: Collection, source: SourceRecord) -> str:
+    """The rows of a record page's <dl>: a library document's PDF first, then each field
+    with a value (nested records as tables, booleans as yes/no, URLs as links), then tags."""
+    fields = source.fields
+    rows = []
+    if source.path.startswith(LIBRARY_PATH):  # only public records have a page
+        pdf = _escaped(document_url("", source.id))
+        rows.append(f'<dt>Document</dt><dd><a href="{pdf}" type="application/pdf">'
+                    "Read the document (PDF)</a></dd>\n")
+    for name, label in _labelled(collection):
+        value = fields.get(name)
+        if is_shown(value):
+            rows.append(f"<dt>{label}</dt><dd>{value_html(value)}</dd>\n")
+    if fields.get("tags"):
+        rows.append(f"<dt>Tags</dt><dd>{value_html(fields['tags'])}</dd>\n")
+    return "".join(rows)
 
 
 def json_ld(base_url: str, collection: str, r: Rendered, fields: dict[str, Any],

@@ -55,6 +55,16 @@ def retitle(root: Path, pick: random.Random) -> set[Path]:
     return {path}
 
 
+def vernacular(root: Path, pick: random.Random) -> set[Path]:
+    """A species' vernacular name changed: the species list shows it beside the name."""
+    files = [p for p in sorted((root / "content" / "species").glob("*.md"))
+             if re.search(r'^vernacularName = "', p.read_text(), re.M)]
+    path = pick.choice(files)
+    path.write_text(re.sub(r'^(vernacularName = "[^"]*)"', r'\1 too"', path.read_text(),
+                           count=1, flags=re.M))
+    return {path}
+
+
 def csv_cell(root: Path, pick: random.Random) -> set[Path]:
     """One germination row's program renamed: one record of a file of many."""
     path = root / "content" / "germination" / "results.csv"
@@ -208,7 +218,7 @@ def csv_access(root: Path, pick: random.Random) -> set[Path]:
 # What one save of the property test holds: edits a delta export brings up to date (where
 # nothing else shows what they change: most saves), or any edits, after which the export may
 # be whole and the saves after it brought up to date from it.
-IN_PLACE: list[Edit] = [body, restricted_body, retitle, csv_cell, touch]
+IN_PLACE: list[Edit] = [body, restricted_body, retitle, vernacular, csv_cell, touch]
 ANY: list[Edit] = [*IN_PLACE, access, unrestrict, added, removed, relink, csv_added,
                    csv_removed, csv_access, node_toml]
 SAVE = st.one_of(st.lists(st.sampled_from(IN_PLACE), min_size=1, max_size=3),

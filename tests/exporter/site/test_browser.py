@@ -5,12 +5,19 @@ tests/artifacts/ (ignored by git)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
-from builders import REPO, debian_tool, exported_sample
+from builders import REPO, _missing, debian_tool, exported_sample
 from processes import ENV, FEDNODE, free_port, wait_for
+
+from exporter.contract.page_urls import record_href
+from exporter.contract.wire import COLLECTIONS
 
 ARTIFACTS = REPO / "tests" / "artifacts"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -85,3 +92,121 @@ def test_a_reader_goes_from_the_home_page_to_a_species_and_its_treatment(
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+AXE = REPO / ".cache" / "axe-core-4.14.1" / "node_modules" / "axe-core" / "axe.min.js"
+RINSE = REPO / "tests" / "data" / "dwc" / "rinse-pathways-checklist"  # 20 plants imported
+MARKDOWN = """
+## Where to report
+
+- **Online** at [waarnemingen.be](https://waarnemingen.be), or [not this](javascript:alert(1))
+- *By e-mail*: <script>alert(1)</script> <img src=x onerror="alert(2)">
+"""
+
+
+@contextmanager
+def _served(root: Path) -> Iterator[str]:
+    """The node exported, and served by `fednode serve` on a free port: its base URL."""
+    subprocess.run([*FEDNODE, "export", "--project", str(root)], env=ENV, check=True,
+                   capture_output=True, timeout=300)
+    port = free_port()
+    server = subprocess.Popen([*FEDNODE, "serve", "--project", str(root), "--port", str(port)],
+                              env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(f"http://127.0.0.1:{port}/api/manifest", server, 60)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _no_serious_violation(page: Any) -> None:
+    """axe-core, injected into the page, finds no serious or critical violation."""
+    if not AXE.is_file():
+        _missing("axe-core@4.14.1 from npm is not in .cache/")
+    page.add_script_tag(path=str(AXE))
+    found = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    serious = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
+               for v in found["violations"] if v["impact"] in ("serious", "critical")]
+    assert not serious, (page.url, serious)
+
+
+def _id(path: Path) -> str:
+    found = re.search(r'^id = "([^"]+)"', path.read_text("utf-8"), re.M)
+    assert found, path
+    return found.group(1)
+
+
+def _node(root: Path) -> dict[str, str]:
+    """The sample with the RINSE checklist's plants imported and a resource's body in
+    hostile Markdown: the href of a record page of each kind that shows them."""
+    result = subprocess.run([*FEDNODE, "import", "dwc", str(RINSE), "--project", str(root)],
+                            env=ENV, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    content = root / "content"
+    resource = content / "resources" / "how-to-report-an-invasive-plant.md"
+    with open(resource, "a", encoding="utf-8") as source:
+        source.write(MARKDOWN)
+    imported = next(p for p in sorted(content.glob("species/*.md"))
+                    if "distributions" in p.read_text("utf-8"))
+    document = next(p for p in sorted(content.glob("library/*.md"))
+                    if "access =" not in p.read_text("utf-8"))
+    return {"markdown": record_href("resources", _id(resource)),
+            "imported": record_href("species", _id(imported)),
+            "document": record_href("resources", _id(document))}
+
+
+@pytest.mark.slow
+def test_every_kind_of_page_reads_well_and_passes_axe(tmp_path: Path) -> None:
+    """A page of every collection and a record of each, an imported species with nested
+    records, a body in Markdown (hostile HTML in it shown as text, its script link
+    dropped) and a library document linking to its PDF; none with a serious or critical
+    accessibility violation."""
+    browser_path = debian_tool("chromium", "chromium")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    root = exported_sample(tmp_path / "node")
+    hrefs = _node(root)
+    with _served(root) as base, sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(browser_path), args=ARGS)
+        page = browser.new_page()
+        dialogs: list[str] = []
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        for name in COLLECTIONS:  # a record of each collection, as a reader reaches it
+            page.goto(f"{base}/{name}/")
+            hrefs[name] = page.locator("ul.records a").first.get_attribute("href") or ""
+        for href in ["/", *(f"/{name}/" for name in COLLECTIONS), *hrefs.values()]:
+            page.goto(base + href)
+            assert page.locator("h1").count() == 1, href
+            assert "{'" not in page.inner_text("main"), href
+            _no_serious_violation(page)
+        page.goto(f"{base}/species/")
+        balsam = page.locator("ul.records li", has=page.get_by_role(
+            "link", name="Impatiens glandulifera", exact=True))
+        assert balsam.locator(".vernacular").inner_text() == "Himalayan balsam"
+
+        page.goto(base + hrefs["imported"])
+        table = page.locator("dd table", has=page.get_by_role("columnheader",
+                                                              name="Location ID"))
+        assert table.locator("tbody tr").count() >= 1
+        assert page.locator("dt", has_text="Is Terrestrial").locator(
+            "xpath=following-sibling::dd[1]").inner_text() in ("yes", "no")
+        page.screenshot(path=str(ARTIFACTS / "imported.png"), full_page=True)
+
+        page.goto(base + hrefs["markdown"])
+        article = page.locator("article")
+        assert article.get_by_role("heading", name="Where to report").evaluate(
+            "h => h.tagName") == "H2"
+        assert article.locator("li strong", has_text="Online").count() == 1
+        assert article.get_by_role("link", name="waarnemingen.be").get_attribute(
+            "href") == "https://waarnemingen.be"
+        assert article.get_by_role("link", name="not this").count() == 0
+        assert article.locator("script, img[onerror]").count() == 0
+        assert "<script>alert(1)</script>" in article.inner_text()
+        page.screenshot(path=str(ARTIFACTS / "markdown.png"), full_page=True)
+
+        page.goto(base + hrefs["document"])
+        pdf = page.get_by_role("link", name="Read the document (PDF)")
+        answer = page.request.get(base + (pdf.get_attribute("href") or ""))
+        assert answer.status == 200 and answer.body().startswith(b"%PDF")
+        assert dialogs == []
+        browser.close()

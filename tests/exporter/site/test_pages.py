@@ -14,22 +14,25 @@ from pathlib import Path
 import jinja2
 import pytest
 from aiohttp.test_utils import TestClient
-from builders import app_for, copy_sample, exported_sample
+from builders import REPO, app_for, copy_sample, exported_sample
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markupsafe import Markup
 
+from cli.main import main
 from exporter.contract.page_urls import record_href
 from exporter.contract.wire import COLLECTIONS, PUBLIC
 from exporter.pipeline.build import build, load
 from exporter.project.config import Project, load_node_config
 from exporter.project.content import SourceRecord
 from exporter.project.schemas import collections
-from exporter.site import pages
+from exporter.site import pages, values
 from exporter.site.pages import PAGE_SIZE
 from exporter.site.served import Rendered
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
+RINSE = REPO / "tests" / "data" / "dwc" / "rinse-pathways-checklist"  # 20 plants
 PAGE_FILES = re.compile(r".*\.html|sitemap\.xml|sitemaps/.*|robots\.txt|site\.css")
 
 
@@ -89,6 +92,39 @@ def test_a_species_page_links_to_its_treatments_and_resources(sample_root: Path)
                     (path, link)
 
 
+def test_lists_show_vernacular_names_and_documents_link_to_their_pdf(
+        sample_root: Path) -> None:
+    files = page_files(sample_root)
+    assert re.search(rb'<li><a href="/species/[^"]+">Impatiens glandulifera</a> '
+                     rb'<span class="vernacular">Himalayan balsam</span></li>',
+                     files["species/index.html"])
+    library = [r for r in load(Project(sample_root)).records
+               if r.path.startswith("content/library/") and r.access == PUBLIC]
+    assert library
+    for record in library:
+        page = files[record_href(record.collection, record.id).lstrip("/")]
+        assert f'<a href="/library/{record.id}.pdf" type="application/pdf">'.encode() in page
+        assert (sample_root / "site_out" / "library" / f"{record.id}.pdf").is_file()
+    for page in files.values():  # no Python value shows on a page
+        assert b"{&#39;" not in page and b"<dd>False</dd>" not in page
+
+
+def test_imported_species_show_their_nested_records_as_tables(tmp_path: Path) -> None:
+    root = exported_sample(tmp_path / "node")
+    result = CliRunner().invoke(main, ["import", "dwc", str(RINSE), "--project", str(root)])
+    assert result.exit_code == 0, result.output
+    build(Project(root), now=NOW)
+    files = page_files(root)
+    imported = [r for r in load(Project(root)).records if r.fields.get("distributions")]
+    assert imported
+    for record in imported:
+        page = files[record_href("species", record.id).lstrip("/")].decode()
+        assert "<dt>Distributions</dt><dd><table" in page
+        assert '<th scope="col">Location ID</th>' in page and "{&#39;" not in page
+        assert re.search(r"<dt>Is Terrestrial</dt><dd>(yes|no)</dd>", page)
+        assert '<dd><a href="https://doi.org/10.15468/guejza">' in page  # the dataset
+
+
 @pytest.mark.slow
 def test_restricted_records_leave_no_trace_on_any_page(tmp_path: Path) -> None:
     """The pages of the sample equal, byte for byte, those of the same node without its
@@ -145,6 +181,17 @@ def test_collection_pages_are_paged(tmp_path: Path) -> None:
     assert listed == total and f"species/{last + 1}.html" not in files
     assert b'rel="next" href="/species/2.html"' in files["species/index.html"]
     assert b'rel="prev" href="/species/"' in files["species/2.html"]
+    # An A-Z index on every page of a long collection, each letter leading to the page and
+    # the first record filed under it.
+    index = re.search(rb'<nav aria-label="A to Z" class="az"><p>(.*?)</p></nav>',
+                      files["species/2.html"])
+    assert index is not None
+    letters = re.findall(rb'<a href="/species/(\d+\.html)?#letter-(\w+)">', index.group(1))
+    assert len(letters) >= 5
+    for page, letter in letters:
+        target = files[f"species/{page.decode() or 'index.html'}"]
+        assert re.search(rb'<li><a href="[^"]+" id="letter-' + letter + rb'">', target), letter
+    assert b'aria-label="A to Z"' not in files["team/index.html"]  # one page: no index
 
 
 def test_an_unchanged_records_page_is_not_rendered_again(tmp_path: Path) -> None:
@@ -217,9 +264,10 @@ async def test_the_sidecar_serves_the_same_pages(
 
 
 # What record.html's loops were before a record page's many-item parts were made in Python
-# (`pages._record_page`): the reference those parts must equal, escaping included.
+# (`pages._record_page`): the reference those parts must equal, escaping included. A value
+# and the body are HTML made by `values` (tested in test_values.py).
 LOOPS = {name: jinja2.Environment(autoescape=True).from_string(loop) for name, loop in {
-    "body": "{% for paragraph in body %}<p>{{ paragraph }}</p>\n{% endfor %}",
+    "body": "{{ body }}",
     "related": "{% for group in related %}<section>\n<h2>{{ group.title }}</h2>\n<ul>"
                "{% for item in group['items'] %}<li><a href=\"{{ item.href }}\">{{ item.title }}"
                "</a></li>{% endfor %}</ul>\n</section>\n{% endfor %}",
@@ -259,11 +307,11 @@ def test_a_record_page_is_its_template_rendered(
     for section, other in links:
         groups.setdefault(section, []).append(
             {"href": record_href(other.collection, other.id), "title": other.title or other.id})
-    shown = [(label, ", ".join(value) if isinstance(value, list) else value)
+    shown = [(label, Markup(values.value_html(value)))
              for name, label in pages._labelled(species)
              if (value := fields.get(name)) not in (None, "", [])]
     loops = {
-        "body": [p.replace("**", "").strip() for p in fields["body"].split("\n\n") if p.strip()],
+        "body": Markup(values.markdown_html(fields["body"])),
         "related": [{"title": t, "items": items} for t, items in groups.items()],
         "fields": [(Markup(label), value) for label, value in shown]}
     made = {name: Markup(LOOPS[name].render({name: value})) for name, value in loops.items()}
