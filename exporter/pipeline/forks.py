@@ -17,6 +17,7 @@ asked for."""
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import pickle
 import select
@@ -131,7 +132,16 @@ class Aside(Generic[T]):
 def _fork(function: Callable[..., Any], arguments: tuple[Any, ...]) -> tuple[int, int]:
     parent = os.getpid()
     read, write = os.pipe()
-    pid = os.fork()
+    # The child never collects what it inherits: an object of the parent's whose finalizer
+    # touches state that only the parent's other threads held (a connection, a library's
+    # handle) would crash the child when its garbage collector ran. (Frozen objects are
+    # also left untouched in memory, so the pages the processes share stay shared.)
+    gc.freeze()
+    try:
+        pid = os.fork()
+    finally:
+        if os.getpid() == parent:
+            gc.unfreeze()
     if pid:
         os.close(write)
         return pid, read
