@@ -255,16 +255,16 @@ def _string(value: str | None) -> str:
     return "null" if value is None else f'"{value}"'
 
 
-async def search(view: View, *, text: str, collections: Sequence[str] | None, limit: int,
+async def search(view: View, *, text: str, collections: tuple[str, ...] | None, limit: int,
                  mode: str) -> dict[str, Any]:
     """Search what this caller may read: the indexes of its groups, within its collections
-    (a named collection outside the key's limits is 403, as on lists)."""
+    (a named collection outside the key's limits is 403, as on lists). `collections` comes
+    as the endpoint's field reads it: each name once, in the node's order."""
     for name in collections or ():
         if name not in view.collections:
             raise InsufficientScope(f"this key may search {', '.join(view.collections)}, "
                                     f"not {name}")
-    wanted = view.collections if collections is None else \
-        tuple(name for name in COLLECTIONS if name in collections)
+    wanted = view.collections if collections is None else collections
 
     def run(snapshot: Snapshot, groups: Sequence[str]) -> dict[str, Any]:
         try:
