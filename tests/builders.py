@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import json
 import os
 import shutil
@@ -109,6 +111,19 @@ def exported_sample(destination: Path) -> Path:
         _EXPORTED.append(base / "node")
     shutil.copytree(_EXPORTED[0], destination, symlinks=True, dirs_exist_ok=True)
     return destination
+
+
+def checklist_core(folder: Path, header: list[str], rows: list[list[str]]) -> Path:
+    """A Darwin Core checklist as a folder holding one core, `taxon.csv`, of these rows,
+    made afresh (a hypothesis example writes it again)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    (folder / "taxon.csv").write_text(out.getvalue(), "utf-8")
+    return folder
 
 
 def multiply(content: Path, count: int) -> int:

@@ -20,7 +20,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
-from builders import REPO, Node, ServerThread, app_for, http_get, species, team
+from builders import REPO, Node, ServerThread, app_for, checklist_core, http_get, species, team
 from click.testing import CliRunner
 from dwca.read import DwCAReader
 from hypothesis import HealthCheck, event, given, settings
@@ -283,14 +283,7 @@ def test_any_taxon_table_imports_or_is_refused_clearly(tmp_path: Path, header: l
         else st.just(len(header))
     cells = data.draw(st.lists(width.flatmap(lambda n: st.lists(CELLS, min_size=n,
                                                                  max_size=n)), max_size=5))
-    folder = tmp_path / "hyp"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir()
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(cells)
-    (folder / "taxon.csv").write_text(out.getvalue(), "utf-8")
+    folder = checklist_core(tmp_path / "hyp", header, cells)
     shutil.rmtree(tmp_path / "hypnode", ignore_errors=True)
     project = Project(Node(tmp_path / "hypnode").root)
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import REPO, Node, examples
+from builders import REPO, Node, checklist_core, examples
 from click.testing import CliRunner
 from dwca.read import DwCAReader
 from hypothesis import HealthCheck, given, settings
@@ -244,14 +244,8 @@ def test_any_header_of_standard_terms_imports(tmp_path: Path, extra: list[str],
     """A core of any standard terms in any order imports; the terms without a field are
     named in one line, and none is a problem."""
     header = data.draw(st.permutations(["taxonID", "scientificName", *extra]))
-    folder = tmp_path / "hyp"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir()
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerow([VALUES.get(name, f"a {name}") for name in header])
-    (folder / "taxon.csv").write_text(out.getvalue(), "utf-8")
+    folder = checklist_core(tmp_path / "hyp", header,
+                            [[VALUES.get(name, f"a {name}") for name in header]])
     shutil.rmtree(tmp_path / "hypnode", ignore_errors=True)
     project = Project(Node(tmp_path / "hypnode").root)
     try:
