@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from cli.hub import hub
 from cli.progress import Progress
 from exporter.contract.errors import FednodeError
 from exporter.contract.wire import PUBLIC, SCOPES
@@ -459,6 +460,7 @@ def sync(base_url: str, key: str | None, into: Path, log_file: Path | None) -> N
     click.echo(report.summary())
 
 
+main.add_command(hub)  # `fednode hub ...`: cli/hub.py
 # Set by `run`, the `fednode` command, whose process ends with the command; not where the
 # commands are invoked in a process that goes on (tests' CliRunner).
 _ENDS_WITH_COMMAND = False
