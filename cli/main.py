@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from cli.darwincore import import_
 from cli.hub import hub
+from cli.options import project_option
 from cli.progress import Progress
 from exporter.contract.errors import FednodeError
 from exporter.contract.wire import PUBLIC, SCOPES
@@ -69,12 +71,6 @@ class Fednode(click.Group):
                                        f"permissions, then run the command again") from None
 
 
-project_option = click.option(
-    "--project", "project_dir", type=click.Path(file_okay=False, path_type=Path),
-    default=Path("."), show_default=True,
-    help="The node's folder: it holds content/, ledger.jsonl and .fednode/.")
-
-
 @click.group(cls=Fednode)
 @click.version_option(package_name="fednode")
 def main() -> None:
@@ -121,43 +117,6 @@ def new(collection: str, title: str | None, project_dir: Path, as_row: bool) -> 
         click.echo("filled " + ", ".join(f"{name} = {toml_string(value)}" for name, value in
                                          made.filled.items()), err=True)
     click.echo(printable(str(made.path)))
-
-
-@main.group("import")
-def import_() -> None:
-    """Import records from another format (Darwin Core checklists)."""
-
-
-@import_.command("dwc")
-@click.argument("source", type=click.Path(exists=True, path_type=Path))
-@project_option
-@click.option("--collection", default=SPECIES, show_default=True,
-              type=click.Choice([SPECIES]), help="The collection the taxa become records of.")
-@click.option("--access", help="Give the imported records this access group (default: new "
-                               "records are public, existing ones keep theirs).")
-@click.option("--dataset", help="The dataset's identifier (a DOI or URL), when the checklist "
-                                "has no datasetID column; with taxonID it fixes record ids.")
-@click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
-@click.option("--prune", is_flag=True, help="Delete the records of taxa that left the "
-                                            "checklist (without it they are only listed).")
-def import_dwc(source: Path, project_dir: Path, collection: str, access: str | None,
-               dataset: str | None, dry_run: bool, prune: bool) -> None:
-    """Import a Darwin Core checklist: an archive (zip, or folder with meta.xml) or a
-    folder of CSV files (taxon.csv plus distribution, description, speciesprofile,
-    vernacularname) joined on taxonID. docs/darwin-core.md maps the terms."""
-    from exporter.darwincore.importer import apply_import, plan_import
-    from exporter.darwincore.source import read_checklist
-
-    project = Project(project_dir)
-    plan = plan_import(project, read_checklist(source), dataset=dataset, access=access)
-    for line in [*plan.overlaps, *plan.notes]:
-        click.echo(line, err=True)
-    for record in plan.left:
-        click.echo(f"{record.path}: taxonID {record.fields['taxonID']} left the checklist"
-                   + (" (deleted)" if prune and not dry_run else ""), err=True)
-    if not dry_run:
-        apply_import(project, plan, prune=prune)
-    click.echo(plan.summary(dry_run=dry_run, prune=prune))
 
 
 @main.command()
@@ -460,6 +419,7 @@ def sync(base_url: str, key: str | None, into: Path, log_file: Path | None) -> N
     click.echo(report.summary())
 
 
+main.add_command(import_)  # `fednode import dwc`: cli/darwincore.py
 main.add_command(hub)  # `fednode hub ...`: cli/hub.py
 # Set by `run`, the `fednode` command, whose process ends with the command; not where the
 # commands are invoked in a process that goes on (tests' CliRunner).

@@ -23,8 +23,9 @@ from typing import Any
 
 from exporter.darwincore.eml import Provenance
 from exporter.darwincore.names import SplitName, split_names
-from exporter.darwincore.source import Checklist, Row, Taxon
+from exporter.darwincore.source import Checklist, ChecklistRefused, Row, Taxon
 from exporter.darwincore.terms import CORE_TERMS, EXTENSIONS, FLAGS
+from exporter.darwincore.values import read_controlled
 from exporter.project.config import Project
 from exporter.project.content import SourceRecord, discover, read
 from exporter.project.schemas import Collection, collections
@@ -77,21 +78,36 @@ def plan_import(project: Project, checklist: Checklist, *, dataset: str | None =
                 access: str | None = None) -> ImportPlan:
     """What importing `checklist` would change; raise ContentError if any taxon is not
     valid as a species record (each problem at its source file and line), or if the
-    checklist holds no plants."""
+    checklist holds no plants: a `ChecklistRefused`, with the notes of what was read (its
+    provenance, what it left out)."""
     if access is not None and not access.strip():
         # `--access "$GROUP"` with GROUP unset would otherwise publish every taxon
         raise ContentError([Problem(checklist.source, 0, "access",
                                     "--access is empty: give the access group the records "
                                     "get (e.g. --access partners), or leave --access out "
                                     "for public records")])
+    plan = ImportPlan("")
+    if checklist.provenance is not None:
+        plan.notes.append(f"{checklist.source}: {checklist.provenance.line()}")
+    plan.notes += checklist.notes
+    try:
+        _plan(plan, project, checklist, dataset, access)
+    except ContentError as error:
+        raise ChecklistRefused(error.problems, plan.notes) from None
+    return plan
+
+
+def _plan(plan: ImportPlan, project: Project, checklist: Checklist, dataset: str | None,
+          access: str | None) -> None:
+    """Fill `plan` with what importing the checklist's plants would change, and its notes;
+    raise ContentError listing every problem."""
     taxa, kingdom_note = plants(checklist)
+    plan.notes += [kingdom_note] if kingdom_note else []
+    plan.notes += read_controlled(taxa)
     provenance = checklist.provenance
     dataset = dataset or (provenance.doi if provenance else "") or None
     datasets = _datasets(checklist, taxa, dataset)
-    plan = ImportPlan(", ".join(sorted(datasets)))
-    if provenance is not None:
-        plan.notes.append(f"{checklist.source}: {provenance.line()}")
-    plan.notes += [*checklist.notes, *([kingdom_note] if kingdom_note else [])]
+    plan.dataset = ", ".join(sorted(datasets))
     existing = _existing(project)
     context = _Context(project, collections()[SPECIES], {r.id: r for r in existing}, {},
                        {r.path for r in existing}, {}, access, dataset)
@@ -114,7 +130,6 @@ def plan_import(project: Project, checklist: Checklist, *, dataset: str | None =
                    for r in gone if not r.path.endswith(".md")]
     if problems:
         raise ContentError(problems)
-    return plan
 
 
 # What the species collection holds: plants. Its `family` takes botanical family names

@@ -4,7 +4,9 @@ distribution.csv, description.csv, speciesprofile.csv, vernacularname.csv, and t
 GBIF extensions) joined on taxonID. Every problem is collected, as `file:line: term:
 message`; nothing is written. A column fednode has no field for, a standard term or not,
 and an extension it keeps nothing of, are named in the checklist's notes (one line a file)
-and left out: they never stop an import."""
+and left out: they never stop an import. A checklist that cannot be read is refused with
+its problems and those notes (`ChecklistRefused`): a column left out as no term is often
+why a term is missing. An archive is unpacked within bounds (`unpack`)."""
 
 from __future__ import annotations
 
@@ -16,14 +18,13 @@ import tempfile
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
-from xml.etree import ElementTree
+from pathlib import Path
 
 from dwca.exceptions import InvalidArchive
 from dwca.read import DwCAReader
 
 from exporter.darwincore.eml import Provenance, read_eml
-from exporter.darwincore.encoding import codec_for, strictly_decoded
+from exporter.darwincore.encoding import codec_for
 from exporter.darwincore.terms import (
     BY_ROW_TYPE,
     CORE_TERMS,
@@ -37,6 +38,7 @@ from exporter.darwincore.terms import (
     short,
     standard_terms,
 )
+from exporter.darwincore.unpack import contained, table_name, unpacked
 from exporter.project.tables import table_rows
 from exporter.shared.errors import ContentError, Problem, control_character, control_problem
 
@@ -64,6 +66,17 @@ class Checklist:
     provenance: Provenance | None = None  # from the archive's EML
 
 
+class ChecklistRefused(ContentError):
+    """A checklist not imported: its problems, and the notes of what was read before they
+    were found (what the checklist left out, where it came from), for the user to read
+    beside them: they often explain them (a column `taxonId`, left out as no term, is why
+    every row's taxonID is missing)."""
+
+    def __init__(self, problems: list[Problem], notes: list[str]) -> None:
+        super().__init__(problems)
+        self.notes = list(notes)
+
+
 @dataclass
 class _Found:
     tables: list[_Table]
@@ -80,14 +93,6 @@ class _Table:
     header_line: int = 1
 
 
-# A checklist comes from a third party: what it may make this machine do is bounded. An
-# archive is unpacked here, not by the reader (which follows any member's path and links),
-# into a folder removed afterwards; what it unpacks to, and what a checklist's tables hold,
-# is limited (the Belgian checklist of 2,617 taxa is 5 MB).
-UNPACKED_MAX = 512 * 1024 * 1024  # bytes an archive may unpack to, or its tables hold
-MEMBERS_MAX = 10_000  # files in an archive
-
-
 def read_checklist(source: Path) -> Checklist:
     """The taxa of the checklist at `source`, with their extension rows; raise ContentError
     listing every problem."""
@@ -98,8 +103,8 @@ def read_checklist(source: Path) -> Checklist:
         return _check(shown, _csv_tables(source))
     with tempfile.TemporaryDirectory(prefix="fednode-dwca-") as scratch:
         try:
-            folder = source if source.is_dir() else _unpacked(source, Path(scratch), shown)
-            _contained(folder, source)
+            folder = source if source.is_dir() else unpacked(source, Path(scratch), shown)
+            contained(folder, source)
             if folder != source:  # unpacked here, not the user's own folder
                 # The reader parses every file of dataset/ even when told to skip the
                 # metadata (a 100 kB zip of them takes 2.3 GB): fednode reads none of it.
@@ -121,122 +126,6 @@ def read_checklist(source: Path) -> Checklist:
         except Exception as exc:  # the reader's own parse errors (meta.xml, a ragged row)
             raise ContentError([Problem(shown, 0, "", f"not a readable Darwin Core Archive: "
                                                       f"{type(exc).__name__}: {exc}")]) from None
-
-
-def _refused(shown: str, message: str) -> ContentError:
-    return ContentError([Problem(shown, 0, "", message)])
-
-
-def _unpacked(source: Path, into: Path, shown: str) -> Path:
-    """The archive's files, unpacked under `into`: refused whole if a member would land
-    outside it (an absolute path, `..`), is anything but a file or a folder (a link, a
-    device), or if there are more than MEMBERS_MAX of them or they would unpack to more
-    than UNPACKED_MAX bytes (counted as they are written: a zip's sizes may lie). As the
-    reader did: an archive holding one folder is that folder."""
-    if zipfile.is_zipfile(source):
-        with zipfile.ZipFile(source) as bundle:
-            members = bundle.infolist()
-            _countable(len(members), shown)
-            written = 0
-            for member in members:
-                target = _placed(member.filename, into, shown)
-                kind = (member.external_attr >> 16) & 0o170000
-                if kind not in (0, 0o100000, 0o040000) and not member.is_dir():
-                    raise _not_a_file(member.filename, shown)
-                if member.is_dir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with bundle.open(member) as packed, open(target, "wb") as out:
-                    while chunk := packed.read(1 << 20):
-                        written += len(chunk)
-                        if written > UNPACKED_MAX:
-                            raise _too_large(shown)
-                        out.write(chunk)
-    elif tarfile.is_tarfile(source):
-        with tarfile.open(source, "r:*") as tar:
-            entries: list[tarfile.TarInfo] = []
-            declared = 0
-            for entry in tar:  # read as it goes: a count or a size over the limit stops it
-                entries.append(entry)
-                _countable(len(entries), shown)
-                _placed(entry.name, into, shown)
-                if not (entry.isfile() or entry.isdir()):
-                    raise _not_a_file(entry.name, shown)
-                declared += entry.size
-                if declared > UNPACKED_MAX:  # (before reading past it to the next header)
-                    raise _too_large(shown)
-            tar.extractall(into, members=entries, filter="data")
-    else:
-        raise _refused(shown, "not a readable Darwin Core Archive: neither a zip nor a tar "
-                              "file, nor a folder")
-    content = list(into.iterdir())
-    return content[0] if len(content) == 1 and content[0].is_dir() else into
-
-
-def _not_a_file(name: str, shown: str) -> ContentError:
-    return _refused(shown, f"{name[:80]!r} is a link or a device, not a file: an archive "
-                           f"holds files and folders only")
-
-
-def _too_large(shown: str) -> ContentError:
-    return _refused(shown, f"unpacks to more than {UNPACKED_MAX >> 20} MiB: too large for a "
-                           f"checklist")
-
-
-def _countable(count: int, shown: str) -> None:
-    if count > MEMBERS_MAX:
-        raise _refused(shown, f"holds more than {MEMBERS_MAX:,} files: too many for a "
-                              f"checklist")
-
-
-def _placed(name: str, into: Path, shown: str) -> Path:
-    parts = PurePosixPath(name.replace("\\", "/")).parts
-    if not parts or name.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
-        raise _refused(shown, f"{name[:80]!r} would land outside the archive's folder: an "
-                              f"archive's members are relative paths")
-    return into.joinpath(*parts)
-
-
-def _table_name(source: Path, location: str) -> str:
-    """How problems name a table of an archive: `folder/taxon.txt`, `archive.zip!taxon.txt`."""
-    return f"{source}/{location}" if source.is_dir() else f"{source}!{location}"
-
-
-def _contained(folder: Path, source: Path) -> None:
-    """Every table meta.xml names is a file of the checklist's folder (not a path outside
-    it, nor a link out of it, nor a device), and all of them hold at most UNPACKED_MAX
-    bytes: meta.xml is the checklist's, not the machine's, and must not make the import
-    read anything else."""
-    shown = str(source)
-    try:
-        tree = ElementTree.parse(folder / "meta.xml")
-    except (ElementTree.ParseError, OSError) as exc:
-        raise _refused(shown, f"meta.xml cannot be read: {exc}") from None
-    root = folder.resolve()
-    total = 0
-    for table in tree.iter():
-        if table.tag.rpartition("}")[2] not in ("core", "extension"):
-            continue
-        codec = codec_for(table.get("encoding"))
-        if codec is None:
-            raise _refused(shown, f"meta.xml declares the encoding "
-                                  f"{table.get('encoding', '')[:40]!r}: fednode reads tables in "
-                                  f"a character set such as UTF-8, ISO-8859-1 or "
-                                  f"Windows-1252; save them as UTF-8")
-        for element in table.iter():
-            if element.tag.rpartition("}")[2] != "location" or element.text is None:
-                continue
-            location = element.text.strip()
-            path = (folder / location).resolve()
-            if not path.is_relative_to(root) or not path.is_file():
-                raise _refused(shown, f"meta.xml names {location[:80]!r}, which is not a file "
-                                      f"of the checklist: a table is a file beside meta.xml")
-            total += path.stat().st_size
-            if total > UNPACKED_MAX:
-                raise _refused(shown, f"its tables hold more than {UNPACKED_MAX >> 20} MiB: "
-                                      f"too large for a checklist")
-            strictly_decoded(path, codec, _table_name(source, location))
 
 
 def _csv_tables(folder: Path) -> _Found:
@@ -352,7 +241,7 @@ def _archive_tables(archive: DwCAReader, source: Path, folder: Path) -> _Found:
         return found
     for data in [archive.core_file, *archive.extension_files]:
         descriptor = data.file_descriptor
-        shown = _table_name(source, descriptor.file_location)
+        shown = table_name(source, descriptor.file_location)
         if descriptor.represents_corefile:
             if descriptor.type != TAXON_ROW:
                 found.problems.append(Problem(shown, 0, "", f"the core is {descriptor.type}: "
@@ -440,7 +329,7 @@ def _check(source: str, found: _Found) -> Checklist:
         problems.append(Problem(source, 0, "", "the checklist holds no taxa: its core table "
                                                "has no rows (or meta.xml skips them all)"))
     if problems:
-        raise ContentError(problems)
+        raise ChecklistRefused(problems, found.notes)
     return Checklist(source, ordered, found.notes)
 
 

@@ -106,6 +106,16 @@ def row_types() -> dict[str, RowType]:
             for iri, row in rows.items()}
 
 
+@cache
+def value_synonyms() -> dict[str, dict[str, str]]:
+    """By controlled term (`establishmentMeans`, `taxonRank`), the other ways checklists
+    write its values, each with the vocabulary's value it names (`alien`: `introduced`,
+    `subsp`: `subspecies`)."""
+    values = _vocabulary()["values"]
+    assert isinstance(values, dict)
+    return {term: dict(synonyms) for term, synonyms in values.items()}
+
+
 def other_extensions() -> dict[str, RowType]:
     """The standard extensions fednode reads no field from, by file name (`references`,
     `multimedia`, ...): named in the import's notes and left out."""

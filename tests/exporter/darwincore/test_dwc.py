@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from cli.main import main
-from exporter.darwincore import source as dwc_source
+from exporter.darwincore import unpack
 from exporter.darwincore.importer import apply_import, plan_import, record_id
 from exporter.darwincore.source import read_checklist
 from exporter.pipeline import forks as aside
@@ -692,7 +692,7 @@ def test_an_archive_that_unpacks_to_too_much_is_refused(node: Node, tmp_path: Pa
                                                         ) -> None:
     """A zip's sizes may lie: what it unpacks to is counted as it is written (so a 1 MB zip
     inflating to a gigabyte is one error, not 3 GB of memory and a traceback)."""
-    monkeypatch.setattr(dwc_source, "UNPACKED_MAX", 100_000)
+    monkeypatch.setattr(unpack, "UNPACKED_MAX", 100_000)
     source = archive(tmp_path / "bomb.zip", {"meta.xml": META.format(
         encoding="UTF-8", location="taxon.txt"), "taxon.txt": ROWS + "a" * 1_000_000})
     result = run("import", "dwc", str(source), "--project", str(node.root))
