@@ -1,6 +1,8 @@
 """Thin HTTP adapters over the service layer: read the request as the endpoint table
 describes it, call one service function, shape the response. `handle` calls the row's
-handler with the request's `Call`; a handler exists for every row and for nothing else."""
+handler with the request's `Call`; a handler exists for every row and for nothing else.
+Pages for people show public records only, and are answered for an anonymous caller
+whatever key a request carries."""
 
 from __future__ import annotations
 
@@ -10,16 +12,20 @@ from typing import Any, NamedTuple
 
 from aiohttp import web
 
-from exporter.contract.endpoints import ENDPOINTS, JSON, NDJSON, Endpoint
+from exporter.contract.endpoints import ENDPOINTS, HTML, JSON, NDJSON, Endpoint
+from exporter.contract.page_urls import file_of
 from exporter.contract.wire import encode
 
 from . import mcp, service
-from .errors import NotFound
+from . import search_page as searching
+from .errors import APIError, NotFound
 from .params import integer_segment, parse_body, parse_query, read_json_body
 from .routing import Route
 from .state import CALLER, RATE
 from .store import Store
-from .visibility import View
+from .visibility import Caller, View
+
+ANONYMOUS = Caller()  # who pages are answered for
 
 
 def etag(body: bytes) -> str:
@@ -67,6 +73,27 @@ async def page(request: web.Request, call: Call) -> web.Response:
     caller, since pages show public records only."""
     body = await service.page(call.view, call.endpoint.name, call.segments)
     return open_response(request, body, call.endpoint.returns)
+
+
+async def search_page(request: web.Request, call: Call) -> web.Response:
+    """The search page: as exported, without words to search for; with them, the page with
+    their results (sidecar/search_page.py). A query it cannot take, or a search that fails,
+    is said in the page's results section, with the error's status."""
+    exported = call.view.page(file_of(call.endpoint.path))
+    if exported is None:
+        raise NotFound("no such page; the home page / links to every page")
+    page = searching.SearchPage(exported, call.endpoint.path)
+    try:
+        query = parse_query(call.endpoint, request.query)
+        if query["q"] is None:
+            return open_response(request, exported, HTML)
+        body = await searching.answer(call.view, page, query["q"], query["collections"])
+    except APIError as error:
+        body = searching.refused(page, request.query.get("q", ""),
+                                 request.query.get("collections", ""), error.message)
+        return web.Response(status=error.status, body=body, content_type=HTML,
+                            charset="utf-8")
+    return open_response(request, body, HTML)
 
 
 async def manifest(request: web.Request, call: Call) -> web.Response:
@@ -161,20 +188,25 @@ async def not_offered(request: web.Request, call: Call) -> web.Response:
                    f"/api/manifest lists its capabilities")
 
 
+# The pages for people with a handler of their own; every other page is served as exported.
+PAGES: dict[str, Adapter] = {"index": index, "search_page": search_page}
 HANDLERS: dict[str, Adapter] = {
-    "index": index, "manifest": manifest, "schema": schema, "key": key, "changes": changes,
+    "manifest": manifest, "schema": schema, "key": key, "changes": changes,
     "sync_changes": sync_changes, "sync_snapshot": sync_snapshot, "list": list_records,
     "record": read_record, "search": search, "mcp": tool_interface, "ask": ask,
     "library_file": library_file, "openapi": openapi, "dwca": dwca, "download": download,
-    **{e.name: page for e in ENDPOINTS if e.page and e.name != "index"},
+    **{e.name: PAGES.get(e.name, page) for e in ENDPOINTS if e.page},
 }
 
 
 async def handle(request: web.Request, route: Route, store: Store) -> web.StreamResponse:
     """Answer a request the router matched to `route` from `store`: its row's handler (or
-    `not_offered`), with the query parsed as the row describes."""
+    `not_offered`), with the query parsed as the row describes. A page that takes a query
+    (a form's) reads it in its handler, which says what is wrong with it on the page rather
+    than in the API's JSON error."""
     endpoint = route.endpoint
     adapter = HANDLERS[endpoint.name] if endpoint.offered else not_offered
-    query = parse_query(endpoint, request.query)
-    view = await View.of(store, request[CALLER])
+    form = endpoint.page and bool(endpoint.params)
+    query = {} if form else parse_query(endpoint, request.query)
+    view = await View.of(store, ANONYMOUS if endpoint.page else request[CALLER])
     return await adapter(request, Call(endpoint, route.segments, query, view))

@@ -99,6 +99,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              public=True, page=True),
     Endpoint("stylesheet", "GET", "/site.css", "open", None, "text/css",
              "The stylesheet of the pages for people", public=True, page=True),
+    # Without `q`, the exported page; with it, the page with the results of an anonymous
+    # search, which only the sidecar can answer (the CDN sends it there, as it sends a list
+    # with a query). The page's script fetches /api/search where no sidecar answers it.
+    Endpoint("search_page", "GET", "/search/", "open", None, HTML,
+             "The search page for people: a form, and the public records it finds",
+             fields=(Field("q", "text", "what to search for", longest=SEARCH_QUERY_MAX,
+                           example="knotweed"),
+                     Field("collections", "choice", "one collection to search; all when empty",
+                           choices=("", *COLLECTIONS), default="")),
+             public=True, page=True, static="/search/index.html"),
     Endpoint("manifest", "GET", "/api/manifest", "open", None, JSON,
              "Node identity, collections, capabilities, authentication", result="Manifest",
              capability="manifest", public=True, static="/api/manifest.json"),

@@ -17,7 +17,8 @@ def collection_href(collection: str, page: int = 1) -> str:
 def href_of(endpoint: str, segments: dict[str, str]) -> str:
     """The URL of a page, from its endpoint's name and path segments (as the sidecar routes
     it)."""
-    fixed = {"sitemap": "/sitemap.xml", "robots": "/robots.txt", "stylesheet": "/site.css"}
+    fixed = {"sitemap": "/sitemap.xml", "robots": "/robots.txt", "stylesheet": "/site.css",
+             "search_page": "/search/"}
     if endpoint in fixed:
         return fixed[endpoint]
     if endpoint == "sitemap_part":

@@ -1,5 +1,5 @@
 """Pages for people: the home page, a page per collection (paged), a page per public record
-with schema.org JSON-LD, `sitemap.xml` and `robots.txt`.
+with schema.org JSON-LD, the search page, `sitemap.xml` and `robots.txt`.
 
 Only public records reach this module (the caller passes them); a restricted record has no
 page, no link, no count and no sitemap entry. Each page is an `OutputFile` with a
@@ -12,6 +12,7 @@ Page URLs never collide with the API's (`/api/...`) nor with the library's PDFs:
     /{collection}/{page}.html          page 2, 3, ...           {collection}/{page}.html
     /{collection}/{shard}/{id}.html    one record               shard: contract.layout
                                                                 (256 folders)
+    /search/                           the search page          search/index.html
     /sitemap.xml, /sitemaps/{n}.xml, /robots.txt, /site.css (the one stylesheet)
 """
 
@@ -36,7 +37,7 @@ from markupsafe import escape as html
 
 from exporter.contract.endpoints import ENDPOINTS
 from exporter.contract.page_urls import collection_href, file_of, record_href
-from exporter.contract.wire import document_url
+from exporter.contract.wire import SEARCH_QUERY_MAX, document_url
 from exporter.pipeline.cache import Cache
 from exporter.pipeline.outputs import OutputFile, constant
 from exporter.project.config import NodeConfig
@@ -49,7 +50,12 @@ from exporter.site.values import is_shown, markdown_html, value_html
 PAGE_SIZE = 100  # records listed on one collection page
 SITEMAP_MAX = 50_000  # URLs in one sitemap file (the sitemaps.org limit)
 TEMPLATES = ("base.html", "nav.html", "footer.html", "index.html", "collection.html",
-             "record.html", "site.css")
+             "record.html", "search.html", "search.js", "site.css")
+# The search page: its form, and a section its results are written into, by its script from
+# /api/search on a static copy of the site, or by the sidecar (sidecar/search_page.py), which
+# answers the page with a query; both list SEARCH_LIMIT results, read from the page.
+SEARCH_HREF = "/search/"
+SEARCH_LIMIT = 20
 
 # The fields that name species in other collections, and the section title they get on a
 # species page.
@@ -153,7 +159,8 @@ def site_of(node: NodeConfig, known: dict[str, Collection], counts: dict[str, in
     print_ = fingerprint("site", _templates_digest(), node.name, node.description,
                          node.publisher, node.contact, node.licence, node.language,
                          node.base_url, node.key_request, json.dumps(listed))
-    nav, footer = (Markup(_template(name).render(node=node, collections=listed))
+    nav, footer = (Markup(_template(name).render(node=node, collections=listed,
+                                                 search=SEARCH_HREF))
                    for name in ("nav.html", "footer.html"))
     return Site(node, listed, print_, nav, footer)
 
@@ -172,11 +179,20 @@ def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rende
         out.extend(record_page(site, known[name], r, sources[r.id], related.get(r.id, []))
                    for r in items)
     out.extend(sitemaps(site.node.base_url, public))
+    out.append(search_page(site))
     robots = _robots(site.node.base_url).encode()
     style = resources.files("exporter.site").joinpath("templates/site.css").read_bytes()
     for path, data in (("robots.txt", robots), ("site.css", style)):
         out.append(constant(path, data, hashlib.sha256(data).hexdigest()))
     return out
+
+
+def search_page(site: Site) -> OutputFile:
+    """The search page: a form, and the section its results are written into."""
+    print_ = fingerprint("search page", site.print_, str(SEARCH_LIMIT), str(SEARCH_QUERY_MAX))
+    return OutputFile(file_of(SEARCH_HREF), print_, functools.partial(
+        site.render, "search.html", here=SEARCH_HREF, limit=SEARCH_LIMIT,
+        longest=SEARCH_QUERY_MAX))
 
 
 def record_page(site: Site, collection: Collection, r: Rendered, source: SourceRecord,
@@ -295,14 +311,16 @@ def names_of(value: Any) -> list[str]:
 
 
 _WORDS = re.compile(r"(?<=[a-z])(?=[A-Z])")
-_HIDDEN = {"id", "access", "title", "tags", "body"}
+_HIDDEN = {"id", "access", "title", "tags", "body", "source_node"}  # (the node's id: its name
+# is shown)
 
 
 @cache
 def _labelled(collection: Collection) -> tuple[tuple[str, str], ...]:
-    """The fields a record page lists, in schema order, each with its label (escaped)."""
+    """The fields a record page lists, in schema order, each with its label (escaped): the
+    content's, then, on a hub, where the record comes from and its licence."""
     out = []
-    for name in collection.content_fields:
+    for name in (*collection.content_fields, *collection.provenance_fields):
         if name in _HIDDEN or name == collection.title_field:
             continue
         label = (collection.property(name) or {}).get("title") or _WORDS.sub(" ", name)

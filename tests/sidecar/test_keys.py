@@ -131,7 +131,7 @@ PROMISES: dict[str, tuple[bool, str | None, str | None]] = {
     # Pages for people show public records only, alike for every caller.
     **{name: (False, None, None) for name in ("sitemap", "sitemap_part", "robots", "stylesheet",
                                               "collection_page", "collection_page_n",
-                                              "record_page")},
+                                              "record_page", "search_page")},
 }
 NOT_OFFERED_YET: set[str] = set()
 

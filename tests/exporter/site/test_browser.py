@@ -160,8 +160,8 @@ def _node(root: Path) -> dict[str, str]:
 def test_every_kind_of_page_reads_well_and_passes_axe(tmp_path: Path) -> None:
     """A page of every collection and a record of each, an imported species with nested
     records, a body in Markdown (hostile HTML in it shown as text, its script link
-    dropped) and a library document linking to its PDF; none with a serious or critical
-    accessibility violation."""
+    dropped), a library document linking to its PDF, and the search page with and without
+    results; none with a serious or critical accessibility violation."""
     browser_path = debian_tool("chromium", "chromium")
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
     root = exported_sample(tmp_path / "node")
@@ -174,7 +174,8 @@ def test_every_kind_of_page_reads_well_and_passes_axe(tmp_path: Path) -> None:
         for name in COLLECTIONS:  # a record of each collection, as a reader reaches it
             page.goto(f"{base}/{name}/")
             hrefs[name] = page.locator("ul.records a").first.get_attribute("href") or ""
-        for href in ["/", *(f"/{name}/" for name in COLLECTIONS), *hrefs.values()]:
+        for href in ["/", *(f"/{name}/" for name in COLLECTIONS), *hrefs.values(),
+                     "/search/", "/search/?q=knotweed"]:
             page.goto(base + href)
             assert page.locator("h1").count() == 1, href
             assert "{'" not in page.inner_text("main"), href
