@@ -88,29 +88,61 @@ def copy_sample(destination: Path) -> Path:
     return destination
 
 
-_EXPORTED: list[Path] = []  # this process's exported sample (`exported_sample`)
+# Where this test run keeps its one export of the sample (`exported_sample`): a folder every
+# test process of the run shares (tests/conftest.py sets it), or, unset, one of this process.
+SAMPLE_HOME: list[Path] = []
 
 
 def exported_sample(destination: Path) -> Path:
     """The bundled sample as it is once exported (content, ledger, both builds, the cache
     and the links to them), copied into `destination`: its next export is the quick one
     after an unchanged export, not a first one, which reads every PDF and encodes the
-    library's passages. For tests about anything but a node's very first export. The sample
-    is exported once a test process, into a folder of its own removed at exit."""
-    if not _EXPORTED:
+    library's passages. For tests about anything but a node's very first export.
+
+    The sample is exported once a test run, by whichever test process needs it first; the
+    others wait for it. The builds' files are hard links to that export's (an export never
+    writes into a file: it writes a new one and renames it), the rest is copied: tests
+    edit content, the ledger and the cache in place."""
+    master = _sample_export()
+    shutil.copytree(master, destination, symlinks=True, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("builds"))
+    for build in (master / ".fednode" / "builds").iterdir():
+        target = destination / ".fednode" / "builds" / build.name
+        shutil.copytree(build, target, symlinks=True, copy_function=_link_built)
+    return destination
+
+
+def _link_built(source: str, target: str) -> None:
+    """A build's published files are linked; its own records of the export are copied."""
+    if "/site/" in source or "/bundle/" in source:
+        os.link(source, target)
+    else:
+        shutil.copy2(source, target)
+
+
+def _sample_export() -> Path:
+    if not SAMPLE_HOME:
         import atexit
         import tempfile
 
-        from exporter.pipeline.build import build
+        home = Path(tempfile.mkdtemp(prefix="fednode-sample-"))
+        atexit.register(shutil.rmtree, home, True)
+        SAMPLE_HOME.append(home)
+    import fcntl
 
-        base = Path(tempfile.mkdtemp(prefix="fednode-sample-"))
-        atexit.register(shutil.rmtree, base, True)
-        copy_sample(base / "node")
-        build(Project(base / "node"), now=datetime(2026, 3, 1, tzinfo=UTC))
-        build(Project(base / "node"), now=datetime(2026, 3, 1, tzinfo=UTC))  # both builds
-        _EXPORTED.append(base / "node")
-    shutil.copytree(_EXPORTED[0], destination, symlinks=True, dirs_exist_ok=True)
-    return destination
+    home = SAMPLE_HOME[0]
+    node, done = home / "sample" / "node", home / "sample" / "exported"
+    with open(home / "sample.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # (let go of when the file is closed)
+        if not done.exists():
+            from exporter.pipeline.build import build
+
+            shutil.rmtree(node.parent, ignore_errors=True)
+            copy_sample(node)
+            build(Project(node), now=datetime(2026, 3, 1, tzinfo=UTC))
+            build(Project(node), now=datetime(2026, 3, 1, tzinfo=UTC))  # both builds
+            done.touch()
+    return node
 
 
 def checklist_core(folder: Path, header: list[str], rows: list[list[str]]) -> Path:

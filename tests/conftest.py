@@ -14,6 +14,7 @@ from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import builders  # noqa: E402
 from builders import Node, app_for, exported_sample  # noqa: E402
 
 from exporter.pipeline.build import BuildReport, build  # noqa: E402
@@ -76,9 +77,17 @@ def export(clock: Clock) -> Callable[..., BuildReport]:
     return run
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_sample_a_run(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The folder this run's processes share (the parent of each xdist worker's own), where
+    `exported_sample` keeps the one export of the sample they all copy."""
+    base = tmp_path_factory.getbasetemp()
+    builders.SAMPLE_HOME[:] = [base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base]
+
+
 @pytest.fixture(scope="session")
 def sample_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bundled sample, exported (`exported_sample`: once a test process), in a folder of
+    """The bundled sample, exported (`exported_sample`: once a test run), in a folder of
     the session's that tests read and do not change."""
     return exported_sample(tmp_path_factory.mktemp("sample"))
 

@@ -14,7 +14,6 @@ import pytest
 from builders import (
     ServerThread,
     app_for,
-    copy_sample,
     exported_sample,
     http_get,
     http_post,
@@ -499,7 +498,7 @@ def test_any_body_gets_an_answer_never_a_failure(node: Node, body: Any, seed_for
 
 
 def test_origins_allowed_in_node_toml(tmp_path: Path) -> None:
-    root = copy_sample(tmp_path / "node")
+    root = exported_sample(tmp_path / "node")
     node_toml = root / "content" / "node.toml"
     text = node_toml.read_text()
     node_toml.write_text(text.replace("[node]\n", '[node]\nmcp_origins = ["https://x.y/"]\n', 1))

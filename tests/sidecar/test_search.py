@@ -79,7 +79,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Any:
 @pytest.fixture(scope="module")
 def without_restricted(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The sample with every restricted record removed (files and CSV rows)."""
-    root = copy_sample(tmp_path_factory.mktemp("public-only"))
+    root = exported_sample(tmp_path_factory.mktemp("public-only"))
     removed = 0
     for path in (root / "content").rglob("*.md"):
         if re.search(r'^access = "(?!public")', path.read_text(), re.M):

@@ -97,7 +97,7 @@ def test_a_kill_at_any_step_leaves_one_whole_build(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_kills_at_random_moments_leave_one_whole_build(tmp_path: Path) -> None:
-    root = copy_sample(tmp_path)
+    root = exported_sample(tmp_path)
     multiply(root / "content", 3000)
     started = time.monotonic()
     assert run_export(root).returncode == 0

@@ -26,7 +26,6 @@ from builders import (
     REPO,
     ServerThread,
     app_for,
-    copy_sample,
     examples,
     exported_sample,
     http_get,
@@ -304,7 +303,7 @@ def test_events_published_before_the_ledger_was_appended_are_appended_next(
     in ledger.jsonl: the next export appends them (whole, or the rest of a torn append),
     and makes none of its own for them. A ledger written since by something else is left
     as it is."""
-    root = copy_sample(tmp_path)
+    root = exported_sample(tmp_path)
     assert export(root).returncode == 0
     ledger = root / "ledger.jsonl"
     before = ledger.read_bytes()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import REPO, ServerThread, app_for, copy_sample, issue_key, npm_tool
+from builders import REPO, ServerThread, app_for, exported_sample, issue_key, npm_tool
 from processes import free_port
 
 from exporter.contract.page_urls import record_href
@@ -59,7 +59,7 @@ def test_the_cdn_allows_the_preflight_the_sidecar_allows() -> None:
 @pytest.mark.slow
 def test_requests_land_where_the_exported_redirects_say(tmp_path: Path) -> None:
     cli = npm_tool("netlify-cli", "26.2.0", "netlify")
-    root = copy_sample(tmp_path / "node")
+    root = exported_sample(tmp_path / "node")
     sidecar_port = free_port()
     node_toml = root / "content" / "node.toml"
     node_toml.write_text(node_toml.read_text().replace(

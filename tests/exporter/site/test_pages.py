@@ -14,7 +14,7 @@ from pathlib import Path
 import jinja2
 import pytest
 from aiohttp.test_utils import TestClient
-from builders import REPO, app_for, copy_sample, exported_sample
+from builders import REPO, app_for, exported_sample
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -65,9 +65,10 @@ def test_every_public_record_has_a_page_with_its_json_ld(sample_root: Path) -> N
         assert data["identifier"] == record.id
         assert data["@type"] in types[record.collection]
         assert f'href="/api/{record.collection}/{record.id}"'.encode() in page
-    # What is left: the home page, the collection pages, the sitemap and robots.txt.
+    # What is left: the home page, the collection pages, the search page, the sitemap and
+    # robots.txt.
     assert set(files) == {"index.html", "sitemap.xml", "robots.txt", "site.css",
-                          *(f"{name}/index.html" for name in COLLECTIONS)}
+                          "search/index.html", *(f"{name}/index.html" for name in COLLECTIONS)}
     sitemap = files["sitemap.xml"].decode()
     assert sitemap.count("<url>") == 1 + len(COLLECTIONS) + len(public)
 
@@ -129,8 +130,8 @@ def test_imported_species_show_their_nested_records_as_tables(tmp_path: Path) ->
 def test_restricted_records_leave_no_trace_on_any_page(tmp_path: Path) -> None:
     """The pages of the sample equal, byte for byte, those of the same node without its
     restricted records: no page, link, title, count or sitemap entry of them."""
-    with_them = copy_sample(tmp_path / "with")
-    without = copy_sample(tmp_path / "without")
+    with_them = exported_sample(tmp_path / "with")
+    without = exported_sample(tmp_path / "without")
     restricted = [r for r in load(Project(without)).records if r.access != PUBLIC]
     assert len(restricted) >= 5
     for record in restricted:
@@ -195,7 +196,7 @@ def test_collection_pages_are_paged(tmp_path: Path) -> None:
 
 
 def test_an_unchanged_records_page_is_not_rendered_again(tmp_path: Path) -> None:
-    root = copy_sample(tmp_path / "node")
+    root = exported_sample(tmp_path / "node")
     build(Project(root), now=NOW)
     site = root / "site_out"
     files = page_files(root)
