@@ -311,16 +311,14 @@ def names_of(value: Any) -> list[str]:
 
 
 _WORDS = re.compile(r"(?<=[a-z])(?=[A-Z])")
-_HIDDEN = {"id", "access", "title", "tags", "body", "source_node"}  # (the node's id: its name
-# is shown)
+_HIDDEN = {"id", "access", "title", "tags", "body"}
 
 
 @cache
 def _labelled(collection: Collection) -> tuple[tuple[str, str], ...]:
-    """The fields a record page lists, in schema order, each with its label (escaped): the
-    content's, then, on a hub, where the record comes from and its licence."""
+    """The fields a record page lists, in schema order, each with its label (escaped)."""
     out = []
-    for name in (*collection.content_fields, *collection.provenance_fields):
+    for name in collection.content_fields:
         if name in _HIDDEN or name == collection.title_field:
             continue
         label = (collection.property(name) or {}).get("title") or _WORDS.sub(" ", name)
