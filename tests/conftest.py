@@ -28,6 +28,21 @@ settings.register_profile("thorough", database=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """One cache of the sentence encoder's vectors for the whole run (the controller's, which
+    the test processes it starts inherit): each process's first export of a library takes
+    the vectors another one made (`exporter.library.vector_cache`), never the user's own
+    cache. A test that needs an export to encode sets FEDNODE_CACHE_DIR empty."""
+    if not hasattr(config, "workerinput") and "FEDNODE_CACHE_DIR" not in os.environ:
+        import atexit
+        import shutil
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="fednode-vectors-")
+        atexit.register(shutil.rmtree, folder, True)
+        os.environ["FEDNODE_CACHE_DIR"] = folder
+
+
 class Clock:
     """Export time the tests control: each call moves it on one minute."""
 

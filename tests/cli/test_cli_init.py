@@ -136,7 +136,8 @@ def test_a_short_export_prints_no_progress(capsys: pytest.CaptureFixture[str]) -
 @pytest.mark.slow
 def test_a_first_export_of_the_sample_names_its_phases(tmp_path: Path) -> None:
     root = copy_sample(tmp_path)
-    result = subprocess.run([*FEDNODE, "export", "--project", str(root)], env=ENV,
+    result = subprocess.run([*FEDNODE, "export", "--project", str(root)],
+                            env=dict(ENV, FEDNODE_CACHE_DIR=""),  # (encoding, not cached)
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     shown = [line.split(":")[0] for line in result.stderr.splitlines()]

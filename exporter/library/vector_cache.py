@@ -1,0 +1,96 @@
+"""The sentence encoder's vectors, kept on this machine beyond one node's builds.
+
+An export takes a passage's vector from the live build when its text is unchanged
+(`documents._senses`). A node's very first export, a fresh clone of its repository, an
+export after `.fednode/` was removed, or a second node holding the same documents have no
+live build to take them from, and would encode every passage and sentence again (about
+10 ms each on one core). This cache keeps each vector made, by the SHA-256 of the encoder's
+version and the text, in one SQLite file:
+
+- `$FEDNODE_CACHE_DIR/senses.sqlite3`, else `$XDG_CACHE_HOME/fednode/...`, else
+  `~/.cache/fednode/...`; `FEDNODE_CACHE_DIR=` (empty) keeps no cache;
+- the folder is the user's alone (0700) and the file too (0600): the vectors are of
+  restricted documents' text as well as public;
+- a vector is what the encoder made for that text, to the bit; another version of the
+  encoder has other keys, so its vectors are never taken;
+- the cache never stops an export: a file that cannot be opened, read or written (damaged,
+  locked, a full disk, a read-only home) is passed by, and the texts are encoded."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from collections.abc import Sequence
+from contextlib import closing, suppress
+from pathlib import Path
+
+import numpy as np
+
+from exporter.shared import encoder
+
+FILE = "senses.sqlite3"
+ENV = "FEDNODE_CACHE_DIR"
+WAIT = 5.0  # seconds to wait for another process's write
+_ROW_BYTES = encoder.DIMENSIONS * 4
+_CHUNK = 500  # keys a query asks for at once (SQLite's limit on parameters is higher)
+
+
+def folder() -> Path | None:
+    """Where the cache is, or None when the user keeps none."""
+    chosen = os.environ.get(ENV)
+    if chosen is not None:
+        return Path(chosen) if chosen else None
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "fednode"
+
+
+def _key(text: str) -> bytes:
+    return hashlib.sha256(f"{encoder.VERSION}\0{text}".encode()).digest()
+
+
+def _connect(where: Path) -> sqlite3.Connection:
+    where.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = where / FILE
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # its mode before SQLite's
+    os.close(descriptor)
+    connection = sqlite3.connect(path, timeout=WAIT)
+    connection.execute("CREATE TABLE IF NOT EXISTS vectors "
+                       "(key BLOB PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID")
+    return connection
+
+
+def look_up(texts: Sequence[str]) -> dict[int, np.ndarray]:
+    """The vectors the cache holds for these texts, by the text's position."""
+    where = folder()
+    if where is None or not texts:
+        return {}
+    positions: dict[bytes, list[int]] = {}
+    for n, text in enumerate(texts):
+        positions.setdefault(_key(text), []).append(n)
+    keys = list(positions)
+    found: dict[int, np.ndarray] = {}
+    with suppress(OSError, sqlite3.Error), closing(_connect(where)) as connection:
+        for start in range(0, len(keys), _CHUNK):
+            chunk = keys[start:start + _CHUNK]
+            rows = connection.execute(
+                f"SELECT key, vector FROM vectors WHERE key IN ({','.join('?' * len(chunk))})",
+                chunk).fetchall()
+            for key, blob in rows:
+                if len(blob) == _ROW_BYTES:  # (a row of another length is passed by)
+                    vector = np.frombuffer(blob, "<f4").astype(np.float32)
+                    for n in positions[key]:
+                        found[n] = vector
+    return found
+
+
+def keep(texts: Sequence[str], vectors: np.ndarray) -> None:
+    """Keep the vectors the encoder made for these texts (a row a text)."""
+    where = folder()
+    if where is None or not texts:
+        return
+    rows = [(_key(text), np.ascontiguousarray(vector, "<f4").tobytes())
+            for text, vector in zip(texts, vectors, strict=True)]
+    with suppress(OSError, sqlite3.Error), closing(_connect(where)) as connection:
+        with connection:  # one transaction
+            connection.executemany("INSERT OR IGNORE INTO vectors VALUES (?, ?)", rows)

@@ -1,0 +1,122 @@
+"""The machine's cache of the sentence encoder's vectors (exporter/library/vector_cache.py):
+a first export in a new process takes the vectors another export made, to the bit, without
+loading the encoder; a damaged cache or none at all changes nothing but the time."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from builders import NODE_TOML, REPO, Node, make_pdf, record_text
+
+from exporter.library import vector_cache
+from exporter.shared import encoder
+
+PAGES = ["Cut knotweed stems in June, below the first node.",
+         "Inject three millilitres into each cane. Keep ten metres from any watercourse.",
+         "Seeds of cowslip need eight to twelve weeks at 4 degrees before sowing."]
+# An export in a process of its own. It counts, in a file, the texts the encoder is given
+# (the encoder runs as it is; in the export's forks too, which inherit the count).
+EXPORT = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, {repo!r})
+    from exporter.pipeline.build import build
+    from exporter.project.config import Project
+    from exporter.shared.encoder import Encoder
+    encode = Encoder.encode
+    def counted(self, texts, **options):
+        with open({count!r}, "a") as count:
+            count.write(f"{{len(texts)}}\\n")
+        return encode(self, texts, **options)
+    Encoder.encode = counted
+    build(Project(Path({root!r})))
+""")
+
+
+def library(root: Path) -> Path:
+    node = Node(root, NODE_TOML)
+    folder = root / "content" / "library"
+    make_pdf(folder / "guide.pdf", PAGES)
+    (folder / "guide.md").write_text(record_text(
+        {"id": "5a6483be-c0b3-4d82-9f9c-6521bd8c1799", "title": "Field guide",
+         "kind": "document", "summary": "Control and sowing."}, "A guide."))
+    return node.root
+
+
+def export(root: Path, cache: str) -> int:
+    """Export the node at `root` in a new process: how many texts it encoded."""
+    count = root / "encoded.txt"
+    script = EXPORT.format(repo=str(REPO), root=str(root), count=str(count))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=dict(os.environ, FEDNODE_CACHE_DIR=cache), timeout=300)
+    assert done.returncode == 0, done.stderr
+    return sum(map(int, count.read_text().split())) if count.exists() else 0
+
+
+def senses(root: Path) -> list[np.ndarray]:
+    folder = root / ".fednode" / "bundle" / "passages" / "public"
+    return [np.load(folder / name) for name in ("senses.npy", "sentences.npy")]
+
+
+def test_a_first_export_takes_the_vectors_another_made(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first, second = library(tmp_path / "a"), library(tmp_path / "b")
+    made = export(first, str(cache))
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    assert stat.S_IMODE((cache / vector_cache.FILE).stat().st_mode) == 0o600
+    with sqlite3.connect(cache / vector_cache.FILE) as connection:
+        kept = connection.execute("SELECT count(*) FROM vectors").fetchone()[0]
+    # each text once (a one-sentence passage is its sentence too)
+    assert kept == made >= 3 and sum(len(vectors) for vectors in senses(first)) > made
+    assert export(second, str(cache)) == 0
+    for mine, theirs in zip(senses(second), senses(first), strict=True):
+        assert mine.tobytes() == theirs.tobytes()
+
+
+def test_a_damaged_cache_or_none_changes_nothing_but_the_time(tmp_path: Path) -> None:
+    reference = library(tmp_path / "reference")
+    made = export(reference, "")
+    assert made >= 3
+    assert not (tmp_path / "reference" / vector_cache.FILE).exists()
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / vector_cache.FILE).write_bytes(b"not a database" * 100)
+    damaged = library(tmp_path / "damaged")
+    assert export(damaged, str(cache)) == made
+    for mine, theirs in zip(senses(damaged), senses(reference), strict=True):
+        assert np.abs(mine - theirs).max() < 1e-5
+
+
+def test_vectors_of_another_encoder_or_another_length_are_never_taken(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(vector_cache.ENV, str(tmp_path))
+    texts = ["Cut knotweed stems in June.", "Sow cowslip in autumn."]
+    vectors = np.arange(2 * encoder.DIMENSIONS, dtype=np.float32).reshape(2, -1)
+    vector_cache.keep(texts, vectors)
+    found = vector_cache.look_up([texts[1], "another text", texts[0]])
+    assert sorted(found) == [0, 2]
+    assert found[0].tobytes() == vectors[1].tobytes()
+    monkeypatch.setattr(encoder, "VERSION", "another-model:1")
+    assert vector_cache.look_up(texts) == {}
+    monkeypatch.undo()
+    monkeypatch.setenv(vector_cache.ENV, str(tmp_path))
+    with sqlite3.connect(tmp_path / vector_cache.FILE) as connection:
+        connection.execute("UPDATE vectors SET vector = x'00'")
+    assert vector_cache.look_up(texts) == {}
+    shutil.rmtree(tmp_path)  # made again when a vector is kept
+    vector_cache.keep(texts, vectors)
+    assert sorted(vector_cache.look_up(texts)) == [0, 1]
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the folder would be")
+    monkeypatch.setenv(vector_cache.ENV, str(blocked / "cache"))
+    vector_cache.keep(texts, vectors)  # cannot be kept: passed by
+    assert vector_cache.look_up(texts) == {}
