@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import errno
 import io
 import json
 import os
@@ -113,11 +114,16 @@ def exported_sample(destination: Path) -> Path:
 
 
 def _link_built(source: str, target: str) -> None:
-    """A build's published files are linked; its own records of the export are copied."""
+    """A build's published files are linked (copied to another file system); its own
+    records of the export are copied."""
     if "/site/" in source or "/bundle/" in source:
-        os.link(source, target)
-    else:
-        shutil.copy2(source, target)
+        try:
+            os.link(source, target)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+    shutil.copy2(source, target)
 
 
 def _sample_export() -> Path:
