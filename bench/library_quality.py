@@ -2,7 +2,7 @@
 refusals, measured on the judged questions of bench/library_judged.json over the bundled
 sample's library.
 
-    .venv/bin/python bench/library_quality.py [--sweep]
+    .venv/bin/python bench/library_quality.py [--tuning] [--sweep]
 
 - evidence: of the answerable questions that name the sentence stating their answer
   ("evidence"), the share whose answer quotes that sentence, on its page, within its first
@@ -20,7 +20,9 @@ answerable for one with it (the second).
 `--sweep` tries sentence score weightings on a grid at answer thresholds from 0.45 to
 0.99, and prints the best by the sum of the tuning set's evidence hit rates and refusals
 for callers with and without the `sensitive` group (how WEIGHTS and ANSWER in
-sidecar/library.py were chosen); it prints the tuning set's figures only."""
+sidecar/library.py were chosen). `--tuning` measures and prints the tuning set alone: the
+figures to work with while choosing settings, so that nothing of the held-out part is seen
+until the method is fixed."""
 
 from __future__ import annotations
 
@@ -198,6 +200,8 @@ def _judged(question: dict[str, Any], ids: dict[str, str], groups: list[str]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--tuning", action="store_true",
+                        help="measure and print the tuning set alone")
     args = parser.parse_args()
     questions = json.loads((REPO / "bench" / "library_judged.json").read_text())["questions"]
     with tempfile.TemporaryDirectory(prefix="fednode-library-") as name:
@@ -208,6 +212,8 @@ def main() -> None:
         sets = {"tuning": [q for q in questions if q.get("set") != "held-out"],
                 "held-out": [q for q in questions if q.get("set") == "held-out"],
                 "all": questions}
+        if args.tuning:
+            sets = {"tuning": sets["tuning"]}
         print("| questions | caller | answerable | unanswerable | evidence quoted (first 3 "
               "citations) | page hit rate | precision | refused |")
         print("|---|---|---|---|---|---|---|---|")

@@ -143,22 +143,24 @@ def focus(question: str) -> list[str]:
 
 
 FOCUS_WORDS = 2
-_PER = re.compile(r"\b(?:each|per|every)\s+((?:[\w'-]+\s*){1,2})", re.I)
+_PER = re.compile(r"\b(?:each|per|every|in (?:a|an|one))\s+((?:[\w'-]+\s*){1,2})", re.I)
 _NOT_UNITS = frozenset("of the a an in on at to for from with by and or new one".split())
 
 
 def counted_by(sentence: str, counted: list[str]) -> bool:
-    """Whether a sentence counts by one of these units (`units`): "each", "per", "every" or
-    "a" before it, a word between at most ("into each cane", "per square metre")."""
-    return any(re.search(rf"\b(?:each|per|every|a|an)\s+(?:[\w-]+\s+)?"
+    """Whether a sentence counts by one of these units (`units`): "each", "per", "every",
+    "a" or "one" before it, a word between at most ("into each cane", "per square metre",
+    "300 canes an hour")."""
+    return any(re.search(rf"\b(?:each|per|every|a|an|one)\s+(?:[\w-]+\s+)?"
                          rf"{re.escape(word[:max(4, len(word) - 2)])}", sentence, re.I)
                for word in counted)
 
 
 def units(question: str) -> list[str]:
     """What a number asked for is counted by ("into each knotweed cane": cane; "per square
-    metre": metre): the sentence that gives the number names it, where a sentence
-    with a number per litre answers another question."""
+    metre": metre; "how many seeds in a gram": gram): the sentence that gives the number
+    names it, where a sentence with a number per litre, or per square metre, answers
+    another question."""
     match = _PER.search(question)
     if not match:
         return []

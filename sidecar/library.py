@@ -15,6 +15,7 @@ line breaks undone), so a reader can find it at `url` (`…pdf#page=N`)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -31,6 +32,7 @@ from .store import Snapshot
 PASSAGES = 4  # passages found by keyword and meaning whose every sentence is weighed
 DEPTH = 20  # passages each side of retrieval brings, per group
 SENTENCE_DEPTH = 40  # sentences closest in meaning weighed too, per group
+SENTENCE_POOL = 200  # the closest sentences among which those SENTENCE_DEPTH are found
 FOCUS = 0.15  # what the words naming what is asked weigh (`answer_kinds.focus`)
 KEY_WORDS = 2  # the question's rarest words the library uses (`Score.rare`)
 ANSWER = 0.61  # the best sentence's score (`Score`) at which the question is answered
@@ -158,7 +160,8 @@ def weigh(indexes: list[ranking.Passages], question: str,
         else []
     scored = []
     vector = word_vectors.Embedder.embed([question], serving=True)[0]
-    for group, found in candidates(indexes, question, sense, vector):
+    answers = answering(kind, per)
+    for group, found in candidates(indexes, question, sense, vector, answers):
         dense = np.asarray(group.sentence_senses[found] @ sense, dtype=np.float64)
         closeness = dict(zip(found, dense.tolist(), strict=True))
         static = dict(zip(found, np.asarray(word_vectors.Embedder.embed(
@@ -166,16 +169,23 @@ def weigh(indexes: list[ranking.Passages], question: str,
             dtype=np.float64).tolist(), strict=True))
         for n in found:
             sentence = group.sentences[n]
-            if kind in answer_kinds.STRICT and not (
-                    answer_kinds.gives(kind, sentence.quoted)
-                    and (not per or answer_kinds.counted_by(sentence.quoted, per))):
-                continue  # no number where one is asked, or one counted by another unit
-            if _quotable(sentence.quoted, asked_stems):
+            if answers(sentence.quoted) and _quotable(sentence.quoted, asked_stems):
                 parts = _score(group, n, sense, closeness, share, kind, key)
                 scored.append(Quote(sentence.quoted, group.rows[sentence.row], 0.0,
                                     parts._replace(static=max(0.0, static[n]),
                                                    counted=float(bool(per)))))
     return ranked(scored, weights)
+
+
+def answering(kind: str | None, per: list[str]) -> Callable[[str], bool]:
+    """Whether a sentence can answer a question that asks for this kind of answer, counted
+    by these units: where a number, a unit or a time is asked (`answer_kinds.STRICT`), only
+    a sentence that gives one, counted by the unit asked (`answer_kinds.counted_by`)."""
+    def answers(quoted: str) -> bool:
+        return kind not in answer_kinds.STRICT or (
+            answer_kinds.gives(kind, quoted)
+            and (not per or answer_kinds.counted_by(quoted, per)))
+    return answers
 
 
 def ranked(quotes: list[Quote], weights: Sequence[float] = ()) -> Weighed:
@@ -202,10 +212,13 @@ def _score(group: ranking.Passages, n: int, sense: np.ndarray, closeness: dict[i
 
 
 def candidates(indexes: list[ranking.Passages], question: str, sense: np.ndarray,
-               vector: np.ndarray) -> list[tuple[ranking.Passages, list[int]]]:
+               vector: np.ndarray, answers: Callable[[str], bool] = lambda _: True
+               ) -> list[tuple[ranking.Passages, list[int]]]:
     """Per group, the sentences to weigh (indexes into its `sentences`, ascending): the
-    SENTENCE_DEPTH closest in meaning (the sentence encoder's), and those of the PASSAGES
-    passages of all groups best by keyword (BM25) and meaning (word vectors) together."""
+    SENTENCE_DEPTH closest in meaning (the sentence encoder's) among those that can give
+    the kind of answer asked for (`answers`: of the SENTENCE_POOL closest), and those of
+    the PASSAGES passages of all groups best by keyword (BM25) and meaning (word vectors)
+    together."""
     terms = sorted(set(search.stems(question)) - ASKING)
     found: list[tuple[float, str, int]] = []
     for group in indexes:
@@ -218,7 +231,9 @@ def candidates(indexes: list[ranking.Passages], question: str, sense: np.ndarray
     rows = {(name, row) for _, name, row in sorted(found)[:PASSAGES]}
     out = []
     for group in indexes:
-        chosen = set(group.closest_sentences(sense, SENTENCE_DEPTH))
+        closest = group.closest_sentences(sense, SENTENCE_POOL)
+        chosen = set(itertools.islice(
+            (n for n in closest if answers(group.sentences[n].quoted)), SENTENCE_DEPTH))
         chosen.update(n for n, s in enumerate(group.sentences) if (group.name, s.row) in rows)
         out.append((group, sorted(chosen)))
     return out

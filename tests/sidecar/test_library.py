@@ -272,7 +272,8 @@ def test_the_weighing_never_depends_on_a_document_the_caller_cannot_read(
                      "How soon is a spill reported to the coordinator?",
                      "Where are the Spillsorb pads kept at Profondeville?",
                      "Is it OK to pile pulled balsam near the water?",
-                     "When should knotweed stems be injected?"):
+                     "When should knotweed stems be injected?",
+                     "How many canes can one person inject in an hour?"):
         assert weigh(with_it, question) == weigh(without, question), question
         assert unknown_names(question, with_it) == unknown_names(question, without)
     assert unknown_names("Where are the Spillsorb pads kept?", with_it) == ["Spillsorb"]
@@ -318,6 +319,36 @@ def test_the_answer_leads_with_the_sentence_that_answers(tmp_path: Path) -> None
     assert not any(", page" in c["quote"] for c in found["citations"]), found
 
 
+def test_the_sentences_weighed_can_give_the_kind_asked_for(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """The sentences closest in meaning that are weighed are found among those that can
+    give the kind of answer asked for: a sentence with the distance asked for is weighed
+    however many sentences without one come closer."""
+    from exporter.shared import encoder, word_vectors
+    from sidecar import library
+    from sidecar.store import Snapshot
+    node = library_node(tmp_path / "node", restricted=False)
+    page = ("Refill the injection gun at least 10 metres from any watercourse, on level "
+            "ground. Pile pulled balsam 5 metres from the water, on dry ground.")
+    make_pdf(node.root / "content" / "library" / "guide.pdf", [*GUIDE_PAGES, page])
+    build(Project(node.root))
+    indexes = Snapshot(node.root / ".fednode" / "bundle").passage_groups(["public"])
+    question = "How far from the water do we pile pulled balsam?"
+    sense = encoder.Encoder.shared().encode([question])[0]
+    vector = word_vectors.Embedder.embed([question], serving=True)[0]
+    monkeypatch.setattr(library, "PASSAGES", 0)  # the sentences closest in meaning alone
+    monkeypatch.setattr(library, "SENTENCE_DEPTH", 2)
+    answers = library.answering("distance", [])
+    [(group, found)] = library.candidates(indexes, question, sense, vector, answers)
+    assert found and all(answers(group.sentences[n].quoted) for n in found)
+    closest = group.closest_sentences(sense, library.SENTENCE_POOL)
+    giving = [n for n in closest if answers(group.sentences[n].quoted)]
+    assert sorted(found) == sorted(giving[:2])
+    assert [(g, f) for g, f in library.candidates(indexes, question, sense, vector)] == \
+        [(group, sorted(closest[:2]))]
+
+
 @pytest.mark.parametrize(("question", "kind"), [
     ("How far away from the stream do I need to be when I refill the gun?", "distance"),
     ("How much glyphosate product goes into each knotweed cane?", "amount"),
@@ -348,6 +379,10 @@ def test_what_gives_a_kind_of_answer() -> None:
     assert answer_kinds.units("How much goes into each knotweed cane?") == ["cane"]
     assert answer_kinds.counted_by("Inject 3 ml into each cane.", ["cane"])
     assert not answer_kinds.counted_by("It holds 360 grams per litre.", ["cane"])
+    # "in an hour" counts by the hour as "per hour" does
+    assert answer_kinds.units("How many canes can one person inject in an hour?") == ["hour"]
+    assert answer_kinds.counted_by("An operator treats around 300 canes an hour.", ["hour"])
+    assert not answer_kinds.counted_by("Sow two to four grams per square metre.", ["hour"])
     assert is_name("Namur", opens=False) and is_name("P1", opens=True)
     assert is_name("2026", opens=False) and not is_name("12", opens=False)
     assert not is_name("OK", opens=False) and not is_name("Afterwards", opens=True)
