@@ -8,10 +8,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from exporter.shared.errors import printable
+
+if TYPE_CHECKING:
+    from hub.export import HubExport
 
 hub_option = click.option(
     "--hub", "folder", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
@@ -21,7 +25,8 @@ hub_option = click.option(
 @click.group("hub")
 def hub() -> None:
     """Follow a network of nodes: hub.toml lists the members, `fednode hub sync` keeps a
-    copy of each. docs/hub.md ("A network hub: members") describes the folder."""
+    copy of each, `fednode hub serve` serves their public records as one node. docs/hub.md
+    ("A network hub: members", "Serving the network") describes the folder."""
 
 
 @hub.command("init")
@@ -110,5 +115,77 @@ def hub_sync(folder: Path, concurrency: int | None, log_file: Path | None) -> No
     for status in statuses:
         click.echo(printable(status.line()))
     click.echo(total_line(statuses))
+    from hub.export import exported_before
+
+    if exported_before(folder):  # served: what changed is exported for the sidecar to pick up
+        report = _exported(folder, None, licences=False)  # (said above, per member)
+        click.echo(printable(f"hub export: {report.summary}"))
     if not all(status.ok for status in statuses):
         click.get_current_context().exit(1)
+
+
+def _exported(folder: Path, base_url: str | None, *, licences: bool = True) -> HubExport:
+    """`export_hub`, its progress and warnings on standard error (`licences`: with those of
+    members whose node names no licence)."""
+    from cli.progress import Progress
+    from hub.export import export_hub
+
+    progress = Progress()
+    try:
+        report = export_hub(folder, base_url=base_url, progress=progress)
+    finally:
+        progress.end()
+    for warning in (*(report.warnings if licences else ()), *report.notes):
+        click.echo(printable(f"Warning: {warning}"), err=True)
+    return report
+
+
+base_url_option = click.option(
+    "--base-url", help="The address every link of the hub's node starts with (default: "
+                       "<hub>/node.toml's base_url); later exports keep it until that "
+                       "file's changes.")
+
+
+@hub.command("export")
+@hub_option
+@base_url_option
+def hub_export(folder: Path, base_url: str | None) -> None:
+    """Make the members' public records the hub's own node, and export it.
+
+    Writes <hub>/node/ (a fednode project: each record with the member node it comes from,
+    its licence and its URL there) from hub.toml's members that are not private, read from
+    members/ (private/ never is), and exports it as `fednode export` does: site_out/ and
+    the bundle that `fednode hub serve` serves. <hub>/node.toml, made with a fresh id the
+    first time, holds the hub's identity as a node."""
+    report = _exported(folder, base_url)
+    for line in report.members:
+        click.echo(printable(line), err=True)
+    click.echo(report.summary)
+    click.echo(report.base_url, err=True)
+
+
+@hub.command("serve")
+@hub_option
+@base_url_option
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--anonymous-rate", default=600, show_default=True, type=click.IntRange(min=0),
+              help="Requests a minute allowed per client address without a key (0: no limit).")
+def hub_serve(folder: Path, base_url: str | None, host: str, port: int,
+              anonymous_rate: int) -> None:
+    """Serve the network: the members' public records, as one node's API, pages and tools.
+
+    Exports the hub first where its members changed since its last export (`fednode hub
+    export`), then runs the sidecar `fednode serve` runs on <hub>/node/; each later `hub
+    sync` exports what changed, and the running sidecar picks it up. Workers, Redis and
+    trusted proxies are set in <hub>/node.toml's [serve] table."""
+    from cli.main import serve
+    from hub.export import hub_project
+
+    report = _exported(folder, base_url)
+    for line in report.members:
+        click.echo(printable(line), err=True)
+    click.echo(printable(f"hub export: {report.summary}"), err=True)
+    click.get_current_context().invoke(
+        serve, project_dir=hub_project(folder).root, host=host, port=port,
+        anonymous_rate=anonymous_rate, workers=None, redis_url=None, trusted_proxies=())

@@ -146,7 +146,7 @@ async def search(request: web.Request, call: Call) -> web.Response:
     query = call.query
     return json_response(await service.search(
         call.view, text=query["q"], collections=query["collections"], limit=query["limit"],
-        mode=query["mode"]))
+        mode=query["mode"], nodes=query["nodes"]))
 
 
 async def tool_interface(request: web.Request, call: Call) -> web.Response:

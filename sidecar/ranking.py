@@ -4,6 +4,7 @@ ranking constants that weigh names, titles, phrases and typos."""
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 from collections.abc import Sequence
@@ -72,7 +73,14 @@ def _boost(query: tantivy.Query, boost: float) -> tantivy.Query:
     return tantivy.Query.boost_query(query, boost)
 
 
-def _within(query: tantivy.Query, collections: Sequence[str]) -> tantivy.Query:
+def _within(query: tantivy.Query, collections: Sequence[str],
+            only: Sequence[str] | None = None) -> tantivy.Query:
+    """`query` within `collections` and, if given, among the records `only` names (a search
+    of some nodes' records: that filter adds nothing to a match's score)."""
+    if only is not None:
+        among_ids = _boost(tantivy.Query.term_set_query(SCHEMA, "id", list(only)), 0.0)
+        query = tantivy.Query.boolean_query([(tantivy.Occur.Must, query),
+                                             (tantivy.Occur.Must, among_ids)])
     if list(collections) == list(COLLECTIONS):
         return query
     among = tantivy.Query.boolean_query([
@@ -108,31 +116,40 @@ class Group:
                              f"{self.vectors.shape[0]} vectors")
 
     def keyword(self, query: tantivy.Query, collections: Sequence[str],
-                limit: int) -> list[Hit]:
-        """The best `limit` matches within `collections`."""
-        hits = []
-        found = self.searcher.search(_within(query, collections), limit=limit, count=False)
+                limit: int, only: Sequence[str] | None = None) -> list[Hit]:
+        """The best `limit` matches within `collections` (and among `only`'s records)."""
+        hits: list[Hit] = []
+        if only is not None and not only:
+            return hits
+        found = self.searcher.search(_within(query, collections, only), limit=limit,
+                                     count=False)
         for score, address in found.hits:
             doc = self.searcher.doc(address)
             hits.append(Hit(doc["collection"][0], doc["id"][0], float(score), self.name))
         return hits
 
-    def counts(self, query: tantivy.Query, collections: Sequence[str]) -> dict[str, int]:
-        """How many records match `query`, in each of `collections`."""
-        found = self.searcher.aggregate(_within(query, collections), {"by": {"terms": {
+    def counts(self, query: tantivy.Query, collections: Sequence[str],
+               only: Sequence[str] | None = None) -> dict[str, int]:
+        """How many records match `query`, in each of `collections` (among `only`'s)."""
+        if only is not None and not only:
+            return dict.fromkeys(collections, 0)
+        found = self.searcher.aggregate(_within(query, collections, only), {"by": {"terms": {
             "field": "collection", "size": len(COLLECTIONS)}}})
         buckets = {bucket["key"]: int(bucket["doc_count"]) for bucket in found["by"]["buckets"]}
         return {name: buckets.get(name, 0) for name in collections}
 
     def semantic(self, vector: np.ndarray, collections: Sequence[str],
-                 limit: int) -> tuple[list[Hit], dict[str, int]]:
-        """The records whose cosine with `vector` reaches SEMANTIC_FLOOR: the best `limit`,
-        and how many there are in each collection."""
+                 limit: int, only: Sequence[str] | None = None
+                 ) -> tuple[list[Hit], dict[str, int]]:
+        """The records whose cosine with `vector` reaches SEMANTIC_FLOOR (among `only`'s, if
+        given): the best `limit`, and how many there are in each collection."""
         if not self.rows:
             return [], dict.fromkeys(collections, 0)
         scores = np.asarray(self.vectors @ vector, dtype=np.float32)
         wanted = np.array([COLLECTIONS.index(name) for name in collections], np.int8)
         matches = (scores >= SEMANTIC_FLOOR) & np.isin(self.codes, wanted)
+        if only is not None:
+            matches &= np.isin(self.ids, np.asarray(list(only), dtype=str))
         rows = np.flatnonzero(matches)
         found = np.bincount(self.codes[rows], minlength=len(COLLECTIONS))
         counts = {name: int(found[code]) for name, code in zip(collections, wanted, strict=True)}
@@ -144,8 +161,10 @@ class Group:
                 for r in rows], counts
 
     def either(self, query: tantivy.Query | None, ids: Sequence[str],
-               collections: Sequence[str]) -> dict[str, int]:
-        """Per collection, the records matching `query` or among `ids`, each once."""
+               collections: Sequence[str], only: Sequence[str] | None = None
+               ) -> dict[str, int]:
+        """Per collection, the records matching `query` or among `ids`, each once (among
+        `only`'s records, if given)."""
         parts: list[tuple[tantivy.Occur, tantivy.Query]] = []
         if query is not None:
             parts.append((tantivy.Occur.Should, query))
@@ -154,7 +173,12 @@ class Group:
                           tantivy.Query.term_set_query(SCHEMA, "id", list(ids))))
         if not parts:
             return dict.fromkeys(collections, 0)
-        return self.counts(tantivy.Query.boolean_query(parts), collections)
+        return self.counts(tantivy.Query.boolean_query(parts), collections, only)
+
+    @functools.cached_property
+    def ids(self) -> np.ndarray:
+        """Each vector's record id (`rows`), for a search of some nodes' records."""
+        return np.array([row[1] for row in self.rows], dtype=str)
 
     def present(self, query: tantivy.Query | None, ids: Sequence[str]
                 ) -> dict[str, tuple[str, str]]:

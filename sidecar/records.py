@@ -16,7 +16,7 @@ the groups a caller holds."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -94,6 +94,10 @@ class Records:
 
     def row(self, record_id: str) -> int | None:
         return self._row.get(record_id)
+
+    def ids(self) -> Iterable[tuple[str, int]]:
+        """Every record's id and row."""
+        return self._row.items()
 
     def body(self, row: int) -> bytes:
         """The exported bytes of one record."""

@@ -256,10 +256,11 @@ def _string(value: str | None) -> str:
 
 
 async def search(view: View, *, text: str, collections: tuple[str, ...] | None, limit: int,
-                 mode: str) -> dict[str, Any]:
+                 mode: str, nodes: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Search what this caller may read: the indexes of its groups, within its collections
-    (a named collection outside the key's limits is 403, as on lists). `collections` comes
-    as the endpoint's field reads it: each name once, in the node's order."""
+    (a named collection outside the key's limits is 403, as on lists), and of the `nodes`
+    given (a hub's members; a node's own id). `collections` comes as the endpoint's field
+    reads it: each name once, in the node's order."""
     for name in collections or ():
         if name not in view.collections:
             raise InsufficientScope(f"this key may search {', '.join(view.collections)}, "
@@ -269,7 +270,7 @@ async def search(view: View, *, text: str, collections: tuple[str, ...] | None, 
     def run(snapshot: Snapshot, groups: Sequence[str]) -> dict[str, Any]:
         try:
             return searching.run(snapshot, groups, wanted, text, mode,  # type: ignore[arg-type]
-                                 limit)
+                                 limit, nodes)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # tantivy's panics are BaseExceptions (pyo3)

@@ -126,7 +126,8 @@ async def _node_info(view: View, arguments: dict[str, Any]) -> Any:
 async def _search(view: View, arguments: dict[str, Any]) -> Any:
     return await service.search(view, text=arguments["query"],
                                 collections=arguments["collections"],
-                                limit=arguments["limit"], mode="hybrid")
+                                limit=arguments["limit"], mode="hybrid",
+                                nodes=arguments["nodes"])
 
 
 _SEARCH_ITEM = {"type": "object", "properties": {
@@ -189,17 +190,24 @@ TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
              "`counts` of matches per collection. Read a match in full with the collection's "
              "get_ tool and its id."),
          arguments=(argument("search", "q", name="query"),
-                    argument("search", "collections"), argument("search", "limit")),
+                    argument("search", "collections"), argument("search", "limit"),
+                    argument("search", "nodes")),
          said={"query": "words, names or a question",
                "collections": "search only these; all when left out",
-               "limit": "results to return"},
+               "limit": "results to return",
+               "nodes": "search only the records of these nodes (on a hub, its members' "
+                        "node ids: node_info's network.members); all when left out"},
          output_schema={"type": "object", "required": ["query", "items", "counts"],
                         "properties": {"query": {"type": "string"},
                                        "mode": {"type": "string"},
                                        "collections": {"type": "array",
                                                        "items": {"type": "string"}},
                                        "items": {"type": "array", "items": _SEARCH_ITEM},
-                                       "counts": {"type": "object"}}},
+                                       "counts": {"type": "object"},
+                                       "node_counts": {
+                                           "type": "object",
+                                           "description": "on a hub: matches per member "
+                                                          "node"}}},
          run=_search, scope="search"),
     _getter("species", "species"),
     _getter("treatments", "treatment (control method)"),

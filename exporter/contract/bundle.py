@@ -162,7 +162,10 @@ def segments(collections: Sequence[str], access: Sequence[str], size: int = SEGM
 def read_records(folder: Path) -> list[pa.Table]:
     """The segments of the records table in a bundle's `RECORDS` folder, in order, each
     mapped into memory (not copied). A segment missing, or a file that is not one, raises
-    ValueError: the table would not be whole."""
+    ValueError: the table would not be whole. A bundle of no records has no segment, and so
+    no folder (the export writes the segments' files, each made in it): no tables."""
+    if not folder.exists() and folder.parent.is_dir():
+        return []
     names = sorted(os.listdir(folder))
     if names != [segment_path(n).rpartition("/")[2] for n in range(len(names))]:
         raise ValueError(f"{folder} does not hold the records table's segments in order")

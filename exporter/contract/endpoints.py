@@ -84,6 +84,15 @@ _OFFSET_SEGMENT = Field("offset", "pattern", pattern="[0-9]+", where="path")
 _PAGE = Field("page", "pattern", pattern="[0-9]+", where="path")
 _FILE = Field("file", "pattern", pattern=f"{UUID_PATTERN}\\.pdf", where="path")
 SEARCH_MODES = ("hybrid", "keyword", "semantic")
+# The nodes whose records a search reads: a record's node is the member node it comes from on
+# a hub (its `source_node`), the node itself for a node's own record (docs/hub.md).
+NODE_ID_PATTERN = "[A-Za-z0-9._:-]{1,200}"  # as a node's id is written (node.toml)
+NODES = Field("nodes", "tokens", "comma-separated ids of the nodes whose records to search "
+                                 "(on a hub, its members: the manifest's network.members; on a "
+                                 "node, its own id); all when left out",
+              pattern=NODE_ID_PATTERN, high=100,
+              mismatch="a node id (letters, digits and . _ : - only, at most 200)",
+              example="7d0f5c7e-3b9a-4f4e-9d61-2a8c5e0b1f43")
 
 # Fixed paths come before the paths with a {collection} segment: aiohttp matches in order.
 ENDPOINTS: tuple[Endpoint, ...] = (
@@ -148,7 +157,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                      Field("limit", "integer", "results", default=SEARCH_LIMIT_DEFAULT, low=1,
                            high=SEARCH_LIMIT_MAX),
                      Field("mode", "choice", "keyword, semantic or hybrid (the default)",
-                           choices=SEARCH_MODES, default="hybrid"))),
+                           choices=SEARCH_MODES, default="hybrid"),
+                     NODES)),
     Endpoint("mcp", "POST", "/api/mcp", "keyed", "mcp", JSON, "Tool interface for AI agents",
              body="json", jsonrpc=True, result="McpAnswer", capability="mcp"),
     Endpoint("ask", "POST", "/api/library/ask", "keyed", "library", JSON,

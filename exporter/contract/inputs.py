@@ -12,7 +12,8 @@ body fields and path segments. From a field come
 A refusal is an `InputError` whose message names the field and says how to fix the value;
 each side turns it into its own answer (400 `invalid_parameter`, or a tool result with
 `isError`). Values come back normalised: whole numbers as int, text with its runs of
-blanks made one space, a list of collections as a tuple in the node's order."""
+blanks made one space, a list of collections as a tuple in the node's order, a list of
+tokens (node ids) as a tuple in the order given, each once."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ INTEGER_MAX = 2**63 - 1
 NOT_BLANK = "[^\\s\u001c-\u001f\u0085]"
 LAST_SECOND = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
 
-Kind = Literal["integer", "text", "timestamp", "pattern", "choice", "collections"]
+Kind = Literal["integer", "text", "timestamp", "pattern", "choice", "collections", "tokens"]
 Where = Literal["query", "body", "path"]
 
 # ASCII digits only: no `+`, spaces, `_`, or digits of other scripts, which int() takes.
@@ -62,11 +63,13 @@ class Field:
     required: bool = False
     default: int | str | None = None
     low: int = 0  # integer: the smallest value taken
-    high: int = INTEGER_MAX  # integer: the largest
+    high: int = INTEGER_MAX  # integer: the largest; tokens: the most tokens taken
     longest: int = 0  # text: the most characters taken
     choices: tuple[str, ...] = ()  # choice, collections: the values taken
-    pattern: str = ""  # pattern: a regular expression the whole value matches
-    mismatch: str = ""  # pattern: what a value that does not match is told
+    pattern: str = ""  # pattern, tokens: a regular expression the whole value (each token)
+    # matches
+    mismatch: str = ""  # pattern: what a value that does not match is told; tokens: what
+    # each token is
     any_case: bool = False  # pattern: upper-case letters are taken as lower-case (UUIDs)
     exclusive: bool = False  # timestamp: the bound excludes its own instant (rounds down)
     example: str = ""  # a value, shown in the message for a missing one
@@ -155,6 +158,8 @@ def _read_text(field: Field, raw: str) -> Any:
         return _timestamp(field, raw)
     if field.kind == "collections":
         return _collections(field, raw.split(","))
+    if field.kind == "tokens":
+        return _tokens(field, raw.split(","))
     return _checked_text(field, raw)
 
 
@@ -167,6 +172,11 @@ def _read_json(field: Field, value: Any) -> Any:
             raise InputError(f"{field.name} must be a list of collection names, got "
                              f"{shown(value)}; for example [\"species\", \"treatments\"]")
         return _collections(field, value) if value else None
+    if field.kind == "tokens":
+        if not isinstance(value, list):
+            raise InputError(f"{field.name} must be a list, got {shown(value)}; for example "
+                             f"[{json.dumps(field.example)}]")
+        return _tokens(field, value) if value else None
     if not isinstance(value, str):
         raise InputError(f"{field.name} must be text, got {shown(value)}")
     if field.kind == "timestamp":
@@ -201,6 +211,17 @@ def _collections(field: Field, names: list[Any]) -> tuple[str, ...]:
             raise InputError(f"{field.name}: no collection {shown(name)}; choose from "
                              f"{', '.join(field.choices)}")
     return tuple(name for name in field.choices if name in names)
+
+
+def _tokens(field: Field, tokens: list[Any]) -> tuple[str, ...]:
+    """Tokens of the field's pattern (node ids), each once, in the order given."""
+    for token in tokens:
+        if not isinstance(token, str) or re.fullmatch(field.pattern, token) is None:
+            raise InputError(f"{field.name}: {shown(token)} is not {field.mismatch}")
+    unique = tuple(dict.fromkeys(tokens))
+    if len(unique) > field.high:
+        raise InputError(f"{field.name}: {len(unique)} given; give at most {field.high}")
+    return unique
 
 
 def _span(field: Field) -> str:
@@ -272,6 +293,11 @@ def json_schema(field: Field, form: Literal["query", "json"] = "json") -> dict[s
         schema = {"type": "string", "enum": list(field.choices)}
     elif field.kind == "pattern":
         schema = {"type": "string", "pattern": f"^{field.pattern}$"}
+    elif field.kind == "tokens" and form == "json":
+        schema = {"type": "array", "maxItems": field.high,
+                  "items": {"type": "string", "pattern": f"^{field.pattern}$"}}
+    elif field.kind == "tokens":
+        schema = {"type": "string", "pattern": f"^{field.pattern}(,{field.pattern})*$"}
     elif form == "json":
         schema = {"type": "array", "items": {"type": "string", "enum": list(field.choices)}}
     else:

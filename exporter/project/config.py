@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -65,6 +66,9 @@ class NodeConfig:
     language: str
     # Browser origins allowed to call the tool interface (besides the node's own).
     mcp_origins: tuple[str, ...] = ()
+    # A hub's members and their licences: node.toml's [network] table, which `fednode hub
+    # export` writes, served as the manifest's `network` (docs/hub.md); None for a node.
+    network: dict[str, Any] | None = field(default=None, hash=False)
 
     @property
     def allowed_origins(self) -> list[str]:
@@ -76,8 +80,11 @@ class NodeConfig:
 def load_node_config(project: Project, base_url: str | None = None) -> NodeConfig:
     """Read content/node.toml; raise ContentError naming every problem."""
     path = project.content / NODE_FILE
-    node = _node_table(path)
-    problems = [*_text_problems(path, node), *_address_problems(path, node, base_url)]
+    data = _node_file(path)
+    node = _node_table(data)
+    network = data.get("network")
+    problems = [*_text_problems(path, node), *_address_problems(path, node, base_url),
+                *_network_problems(path, network)]
     if problems:
         raise ContentError(problems)
     base = (base_url or node.get("base_url", "")).rstrip("/")
@@ -91,24 +98,54 @@ def load_node_config(project: Project, base_url: str | None = None) -> NodeConfi
         publisher=node["publisher"], contact=node["contact"], licence=node["licence"],
         base_url=base, sidecar_url=(sidecar or base).rstrip("/"),
         key_request=node["key_request"], language=str(node.get("language", "en")),
-        mcp_origins=tuple(node.get("mcp_origins", [])),
+        mcp_origins=tuple(node.get("mcp_origins", [])), network=network,
     )
 
 
-def _node_table(path: Path) -> dict[str, Any]:
-    """The [node] table of content/node.toml, or the one problem that stops reading it."""
+def _node_file(path: Path) -> dict[str, Any]:
+    """content/node.toml, read, or the one problem that stops reading it."""
     rel = f"content/{NODE_FILE}"
     if not path.is_file():
         raise ContentError([Problem(rel, 0, "", "missing: every node needs content/node.toml "
                                                 "(see the sample in the fednode repository)")])
     try:
-        data = tomllib.loads(path.read_text("utf-8"))
+        return tomllib.loads(path.read_text("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ContentError([Problem(rel, 0, "", f"not valid TOML: {exc}")]) from None
+
+
+def _node_table(data: dict[str, Any]) -> dict[str, Any]:
+    """The [node] table of content/node.toml, or the one problem that stops reading it."""
     node = data.get("node")
     if not isinstance(node, dict):
-        raise ContentError([Problem(rel, 1, "node", "missing the [node] table")])
+        raise ContentError([Problem(f"content/{NODE_FILE}", 1, "node",
+                                    "missing the [node] table")])
     return node
+
+
+def _network_problems(path: Path, network: object) -> list[Problem]:
+    """What is wrong with node.toml's [network] table, if it has one: a hub's members, as
+    `fednode hub export` writes them, served as they are in the manifest (so JSON's values
+    only: no dates, no NaN)."""
+    if network is None or isinstance(network, dict) and _plain(network):
+        return []
+    return [Problem(f"content/{NODE_FILE}", _line_of(path, "[network]"), "network",
+                    "must be a table of texts, numbers, true or false, lists and tables, "
+                    "as `fednode hub export` writes it")]
+
+
+def _plain(value: Any) -> bool:
+    """Whether a TOML value is JSON's too (no dates or times, no NaN or infinity), with no
+    control character in its texts."""
+    if isinstance(value, dict):
+        return all(_plain(key) and _plain(item) for key, item in value.items())
+    if isinstance(value, list):
+        return all(map(_plain, value))
+    if isinstance(value, str):
+        return control_character(value) is None
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, bool | int)
 
 
 def _text_problems(path: Path, node: dict[str, Any]) -> list[Problem]:
@@ -202,7 +239,7 @@ def _path_problem(url: str) -> str | None:
 
 def _line_of(path: Path, key: str) -> int:
     for number, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
-        if line.strip().startswith(f"{key} ") or line.strip().startswith(f"{key}="):
+        if line.strip().startswith((f"{key} ", f"{key}=")) or line.strip() == key:
             return number
     return 0
 

@@ -52,6 +52,13 @@ def _unchecked(value: object) -> bool:
 # not named here is refused when its validator is made (`Collection.formats`).
 FORMATS: dict[str, Callable[[object], bool]] = {"date": _is_date, "uri": _unchecked}
 
+# A record's provenance: where a hub found it (docs/hub.md, "Serving the network"). Served
+# fields (readOnly) that content may nevertheless set: a hub's records are the content of the
+# node it exports (`hub/republish.py`), each written with the member node it comes from. A
+# node's own records do not have them (`fednode check` takes them from content all the same:
+# a node may republish a record from elsewhere).
+PROVENANCE = ("source_node", "source_node_name", "source_url", "license")
+
 
 @dataclass(frozen=True, eq=False)
 class Collection:
@@ -137,9 +144,17 @@ class Collection:
 
     @cached_property
     def _served(self) -> frozenset[str]:
-        """The readOnly fields (asked of every field of every record)."""
+        """The readOnly fields content may not set (asked of every field of every record):
+        all but the provenance."""
         return frozenset(name for name, spec in self.schema["properties"].items()
-                         if spec and spec.get("readOnly"))
+                         if spec and spec.get("readOnly") and name not in PROVENANCE)
+
+    @cached_property
+    def provenance_fields(self) -> tuple[str, ...]:
+        """The provenance fields that are not content fields, in schema order: served after
+        the record's own fields when a record has them (`PROVENANCE`)."""
+        return tuple(name for name, spec in self.schema["properties"].items()
+                     if name in PROVENANCE and spec.get("readOnly"))
 
     @cached_property
     def search_names(self) -> tuple[str, ...]:
@@ -209,11 +224,12 @@ def _load(name: str) -> Collection:
         f"schemas/{name}.schema.json").read_text("utf-8")
     schema = json.loads(text)
     meta = schema["x-fednode"]
-    # Validation is against the content form: served (readOnly) fields are not allowed there.
+    # Validation is against the content form: served (readOnly) fields are not allowed there,
+    # but for a record's provenance.
     content_schema = _matching_ecma(schema)
     content_schema["properties"] = {
         key: value for key, value in content_schema["properties"].items()
-        if not value.get("readOnly")
+        if not value.get("readOnly") or key in PROVENANCE
     }
     return Collection(
         name=name, title=schema["title"], description=schema["description"], tool=meta["tool"],

@@ -311,14 +311,16 @@ def names_of(value: Any) -> list[str]:
 
 
 _WORDS = re.compile(r"(?<=[a-z])(?=[A-Z])")
-_HIDDEN = {"id", "access", "title", "tags", "body"}
+_HIDDEN = {"id", "access", "title", "tags", "body", "source_node"}  # (the node's id: its name
+# is shown)
 
 
 @cache
 def _labelled(collection: Collection) -> tuple[tuple[str, str], ...]:
-    """The fields a record page lists, in schema order, each with its label (escaped)."""
+    """The fields a record page lists, in schema order, each with its label (escaped): the
+    content's, then, on a hub, where the record comes from and its licence."""
     out = []
-    for name in collection.content_fields:
+    for name in (*collection.content_fields, *collection.provenance_fields):
         if name in _HIDDEN or name == collection.title_field:
             continue
         label = (collection.property(name) or {}).get("title") or _WORDS.sub(" ", name)

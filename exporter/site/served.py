@@ -88,7 +88,8 @@ def fingerprint(*parts: str) -> str:
 def _field_order(collection: Collection) -> tuple[str, ...]:
     specific = [name for name in collection.content_fields
                 if name not in ("id", "access", "title", "tags", "body")]
-    return (*specific, "tags", "body")
+    # then a hub's provenance of the record, where it has one (`schemas.PROVENANCE`)
+    return (*specific, "tags", "body", *collection.provenance_fields)
 
 
 def render_record(record: SourceRecord, entry: Entry, collection: Collection,
@@ -139,6 +140,7 @@ def manifest(node: NodeConfig, collections: dict[str, Collection], counts: dict[
             "language": node.language, "base_url": base, "sidecar_url": node.sidecar_url,
             "updated_at": updated_at,
         },
+        **({"network": node.network} if node.network is not None else {}),
         "collections": [
             {
                 "name": c.name, "title": c.title, "description": c.description,

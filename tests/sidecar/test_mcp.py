@@ -102,7 +102,7 @@ async def test_the_real_client_lists_and_calls_every_tool(node: Node, mode: str)
             assert tool.output_schema and tool.annotations.read_only_hint is True
             assert len(tool.description or "") > 80
         search = next(t for t in listed.tools if t.name == "search").input_schema
-        assert set(search["properties"]) == {"query", "collections", "limit"}
+        assert set(search["properties"]) == {"query", "collections", "nodes", "limit"}
         assert search["properties"]["limit"]["default"] == 10
         getter = next(t for t in listed.tools if t.name == "get_species").input_schema
         assert set(getter["properties"]) == {"id", "limit"}

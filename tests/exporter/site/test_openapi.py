@@ -24,7 +24,8 @@ def test_the_document_is_valid_openapi_3_1(sample_root: Path) -> None:
     assert document["openapi"] == "3.1.0"
     assert set(document["components"]["securitySchemes"]) == {"bearer", "apiKey"}
     search = document["paths"]["/api/search"]["get"]
-    assert [p["name"] for p in search["parameters"]] == ["q", "collections", "limit", "mode"]
+    assert [p["name"] for p in search["parameters"]] == ["q", "collections", "limit", "mode",
+                                                         "nodes"]
     changes = document["paths"]["/api/changes"]["get"]
     assert changes["security"] == [{"bearer": []}, {"apiKey": []}]
     assert {"401", "403", "429"} <= set(changes["responses"])

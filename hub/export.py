@@ -1,0 +1,193 @@
+"""`fednode hub export`: the members' public records as the hub's own node, exported.
+
+Under the hub folder's lock (no `hub sync` writes a copy meanwhile), each member of hub.toml
+that is not private is read from members/ (hub/republish.py), the project in <hub>/node/ is
+brought to what they hold (hub/project.py: a file written only where its text changed, a
+record file that is no longer a member's public record deleted), and the project is exported
+by the node's pipeline (`exporter.pipeline.build.build`) unless nothing changed since the
+last export that succeeded. A running `fednode hub serve` picks the new build up as
+`fednode serve` picks up a node's."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from exporter.contract.builds import CURRENT
+from exporter.contract.wire import COLLECTIONS
+from exporter.project.config import NODE_FILE, Project, load_node_config
+from exporter.shared.errors import ContentError
+
+from .errors import one_line
+from .members import PUBLIC_DIR, Hub, HubError, Member, load_hub, locked
+from .project import NODE_DIR, Served, identity_file, node_toml, read_identity, warnings
+from .republish import CopyUnreadable, Source, copy_identity, republish
+from .status import read_status
+
+EXPORTED = "hub-export.json"  # in the project's .fednode/: what the last export was made of
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class HubExport:
+    """What a hub export did: a line a member, the warnings, and the export's summary."""
+
+    members: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # members whose node names no licence
+    notes: list[str] = field(default_factory=list)  # the export's own warnings
+    summary: str = ""
+    base_url: str = ""  # the base URL used, in words (`baseurl.BaseUrl.said`)
+    exported: bool = False  # False: nothing changed since the last export
+
+
+def hub_project(folder: Path) -> Project:
+    """The project the hub is served from."""
+    return Project(folder / NODE_DIR)
+
+
+def exported_before(folder: Path) -> bool:
+    """Whether the hub has a published export (it is served, or was)."""
+    return os.path.lexists(hub_project(folder).private / CURRENT)
+
+
+def export_hub(folder: Path, *, base_url: str | None = None, now: datetime | None = None,
+               progress: Progress | None = None) -> HubExport:
+    """Bring <hub>/node/ to the members' public records and export it (`fednode hub
+    export`). HubError for a hub.toml or <hub>/node.toml that is wrong; a member that cannot
+    be served is a line of its own, never an error."""
+    from exporter.pipeline.build import build
+    from exporter.project.baseurl import chosen_base_url, remember_base_url
+
+    hub = load_hub(folder)
+    project = hub_project(folder)
+    with locked(folder):
+        identity = read_identity(hub)
+        served = [_served(hub, member) for member in hub.members if not member.private]
+        _once_a_node(served)
+        try:
+            node_text = node_toml(hub, identity, served)
+        except ValueError as exc:
+            raise HubError(f"{identity_file(hub)}: a value the hub cannot write: {exc}") \
+                from None
+        files = {NODE_FILE: node_text}
+        for one in served:
+            files.update(one.records.files if one.records else {})
+        write_content(project.content, files)
+        _check_node(hub, project)
+        chosen = chosen_base_url(project, base_url)
+        report = HubExport([one.line() for one in served], warnings(served),
+                           base_url=chosen.said)
+        made_of = _digest(files, chosen.given)
+        if made_of == _last(project) and exported_before(folder):
+            report.summary = "unchanged since the last export: nothing to export"
+            return report
+        done = build(project, now=now, base_url=chosen.given, progress=progress)
+        remember_base_url(project, chosen.given)
+        _remember(project, made_of)
+    report.summary, report.exported = done.summary(), True
+    report.notes += done.warnings
+    return report
+
+
+def _served(hub: Hub, member: Member) -> Served:
+    """A member as the hub serves it: its copy in members/ read, or why it is not."""
+    status = read_status(hub.folder / PUBLIC_DIR / f"{member.name}.status.json", member.name,
+                         member.url, member.private)
+    copy = hub.folder / PUBLIC_DIR / f"{member.name}.duckdb"
+    one = Served(member, status)
+    if not copy.exists():
+        one.note = "no copy yet; `fednode hub sync` makes it"
+        return one
+    try:
+        node_id, node_name = copy_identity(copy)
+        if node_id is None:
+            one.note = "its copy names no node (not synced to the end)"
+            return one
+        # (a node's name and licence as one line of printable text: they go into records,
+        # node.toml and the operator's terminal)
+        name = one_line(status.node_name or node_name or member.name, 200)
+        licence = status.licence if status.node_id == node_id else None
+        one.source = Source(member.name, node_id, name,
+                            None if licence is None else one_line(licence, 200))
+        one.records = republish(one.source, copy)
+    except CopyUnreadable as exc:
+        one.source, one.note = None, f"its copy cannot be read ({exc})"
+    return one
+
+
+def _once_a_node(served: list[Served]) -> None:
+    """A node listed twice (at two addresses) is served once, as its first member: its
+    records would have the same ids twice."""
+    first: dict[str, str] = {}
+    for one in served:
+        if one.source is None:
+            continue
+        held = first.setdefault(one.source.node_id, one.member.name)
+        if held != one.member.name:
+            one.source = one.records = None
+            one.note = f"the same node as {held}, which serves its records"
+
+
+def write_content(content: Path, files: dict[str, str]) -> int:
+    """Make content/ hold exactly `files` (paths relative to it) in the collections'
+    folders and node.toml: a file is written only where its text changed (so the export's
+    cache keeps what it read), each at once; any other file there is deleted. The files
+    written or deleted."""
+    changed = 0
+    for name in COLLECTIONS:
+        (content / name).mkdir(parents=True, exist_ok=True)
+    for rel, text in files.items():
+        path = content / rel
+        data = text.encode("utf-8")
+        try:
+            if path.read_bytes() == data:
+                continue
+        except FileNotFoundError:
+            pass
+        temporary = path.with_name(f".{path.name}.tmp")
+        temporary.write_bytes(data)
+        os.replace(temporary, path)
+        changed += 1
+    for name in COLLECTIONS:
+        for entry in os.scandir(content / name):
+            if f"{name}/{entry.name}" not in files and entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
+                changed += 1
+    return changed
+
+
+def _check_node(hub: Hub, project: Project) -> None:
+    """The node.toml made of <hub>/node.toml: its problems named as that file's settings."""
+    try:
+        load_node_config(project)
+    except ContentError as exc:
+        said = "; ".join(f"{problem.field}: {problem.message}" for problem in exc.problems)
+        raise HubError(f"{identity_file(hub)}: {said}") from None
+
+
+def _digest(files: dict[str, str], base_url: str | None) -> str:
+    made = hashlib.sha256(json.dumps(base_url).encode())
+    for rel in sorted(files):
+        made.update(f"\0{rel}\0{len(files[rel])}\0".encode())
+        made.update(files[rel].encode("utf-8"))
+    return made.hexdigest()
+
+
+def _last(project: Project) -> str | None:
+    try:
+        data = json.loads((project.private / EXPORTED).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get("digest") if isinstance(data, dict) else None
+
+
+def _remember(project: Project, digest: str) -> None:
+    path = project.private / EXPORTED
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(json.dumps({"digest": digest}) + "\n", "utf-8")
+    os.replace(temporary, path)

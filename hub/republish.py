@@ -1,0 +1,213 @@
+"""A member's public records as records of the hub's own node (`hub/project.py`).
+
+Each record of a member's copy (`members/<name>.duckdb`, hub/index.py) whose JSON says
+`access = "public"` (a second guard: hub sync keeps nothing else in members/) becomes a
+content file of the hub's node: the member's fields as its node served them, under an id of
+the hub's own (`hub_id`: stable, made from the member node's id and the record's id, so
+that two members' records never share one), with its provenance (`schemas.PROVENANCE`): the
+member node's id and name, the record's URL at the member, and the licence the record is
+published under (its own, else the member node's). The node is always the member the hub
+read it from: a record that came to the member from another hub names that member, and its
+URL there leads on to the node that published it first.
+
+A library document keeps its metadata and links to its PDF at the member (`link`): a hub
+serves records, not the members' files. Fields this fednode does not know (a member running
+a newer version) are left out; a record the hub's export would refuse (a hostile member) is
+left out and reported, and never stops the other records or members."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from exporter.contract.wire import COLLECTIONS, PUBLIC
+from exporter.project.frontmatter import parse_markdown
+from exporter.project.records import SourceFile
+from exporter.project.schemas import PROVENANCE, Collection, collections
+from exporter.project.tomltext import toml_string
+from exporter.project.validation import validate
+
+from .errors import one_line
+
+# The namespace of the ids a hub gives its members' records (`hub_id`).
+NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://fednode.org/hub/record")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def hub_id(node_id: str, record_id: str) -> str:
+    """The id a hub serves a member's record under: a UUID (the record ids' pattern) made
+    from the member node's id and the record's, the same at every export and on every hub."""
+    return str(uuid.uuid5(NAMESPACE, f"{node_id}\n{record_id}"))
+
+
+@dataclass(frozen=True)
+class Source:
+    """A member as its records are republished: its node and the licence it names."""
+
+    name: str  # the member's name in hub.toml
+    node_id: str
+    node_name: str
+    licence: str | None  # None: the node's manifest names none
+
+
+@dataclass
+class Republished:
+    """One member's records as content files of the hub's node, and what was left out."""
+
+    files: dict[str, str] = field(default_factory=dict)  # "collection/file.md" -> text
+    counts: dict[str, int] = field(default_factory=dict)  # records by collection
+    licences: Counter[str] = field(default_factory=Counter)  # records by license ("": none)
+    refused: list[str] = field(default_factory=list)  # why records were left out
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+class CopyUnreadable(Exception):
+    """A member's copy cannot be read (not a hub file, in use, damaged)."""
+
+
+def copy_identity(copy: Path) -> tuple[str | None, str | None]:
+    """The node id and name a member's copy was synced from (its `hub` table)."""
+    try:
+        with duckdb.connect(str(copy), read_only=True) as db:
+            state = dict(db.execute("SELECT name, value FROM hub WHERE name IN "
+                                    "('node_id', 'node_name')").fetchall())
+    except duckdb.Error as exc:
+        raise CopyUnreadable(one_line(str(exc), 160)) from None
+    return state.get("node_id"), state.get("node_name")
+
+
+def public_rows(copy: Path, node_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(collection, record) of each public record of the copy, in a stable order."""
+    try:
+        with duckdb.connect(str(copy), read_only=True) as db:
+            rows = db.execute(
+                "SELECT collection, json::VARCHAR FROM records WHERE node_id = ? AND "
+                "(json->>'access') = ? ORDER BY collection, id", [node_id, PUBLIC]).fetchall()
+    except duckdb.Error as exc:
+        raise CopyUnreadable(one_line(str(exc), 160)) from None
+    for collection, text in rows:
+        data = json.loads(text)
+        if collection in COLLECTIONS and isinstance(data, dict) and \
+                data.get("access") == PUBLIC:
+            yield collection, data
+
+
+def republish(source: Source, copy: Path) -> Republished:
+    """The member's public records as the hub's content files (CopyUnreadable if the copy
+    cannot be read)."""
+    out = Republished(counts={name: 0 for name in COLLECTIONS})
+    known = collections()
+    for collection, data in public_rows(copy, source.node_id):
+        record_id = data.get("id")
+        if not isinstance(record_id, str):
+            continue
+        fields = hub_fields(source, known[collection], data)
+        rel = f"{collection}/{source.name}-{fields['id']}.md"
+        try:
+            text = record_text(fields)
+        except ValueError as exc:  # a value TOML cannot hold (hub sync's checks keep them out)
+            out.refused.append(f"{collection}/{one_line(record_id, 40)}: {exc}")
+            continue
+        problem = refusal(text, rel, known[collection])
+        if problem is not None:
+            out.refused.append(f"{collection}/{one_line(record_id, 40)}: {problem}")
+            continue
+        out.files[rel] = text
+        out.counts[collection] += 1
+        out.licences[str(fields.get("license", ""))] += 1
+    return out
+
+
+def hub_fields(source: Source, collection: Collection, data: dict[str, Any]
+               ) -> dict[str, Any]:
+    """The fields of the hub's record of `data` (a member's record as its node served it),
+    in the schema's order, the body last."""
+    given = {name: value for name, value in data.items()
+             if name not in ("id", "access", *PROVENANCE)
+             and not collection.served_by_node(name)}
+    # Where the hub found it, whatever the record says of itself: a member cannot pass its
+    # records off as another node's.
+    given["source_node"], given["source_node_name"] = source.node_id, source.node_name
+    if isinstance(data.get("url"), str):
+        given["source_url"] = data["url"]
+    # The licence it carries; else its node's, for a node's own record (one a member hub
+    # republished, with a source of its own, carries its licence or has none known).
+    own = data.get("license")
+    republished = isinstance(data.get("source_node"), str)
+    licence = own if isinstance(own, str) and own.strip() else (
+        None if republished else source.licence)
+    if licence is not None:
+        given["license"] = licence
+    document = data.get("document_url")  # a library document's PDF, at the member
+    if collection.name == "resources" and "link" not in given and \
+            isinstance(document, str) and document.startswith(("https://", "http://")):
+        given["link"] = document
+    order = [name for name in collection.schema["properties"] if name != "body"]
+    fields = {"id": hub_id(source.node_id, str(data["id"]))}
+    fields.update((name, given[name]) for name in order if name in given and name != "id")
+    if "body" in given:
+        fields["body"] = given["body"]
+    return fields
+
+
+def record_text(fields: dict[str, Any]) -> str:
+    """A Markdown record file: every field but the body in TOML front matter, the body
+    below it. ValueError for a value TOML cannot hold (null, NaN, a lone surrogate)."""
+    lines = ["+++", *(f"{toml_key(name)} = {toml_value(value)}"
+                      for name, value in fields.items() if name != "body"), "+++"]
+    text = "\n".join(lines) + "\n"
+    body = fields.get("body")
+    if body is None:
+        return text
+    if not isinstance(body, str):
+        raise ValueError("body: not text")
+    return text + "\n" + body
+
+
+def toml_key(name: str) -> str:
+    return name if _BARE_KEY.fullmatch(name) else toml_string(name)
+
+
+def toml_value(value: Any) -> str:
+    """A JSON value written as TOML (inline: lists and tables on one line)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"not a number TOML holds: {value!r}")
+        return repr(value)
+    if isinstance(value, str):
+        return toml_string(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(map(toml_value, value)) + "]"
+    if isinstance(value, dict):
+        inner = ", ".join(f"{toml_key(str(k))} = {toml_value(v)}" for k, v in value.items())
+        return "{ " + inner + " }" if inner else "{}"
+    raise ValueError("null: TOML has no null")
+
+
+def refusal(text: str, rel: str, collection: Collection) -> str | None:
+    """Why the hub's export would refuse this record file, or None: it is read here as the
+    export reads it (content.read: front matter, then the schema and the other rules)."""
+    source = SourceFile(collection.name, rel, f"content/{rel}", 0, 0, 0, 0)
+    records, problems = parse_markdown(text.replace("\r\n", "\n"), source, collection)
+    for record in records:
+        problems += validate(record, collection)
+    if not problems:
+        return None
+    first = problems[0]
+    return one_line(f"{first.field}: {first.message}" if first.field else first.message, 200)
