@@ -70,6 +70,7 @@ def _manifest_base(root: Path) -> str:
     return str(manifest["node"]["base_url"])
 
 
+@pytest.mark.slow
 def test_export_keeps_the_last_base_url_given_in_the_folder(tmp_path: Path) -> None:
     root = tmp_path / "node"
     assert run("init", str(root)).exit_code == 0

@@ -1034,6 +1034,7 @@ def test_a_hub_file_follows_one_node(tmp_path: Path) -> None:
 HOSTILE_TEXT = "ok\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\u202egnp.exe\u200b\x9b31m"
 
 
+@pytest.mark.slow
 def test_a_nodes_text_cannot_write_to_the_operators_terminal(
         states: States, crafted: Crafted, baseline: Path, tmp_path: Path) -> None:
     """What a node sends (an error's message, its name) reaches the operator's terminal,

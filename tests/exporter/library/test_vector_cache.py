@@ -67,6 +67,7 @@ def senses(root: Path) -> list[np.ndarray]:
     return [np.load(folder / name) for name in ("senses.npy", "sentences.npy")]
 
 
+@pytest.mark.slow
 def test_a_first_export_takes_the_vectors_another_made(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     first, second = library(tmp_path / "a"), library(tmp_path / "b")
@@ -82,6 +83,7 @@ def test_a_first_export_takes_the_vectors_another_made(tmp_path: Path) -> None:
         assert mine.tobytes() == theirs.tobytes()
 
 
+@pytest.mark.slow
 def test_a_damaged_cache_or_none_changes_nothing_but_the_time(tmp_path: Path) -> None:
     reference = library(tmp_path / "reference")
     made = export(reference, "")

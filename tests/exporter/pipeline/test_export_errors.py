@@ -133,6 +133,7 @@ def test_links_under_content_that_cannot_be_read(tmp_path: Path, link: str, targ
     assert snapshot(root) == before
 
 
+@pytest.mark.slow
 def test_a_linked_collection_folder_is_read(tmp_path: Path) -> None:
     """A collection kept elsewhere (another checkout) and linked in is content like any."""
     root = exported_node(tmp_path / "node")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -96,6 +97,7 @@ class _Tags(HTMLParser):
         self.found.append((tag, attrs))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(body=hostile_markdown())
 def test_no_tag_attribute_or_script_url_from_content_reaches_the_page(body: str) -> None:
