@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from aiohttp import web
 
 from exporter.contract.endpoints import ENDPOINTS, HTML, JSON, NDJSON, Endpoint
+from exporter.contract.inputs import InputError, from_json
 from exporter.contract.page_urls import file_of
 from exporter.contract.wire import encode
 
@@ -149,6 +150,16 @@ async def search(request: web.Request, call: Call) -> web.Response:
         mode=query["mode"], nodes=query["nodes"]))
 
 
+async def taxon(request: web.Request, call: Call) -> web.Response:
+    """A taxon's records by node. A name its field refuses (blank, too long) names nothing:
+    the same 404 as a name no record names, as a malformed id is for a record."""
+    try:
+        name = from_json(call.endpoint.segments, call.segments)["name"]
+    except InputError:
+        raise NotFound(service.NO_TAXON) from None
+    return json_response(await service.taxon(call.view, name))
+
+
 async def tool_interface(request: web.Request, call: Call) -> web.Response:
     return await mcp.handle(request, call.view)
 
@@ -193,8 +204,9 @@ PAGES: dict[str, Adapter] = {"index": index, "search_page": search_page}
 HANDLERS: dict[str, Adapter] = {
     "manifest": manifest, "schema": schema, "key": key, "changes": changes,
     "sync_changes": sync_changes, "sync_snapshot": sync_snapshot, "list": list_records,
-    "record": read_record, "search": search, "mcp": tool_interface, "ask": ask,
-    "library_file": library_file, "openapi": openapi, "dwca": dwca, "download": download,
+    "record": read_record, "search": search, "taxon": taxon, "mcp": tool_interface,
+    "ask": ask, "library_file": library_file, "openapi": openapi, "dwca": dwca,
+    "download": download,
     **{e.name: PAGES.get(e.name, page) for e in ENDPOINTS if e.page},
 }
 

@@ -190,16 +190,16 @@ class Origins:
     def __init__(self, snapshot: Snapshot) -> None:
         own = snapshot.meta.node_id
         records = snapshot.records
-        self.node: dict[str, str] = {}  # record id -> its node
         self.ids: dict[str, list[str]] = {}  # node -> its records' ids
         self.groups: dict[str, set[str]] = {}  # node -> the access groups of its records
         for record_id, row in records.ids():
             named = _SOURCE_NODE.search(records.body(row))
             node = named.group(1).decode() if named else own
-            self.node[record_id] = node
             self.ids.setdefault(node, []).append(record_id)
             self.groups.setdefault(node, set()).add(records.access[row])
-        self.hub = any(node != own for node in self.ids)
+        # A hub by its manifest, never by its records: a restricted record of a node's own
+        # that names a source_node would otherwise show in every caller's answer.
+        self.hub = is_hub(snapshot)
 
     def ids_of(self, nodes: Sequence[str]) -> list[str] | None:
         """The ids of these nodes' records; None when that is every record (no filter)."""

@@ -29,7 +29,7 @@ from exporter.contract.wire import (
     record_url,
 )
 
-from . import library
+from . import library, taxa
 from . import search as searching
 from .changes import COLLECTION_WIDTH, Change, Feed
 from .errors import APIError, InsufficientScope, InvalidParameter, NotFound
@@ -203,9 +203,12 @@ async def changes(view: View, *, since: str, limit: int, cursor: Position | None
 
 def prepare(fresh: Snapshot, replaced: Snapshot) -> None:
     """Before a reloaded snapshot is swapped in (on a worker thread): the changes feed of
-    each kind of caller that polled the snapshot it replaces, made ahead. The first poll
-    after an export then makes nothing, so its time does not grow with the events it may
-    not learn of (a making reads every event, restricted ones too)."""
+    each kind of caller that polled the snapshot it replaces, and the taxa if it had them,
+    made ahead. The first poll after an export then makes nothing, so its time does not
+    grow with the events it may not learn of (a making reads every event, restricted ones
+    too)."""
+    if taxa.made(replaced):
+        taxa.taxa_of(fresh)
     db = fresh.cursor()
     for kind in replaced.feeds.kinds():
         groups, collections = cast(tuple[tuple[str, ...], tuple[str, ...]], kind)
@@ -280,6 +283,27 @@ async def search(view: View, *, text: str, collections: tuple[str, ...] | None, 
                            f"try other words, and tell the node's operator") from None
 
     return await view.run(run)
+
+
+NO_TAXON = ("no record this node serves names that taxon; find names with /api/search?q=..., "
+            "or list /api/species")
+
+
+async def taxon(view: View, name: str) -> dict[str, Any]:
+    """Who holds what about one taxon: the records naming it that this caller may read, by
+    the node holding them (`taxa`). A name that only records the caller may not read name
+    is answered as one that no record names: the same 404, in the same words."""
+    found = await view.run(taxa.taxa_of)
+    canonical = taxa.canonical(name)
+    wanted = tuple(collection for collection in taxa.NAMING if collection in view.collections)
+    readable = []
+    for named in found.naming(canonical):
+        row = view.row(named.collection, named.id) if named.collection in wanted else None
+        if row is not None:
+            readable.append((named, view.records.body(row)))
+    if not readable:
+        raise NotFound(NO_TAXON)
+    return taxa.answer(found, name, canonical, wanted, readable)
 
 
 async def ask(view: View, *, question: str, limit: int) -> dict[str, Any]:

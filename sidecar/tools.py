@@ -1,7 +1,7 @@
-"""The seven tools of the seed (4.3), and `ask_library`, as thin adapters over the service
-layer: a tool call with a key reads exactly what the same key reads over REST, through the
-same functions, and its arguments are the fields of the REST endpoint's row, read by the
-same checks.
+"""The seven tools of the seed (4.3), and the node's own `ask_library` and `get_taxon`, as
+thin adapters over the service layer: a tool call with a key reads exactly what the same
+key reads over REST, through the same functions, and its arguments are the fields of the
+REST endpoint's row, read by the same checks.
 
 `TOOLS` describes each tool as MCP lists it (name, description, inputSchema derived from
 the endpoint table, outputSchema, annotations); `call` runs one. A failure the agent can
@@ -168,6 +168,42 @@ ASK_LIBRARY = Tool(
                                   "message": {"type": "string"}}},
     run=_ask_library, scope="library")
 
+async def _get_taxon(view: View, arguments: dict[str, Any]) -> Any:
+    return await service.taxon(view, arguments["name"])
+
+
+_RECORDS = {"type": "array", "items": {"type": "object"},
+            "description": "records, each as GET /api/{collection}/{id} returns it"}
+_HOLDER = {"type": "object", "required": ["node", "license"], "properties": {
+    "node": {"type": "object", "required": ["id", "name"],
+             "properties": {"id": {"type": "string"}, "name": {"type": "string"}}},
+    "license": {"anyOf": [{"type": "string"}, {"type": "null"}],
+                "description": "the licence the node names for its records, or null"},
+    "species": _RECORDS, "treatments": _RECORDS, "resources": _RECORDS,
+    "germination": _RECORDS}}
+
+GET_TAXON = Tool(
+    name="get_taxon", title="Who holds a taxon",
+    description=(
+        "Answers who holds what about one taxon: given a scientific name (authorship, case "
+        "and the hybrid sign as you like: 'Fallopia japonica', 'fallopia japonica (Houtt.) "
+        "Ronse Decr.'), returns each node holding records of it (on a hub, each member) with "
+        "its species records of that name and the treatments, resources and germination "
+        "results that name it, each record whole and with its provenance, never merged "
+        "with another node's. The same answer as GET /api/taxa/{name} for this key; a name "
+        "no record this key may read names is not_found."),
+    arguments=(argument("taxon", "name"),),
+    said={"name": "a scientific name, e.g. 'Fallopia japonica'"},
+    output_schema={"type": "object", "required": ["name", "canonical", "holders", "counts"],
+                   "properties": {"name": {"type": "string"},
+                                  "canonical": {"type": "string",
+                                                "description": "the name without authorship, "
+                                                               "as GBIF's parser writes it"},
+                                  "holders": {"type": "array", "items": _HOLDER},
+                                  "counts": {"type": "object",
+                                             "description": "records by collection"}}},
+    run=_get_taxon, scope="read")
+
 TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
     Tool(name="node_info", title="Node information",
          description=(
@@ -215,6 +251,7 @@ TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
     _getter("germination", "germination result"),
     _getter("team", "team member"),
     ASK_LIBRARY,
+    GET_TAXON,
 )}
 
 

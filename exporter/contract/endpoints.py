@@ -94,6 +94,12 @@ NODES = Field("nodes", "tokens", "comma-separated ids of the nodes whose records
               mismatch="a node id (letters, digits and . _ : - only, at most 200)",
               example="7d0f5c7e-3b9a-4f4e-9d61-2a8c5e0b1f43")
 
+# A scientific name as typed, authorship and hybrid sign allowed (species' verbatim names are
+# at most 500 characters): the taxon whose records `/api/taxa/{name}` gathers.
+TAXON_NAME = Field("name", "text", "a scientific name, with or without its authorship, in "
+                                   "any case, e.g. 'Fallopia japonica (Houtt.) Ronse Decr.'",
+                   required=True, longest=500, where="path", example="Fallopia japonica")
+
 # Fixed paths come before the paths with a {collection} segment: aiohttp matches in order.
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("index", "GET", "/", "open", None, HTML, "The node's home page for people",
@@ -179,6 +185,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("download", "GET", "/download/{collection}.csv", "open", "read", "text/csv",
              "A collection's public records as one CSV table", capability="downloads",
              fields=(_COLLECTION,), public=True),
+    Endpoint("taxon", "GET", "/api/taxa/{name}", "open", "read", JSON,
+             "Who holds what about one taxon: each node's species records of that name, "
+             "and the treatments, resources and germination results that name it, side by "
+             "side", capability="taxa", result="Taxon", fields=(TAXON_NAME,)),
     Endpoint("list", "GET", "/api/{collection}", "open", "read", JSON,
              "A page of a collection's records", capability="lists", result="Page",
              fields=(_COLLECTION, _LIMIT, _OFFSET,

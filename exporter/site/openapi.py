@@ -140,6 +140,24 @@ def _result(endpoint: Endpoint) -> dict[str, Any]:
     return {"type": "string"}  # HTML, NDJSON, PDF
 
 
+# GET /api/taxa/{name}: each holder's records of one taxon, side by side (docs/api.md).
+TAXON: dict[str, Any] = {
+    "type": "object", "required": ["name", "canonical", "holders", "counts"],
+    "properties": {
+        "name": {"type": "string"}, "canonical": {"type": "string"},
+        "holders": {"type": "array", "items": {
+            "type": "object",
+            "required": ["node", "species", "treatments", "resources", "germination"],
+            "properties": {
+                "node": {"type": "object", "required": ["id", "name"]},
+                "license": {"type": ["string", "null"]},
+                **{name: {"type": "array", "items": {
+                    "$ref": f"#/components/schemas/Record_{name}"}}
+                   for name in ("species", "treatments", "resources", "germination")}}}},
+        "counts": {"type": "object",
+                   "additionalProperties": {"type": "integer", "minimum": 0}}}}
+
+
 def _schemas(collections: dict[str, Collection]) -> dict[str, Any]:
     records = {}
     for name, collection in collections.items():
@@ -165,6 +183,7 @@ def _schemas(collections: dict[str, Collection]) -> dict[str, Any]:
                      "updated_since": {"type": "string"},
                      "next": {"type": ["string", "null"]}}},
         "Manifest": {"type": "object", "required": ["node", "collections", "capabilities"]},
+        "Taxon": TAXON,
         "SchemaDocument": {"type": "object", "required": ["collections"]},
         "KeyInfo": {"type": "object", "required": ["id", "scopes"]},
         "Changes": {"type": "object", "required": ["items", "next", "until"], "properties": {

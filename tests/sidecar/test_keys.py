@@ -107,7 +107,8 @@ def requests_for(endpoint: Endpoint, hidden_id: str) -> list[tuple[str, str]]:
     if endpoint.page and endpoint.name != "index":  # the hidden record's page; page 2
         return [("", href_of(endpoint.name, {"collection": "team", "page": "2", "id": hidden_id,
                                              "shard": shard(hidden_id)}))]
-    url = endpoint.path.format(collection="team", id=hidden_id, offset="0")
+    url = endpoint.path.format(collection="team", id=hidden_id, offset="0",
+                               name="Fallopia%20japonica")
     if endpoint.name == "search":  # names the collection in its query
         return [("team", url + "?q=knotweed&collections=team"), ("", url + "?q=knotweed")]
     extra = {"changes": "?since=2020-01-01T00:00:00Z"}
@@ -128,6 +129,8 @@ PROMISES: dict[str, tuple[bool, str | None, str | None]] = {
     "library_file": (False, "read", "path"),
     "dwca": (False, "read", "path"), "download": (False, "read", "path"),
     "list": (False, "read", "path"), "record": (False, "read", "path"),
+    # A taxon's records: those of the collections the key may read, none named in the path.
+    "taxon": (False, "read", None),
     # Pages for people show public records only, alike for every caller.
     **{name: (False, None, None) for name in ("sitemap", "sitemap_part", "robots", "stylesheet",
                                               "collection_page", "collection_page_n",

@@ -30,7 +30,7 @@ from exporter.project.config import Project
 
 SEEDS_TOOLS = ["node_info", "search", "get_species", "get_treatments", "get_resources",
                "get_germination", "get_team"]
-TOOLS = [*SEEDS_TOOLS, "ask_library"]
+TOOLS = [*SEEDS_TOOLS, "ask_library", "get_taxon"]
 GETTERS = {f"get_{c}": c for c in ("species", "treatments", "resources", "germination", "team")}
 KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"
 PARTNER_SURVEY = "e312fd28-7dc8-45bb-bd5a-c64d8125e7de"  # resources, access: partners
@@ -97,7 +97,8 @@ async def test_the_real_client_lists_and_calls_every_tool(node: Node, mode: str)
         for tool in listed.tools:
             assert tool.input_schema["type"] == "object"
             assert tool.input_schema["required"] == {"search": ["query"],
-                                                     "ask_library": ["question"]}.get(
+                                                     "ask_library": ["question"],
+                                                     "get_taxon": ["name"]}.get(
                 tool.name, [])
             assert tool.output_schema and tool.annotations.read_only_hint is True
             assert len(tool.description or "") > 80
@@ -118,6 +119,11 @@ async def test_the_real_client_lists_and_calls_every_tool(node: Node, mode: str)
             one = await client.call_tool(name, {"id": record_id})
             assert one.structured_content["items"] == [page.structured_content["items"][1]]
             assert json.loads(one.content[0].text) == one.structured_content
+        taxon = await client.call_tool("get_taxon", {"name": "fallopia japonica Houtt."})
+        assert not taxon.is_error and taxon.structured_content["canonical"] == \
+            "Fallopia japonica"
+        assert [r["id"] for r in taxon.structured_content["holders"][0]["species"]] == \
+            [KNOTWEED]
         secret = await client.call_tool("get_resources", {"id": PARTNER_SURVEY})
         assert not secret.is_error  # this key holds partners
         missing = await client.call_tool("get_species", {"id": PARTNER_SURVEY})
@@ -540,7 +546,7 @@ async def test_a_tool_needs_the_scope_its_rest_read_needs(node: Node) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 def test_the_official_inspector_lists_every_tool_as_portable(tmp_path: Path, era: str) -> None:
-    """The official MCP Inspector's CLI (2.12), in each protocol era, lists the seven tools
+    """The official MCP Inspector's CLI (2.12), in each protocol era, lists every tool
     with `--strict`: no schema portability problem, error or warning (a `type` given as a
     list of types is one: clients that map tool schemas onto a single-type dialect refuse
     it)."""
