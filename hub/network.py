@@ -165,7 +165,7 @@ class Run:
                 report, facts = asyncio.run(self._bounded(sync_member(hub, member,
                                                                       self.limits)))
             except BaseException as exc:  # each member's failure is its own
-                _failed(status, self._failure(exc), hub.copy(member))
+                _failed(status, self._failure(exc), hub.copy(member), member.private)
             else:
                 _succeeded(status, report, facts)
                 _moved(hub, member)
@@ -232,8 +232,11 @@ def _save(path: Path, status: Status) -> None:
         log.error("cannot write %s: %s", path, one_line(str(exc)))
 
 
-def _failed(status: Status, error: str, copy: Path) -> None:
+def _failed(status: Status, error: str, copy: Path, private: bool) -> None:
     status.ok, status.stale, status.last_error = False, status.last_success is not None, error
+    if not private and copy.exists():  # what a run cut midway applied is checked as well
+        with contextlib.suppress(SyncError, duckdb.Error):
+            _only_open(copy)
     if not copy.exists():
         status.records = None
     elif (held := _count(copy)) is not None:  # a run cut midway may have applied changes

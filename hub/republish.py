@@ -109,10 +109,16 @@ def republish(source: Source, copy: Path) -> Republished:
     cannot be read)."""
     out = Republished(counts={name: 0 for name in COLLECTIONS})
     known = collections()
+    seen: set[str] = set()
     for collection, data in public_rows(copy, source.node_id):
         record_id = data.get("id")
         if not isinstance(record_id, str):
             continue
+        if record_id in seen:  # an id in two collections: a node's ids are unique in all
+            out.refused.append(f"{collection}/{one_line(record_id, 40)}: its id is a record's "
+                               f"of another collection too")
+            continue
+        seen.add(record_id)
         fields = hub_fields(source, known[collection], data)
         rel = f"{collection}/{source.name}-{fields['id']}.md"
         try:

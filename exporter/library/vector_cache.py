@@ -50,14 +50,30 @@ def _key(text: str) -> bytes:
 
 
 def _connect(where: Path) -> sqlite3.Connection:
+    """The cache's file, the folder and the file made the user's alone (0700, 0600) if they
+    were made otherwise; a folder or file of another user, or a link, is not used."""
     where.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = where / FILE
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # its mode before SQLite's
-    os.close(descriptor)
-    connection = sqlite3.connect(path, timeout=WAIT)
+    folder = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        _own(folder, 0o700)
+        descriptor = os.open(FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600,
+                             dir_fd=folder)
+    finally:
+        os.close(folder)
+    try:
+        _own(descriptor, 0o600)
+    finally:
+        os.close(descriptor)
+    connection = sqlite3.connect(where / FILE, timeout=WAIT)
     connection.execute("CREATE TABLE IF NOT EXISTS vectors "
                        "(key BLOB PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID")
     return connection
+
+
+def _own(descriptor: int, mode: int) -> None:
+    if os.fstat(descriptor).st_uid != os.geteuid():
+        raise OSError("the vector cache belongs to another user")
+    os.fchmod(descriptor, mode)
 
 
 def look_up(texts: Sequence[str]) -> dict[int, np.ndarray]:

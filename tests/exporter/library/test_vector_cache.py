@@ -52,12 +52,12 @@ def library(root: Path) -> Path:
     return node.root
 
 
-def export(root: Path, cache: str) -> int:
+def export(root: Path, cache: str, **env: str) -> int:
     """Export the node at `root` in a new process: how many texts it encoded."""
     count = root / "encoded.txt"
     script = EXPORT.format(repo=str(REPO), root=str(root), count=str(count))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=dict(os.environ, FEDNODE_CACHE_DIR=cache), timeout=300)
+                          env=dict(os.environ, FEDNODE_CACHE_DIR=cache, **env), timeout=300)
     assert done.returncode == 0, done.stderr
     return sum(map(int, count.read_text().split())) if count.exists() else 0
 
@@ -86,16 +86,24 @@ def test_a_first_export_takes_the_vectors_another_made(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_damaged_cache_or_none_changes_nothing_but_the_time(tmp_path: Path) -> None:
     reference = library(tmp_path / "reference")
-    made = export(reference, "")
+    made = export(reference, "", HOME=str(tmp_path / "home"),
+                  XDG_CACHE_HOME=str(tmp_path / "xdg"))
     assert made >= 3
-    assert not (tmp_path / "reference" / vector_cache.FILE).exists()
+    assert not (tmp_path / "home").exists() and not (tmp_path / "xdg").exists()  # none kept
     cache = tmp_path / "cache"
-    cache.mkdir()
+    cache.mkdir(mode=0o755)  # made by another program: made the user's alone when used
     (cache / vector_cache.FILE).write_bytes(b"not a database" * 100)
     damaged = library(tmp_path / "damaged")
     assert export(damaged, str(cache)) == made
     for mine, theirs in zip(senses(damaged), senses(reference), strict=True):
         assert np.abs(mine - theirs).max() < 1e-5
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    assert stat.S_IMODE((cache / vector_cache.FILE).stat().st_mode) == 0o600
+    link_file = tmp_path / "link-file"
+    link_file.mkdir()
+    (link_file / vector_cache.FILE).symlink_to(tmp_path / "target.sqlite3")
+    assert export(library(tmp_path / "link-file-node"), str(link_file)) == made
+    assert not (tmp_path / "target.sqlite3").exists()  # a link to a file is not followed
 
 
 def test_vectors_of_another_encoder_or_another_length_are_never_taken(
