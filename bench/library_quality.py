@@ -21,8 +21,7 @@ answerable for one with it (the second).
 0.99, and prints the best by the sum of the tuning set's evidence hit rates and refusals
 for callers with and without the `sensitive` group (how WEIGHTS and ANSWER in
 sidecar/library.py were chosen). `--tuning` measures and prints the tuning set alone: the
-figures to work with while choosing settings, so that nothing of the held-out part is seen
-until the method is fixed."""
+figures to work with while choosing settings, with nothing of the held-out part shown."""
 
 from __future__ import annotations
 

@@ -441,3 +441,27 @@ def test_our_word_vectors_are_wordllamas(texts: list[str]) -> None:
         ours = word_vectors.Embedder.embed(texts)
     assert ours.dtype == np.float32 and ours.shape == (len(texts), search.DIMENSIONS)
     np.testing.assert_array_equal(ours, expected)
+
+
+def test_a_restricted_record_naming_another_node_leaves_no_trace_in_search(
+        tmp_path: Path) -> None:
+    """A node's own restricted record may name a `source_node` (content may set it): a
+    caller without its group gets the same answers as if it did not (no `node_counts`, which
+    only a hub's manifest brings, and nothing for that node's id)."""
+    root = exported_sample(tmp_path / "node")
+    arnica = root / "content" / "species" / "arnica-montana.md"
+    text = arnica.read_text("utf-8")
+    answers = {}
+    for named in (False, True):
+        if named:
+            arnica.write_text(text.replace('scientificName = "Arnica montana"\n',
+                                           'scientificName = "Arnica montana"\n'
+                                           'source_node = "another-node"\n', 1), "utf-8")
+        build(Project(root))
+        with ServerThread(app_for(root, anonymous_rate=0)) as server:
+            answers[named] = [http_get(f"{server.url}/api/search?{query}")[2]
+                              for query in ("q=arnica", "q=grassland&mode=keyword",
+                                            "q=arnica&nodes=another-node",
+                                            "q=meadow&mode=semantic")]
+    assert answers[True] == answers[False]
+    assert all(b"node_counts" not in answer for answer in answers[True])
