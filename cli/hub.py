@@ -57,9 +57,10 @@ def hub_init(folder: Path, name: str | None) -> None:
 def hub_add(url: str, folder: Path, name: str | None, key_env: str | None,
             private: bool) -> None:
     """Add the node at URL to hub.toml (a name or address listed already is refused)."""
-    from hub.members import add_member
+    from hub.members import add_member, locked
 
-    member = add_member(folder, url, name=name, key_env=key_env, private=private)
+    with locked(folder):
+        member = add_member(folder, url, name=name, key_env=key_env, private=private)
     where = folder / member.folder / f"{member.name}.duckdb"
     click.echo(f"added {member.name} ({printable(member.url)}) to "
                f"{printable(str(folder / 'hub.toml'))}; its copy will be "

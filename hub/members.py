@@ -352,14 +352,15 @@ def _write(path: Path, text: str) -> None:
 
 @contextlib.contextmanager
 def locked(folder: Path) -> Iterator[None]:
-    """The hub folder for one command that writes members' files (a sync, a removal); a
-    second one is refused at once rather than writing the same files."""
+    """The hub folder for one command that writes hub.toml or members' files (add, remove,
+    sync, export, serve); a second one is refused at once rather than writing the same
+    files."""
     if not folder.is_dir():
         raise HubError(f"the hub folder {folder} does not exist")
     with open(folder / ".lock", "a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise HubError(f"another `fednode hub sync` or `hub remove` is running on "
-                           f"{folder}; wait for it to finish") from None
+            raise HubError(f"another `fednode hub` command (sync, export, serve, add or "
+                           f"remove) is running on {folder}; wait for it to finish") from None
         yield

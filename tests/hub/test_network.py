@@ -363,8 +363,10 @@ def test_members_sync_at_once_within_the_bound(tmp_path: Path, playing: Tricks) 
     statuses = sync_api(tmp_path, concurrency=2)
     took = time.monotonic() - started
     first, second, third = sorted(playing.arrivals)
-    assert second - first < 1 and third - first >= 1.9  # two at once, the third after
-    assert 4 <= took < 5.8  # two rounds of two seconds: at once, not three one by one
+    # Two at once (one by one, the second would come 2 s after the first), the third once
+    # a place is free (all at once, it would come with them): two rounds of two seconds.
+    assert second - first < 1 and third - first >= 1.9
+    assert took >= 4
     assert all("stopped at its timeout of 2 s" in s.line() for s in statuses.values())
 
 
