@@ -75,8 +75,11 @@ class Taxa:
         manifest = json.loads(snapshot.manifest)
         own = snapshot.meta.node_id
         node = manifest.get("node") or {}
-        members = {member.get("node_id"): member.get("licence")
-                   for member in (manifest.get("network") or {}).get("members") or ()}
+        listed = (manifest.get("network") or {}).get("members") or ()
+        members = {member.get("node_id"): member.get("licence") for member in listed}
+        # A holder's name is the manifest's (a hub's member), never a record's: a restricted
+        # record's fields are read only through the caller's view.
+        member_names = {member.get("node_id"): member.get("node_name") for member in listed}
         self.nodes: dict[str, Holder] = {own: Holder(str(node.get("name", own)),
                                                      node.get("licence"))}
         groups = sorted(set(records.access))
@@ -86,7 +89,7 @@ class Taxa:
                 data = json.loads(records.body(row))
                 source = data.get("source_node") or own
                 if source not in self.nodes:
-                    self.nodes[source] = Holder(str(data.get("source_node_name") or source),
+                    self.nodes[source] = Holder(str(member_names.get(source) or source),
                                                 members.get(source))
                 found.append((Named(collection, data["id"], source),
                               names_in(data.get(field))))
