@@ -653,6 +653,21 @@ def test_hub_serve_serves_the_network_and_picks_up_each_sync(tmp_path: Path) -> 
     assert "solo: 1 records (CC-BY-4.0)" in said and "hub export: exported" in said
 
 
+def solo(root: Path, number: int, fields: dict[str, Any]) -> Member:
+    """A member, "solo", holding one public species record of these fields, exported."""
+    member = make_member(root, number, "solo", "CC0-1.0")
+    member.add("one", "species", fields, "Solofield.")
+    build(Project(member.node.root), now=datetime(2026, 3, 1, 8, tzinfo=UTC))
+    return member
+
+
+def joined(folder: Path, url: str) -> None:
+    """A hub in `folder` with the node at `url` as its member "solo", synced."""
+    assert hub_cli("init", str(folder)).exit_code == 0
+    assert hub_cli("add", url, "--hub", str(folder), "--name", "solo").exit_code == 0
+    assert hub_cli("sync", "--hub", str(folder)).exit_code == 0
+
+
 @pytest.mark.slow
 def test_a_restricted_record_in_a_members_copy_is_never_served(tmp_path: Path) -> None:
     """The hub's export takes from a member's copy only the records whose JSON says public:
@@ -660,14 +675,10 @@ def test_a_restricted_record_in_a_members_copy_is_never_served(tmp_path: Path) -
     hand, or by another tool) is not served, while the member's public records are."""
     import duckdb
 
-    member = make_member(tmp_path, 30, "solo", "CC0-1.0")
-    member.add("one", "species", species("Heracleum mantegazzianum"), "Solofield.")
-    build(Project(member.node.root), now=datetime(2026, 3, 1, 8, tzinfo=UTC))
+    member = solo(tmp_path, 30, species("Heracleum mantegazzianum"))
     folder = tmp_path / "hub"
     with ServerThread(app_for(member.node.root, reload_interval=0)) as node:
-        assert hub_cli("init", str(folder)).exit_code == 0
-        assert hub_cli("add", node.url, "--hub", str(folder), "--name", "solo").exit_code == 0
-        assert hub_cli("sync", "--hub", str(folder)).exit_code == 0
+        joined(folder, node.url)
     copy = folder / "members" / "solo.duckdb"
     with duckdb.connect(str(copy)) as db:
         (text,) = db.execute("SELECT json::VARCHAR FROM records").fetchone() or ("",)
@@ -695,15 +706,11 @@ def test_a_record_its_member_restricts_leaves_the_served_hub(tmp_path: Path) -> 
     """A member restricts its only public record: after `hub sync`, which exports the hub,
     the running hub serves nothing of it (no list item, read, search hit or snapshot; a
     delete in the changes feed and the change list), though it then holds no record."""
-    member = make_member(tmp_path, 40, "solo", "CC0-1.0")
     fields = species("Heracleum mantegazzianum")
-    member.add("one", "species", fields, "Solofield.")
-    build(Project(member.node.root), now=datetime(2026, 3, 1, 8, tzinfo=UTC))
+    member = solo(tmp_path, 40, fields)
     folder = tmp_path / "hub"
     with ServerThread(app_for(member.node.root, reload_interval=0)) as node:
-        assert hub_cli("init", str(folder)).exit_code == 0
-        assert hub_cli("add", node.url, "--hub", str(folder), "--name", "solo").exit_code == 0
-        assert hub_cli("sync", "--hub", str(folder)).exit_code == 0
+        joined(folder, node.url)
         assert hub_cli("export", "--hub", str(folder)).exit_code == 0
         served = hub_id(member.node_id, fields["id"])
         key, _ = issue_key(hub_project(folder).root, "reader")

@@ -125,13 +125,13 @@ PATHS = ["/api/manifest", "/api/schema", "/api/species", "/api/team", "/api/germ
          "/api/species/{id}", "/api/changes", "/api/keys/me", "/api/search",
          "/api/sync/changes.ndjson", "/api/sync/species/{n}.ndjson", "/api/{word}",
          "/api/{word}/{word}", "/", "/api/mcp", "/api/library/ask", "/api/openapi.json",
-         "/library/{file}",
+         "/library/{file}", "/api/taxa/{word}", "/api/taxa/{id}",
          # pages for people and downloads
          "/{word}/", "/{word}/{n}.html", "/{word}/{word}/{id}.html", "/sitemap.xml",
          "/sitemaps/{n}.xml", "/robots.txt", "/site.css", "/download/species-dwca.zip",
-         "/download/{word}.csv"]
+         "/download/{word}.csv", "/search/"]
 PARAMS = ["limit", "offset", "updated_since", "since", "cursor", "q", "query", "collections",
-          "mode", "limt"]
+          "mode", "nodes", "limt"]
 odd_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
 numbers = st.one_of(st.integers(-2**70, 2**70).map(str),
                     st.sampled_from(["1_0", "+5", " 5", "５", "٥", "1e3", "0x10", "", "¹"]))
