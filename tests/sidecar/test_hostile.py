@@ -129,7 +129,7 @@ PATHS = ["/api/manifest", "/api/schema", "/api/species", "/api/team", "/api/germ
          # pages for people and downloads
          "/{word}/", "/{word}/{n}.html", "/{word}/{word}/{id}.html", "/sitemap.xml",
          "/sitemaps/{n}.xml", "/robots.txt", "/site.css", "/download/species-dwca.zip",
-         "/download/{word}.csv", "/search/"]
+         "/download/{word}.csv"]
 PARAMS = ["limit", "offset", "updated_since", "since", "cursor", "q", "query", "collections",
           "mode", "nodes", "limt"]
 odd_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
