@@ -87,7 +87,8 @@ def documents(root: Path, records: list[SourceRecord], cache: Path, *, keep: boo
             problems.append(_unreadable(rel, exc))
             continue
         described.append((record, rel, pdf, entry))
-    read = _read_each([(rel, pdf) for _, rel, pdf, entry in described if entry is None])
+    read = _read_each([(rel, pdf) for _, rel, pdf, entry in described if entry is None],
+                      remembered)
     found = []
     for record, rel, pdf, entry in described:
         try:
@@ -124,13 +125,14 @@ def _unreadable(rel: str, exc: Exception) -> Problem:
 Read = dict[str, Any] | OSError | ValueError  # a PDF's cache entry, or why it has none
 
 
-def _read_each(pdfs: list[tuple[str, Path]]) -> dict[str, Read]:
+def _read_each(pdfs: list[tuple[str, Path]], remembered: dict[str, Any]) -> dict[str, Read]:
     """Each PDF read (`_guarded`): its cache entry (version, SHA-256, pages), or the error
-    that says why it has none. Where the export forks, as many are read at once as it has
-    cores, each in a process of its own, and as many PDFs are held in memory: a first
-    export's PDFs were read one after the other, the other core idle (0.9 s of a
-    100,000-record node's first export, half the sample's reading). Elsewhere (a process
-    that also serves: the tests) one after the other, on a thread, as before."""
+    that says why it has none. A PDF whose bytes are those the cache read before, under
+    another version of the file (a copy of the node's folder, a checkout, a restore from a
+    backup, `touch`), keeps the pages read then. Where the export forks, as many are read at
+    once as it has cores, each in a process of its own, and as many PDFs are held in
+    memory; elsewhere (a process that also serves: the tests) one after the other, on a
+    thread."""
     at_once = cores(4) if forks() else 1
     results: dict[str, Read] = {}
     waiting = list(reversed(pdfs))
@@ -146,6 +148,11 @@ def _read_each(pdfs: list[tuple[str, Path]]) -> dict[str, Read]:
                     results[rel] = exc
                     continue
                 entry["sha256"] = hashlib.sha256(data).hexdigest()
+                before = remembered.get(rel)
+                if isinstance(before, dict) and before.get("sha256") == entry["sha256"] \
+                        and isinstance(before.get("pages"), list):
+                    results[rel] = {**entry, "pages": before["pages"]}
+                    continue
                 with warnings_named(rel):  # (a forked reader's warnings name its PDF)
                     if at_once > 1:
                         running.append((rel, Aside(_read_limited, data, redo=False),

@@ -13,7 +13,7 @@ from typing import Any
 from exporter.project import names
 from exporter.project.schemas import Collection, collections
 from exporter.project.tomltext import toml_string
-from exporter.shared.errors import ExportError
+from exporter.shared.errors import ExportError, control_character, control_problem
 
 
 @dataclass
@@ -74,6 +74,8 @@ def _checked_title(title: str) -> str:
         if unicodedata.category(char) in ("Cc", "Cs"):
             raise ExportError(f"the title holds {ascii(char)}, which is not a printable "
                               f"character: give a title on one line of plain text")
+    if (found := control_character(title)) is not None:  # what `check` refuses in a field
+        raise ExportError(f"the title {control_problem(found)}")
     return title
 
 

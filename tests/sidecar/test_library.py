@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -502,18 +503,24 @@ def test_a_broken_pdf_or_a_missing_partner_is_a_clear_error(tmp_path: Path) -> N
 
 def test_an_unchanged_pdf_is_not_read_again(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """An unchanged PDF is taken from the cache; one changed behind the same size and time
-    (its time put back, as `cp -p` or `touch -r` do) is read again: its change time and
-    inode tell. Were the size and time alone to decide, the broken file below would be
-    taken for the PDF it replaced."""
+    """An unchanged PDF is taken from the cache, and so is one with the same bytes in a
+    copy of the node's folder (another inode and time); one changed behind the same size
+    and time (its time put back, as `cp -p` or `touch -r` do) is read again: its change
+    time and inode tell, then its bytes. Were the size and time alone to decide, the broken
+    file below would be taken for the PDF it replaced."""
     from exporter.library import documents as library
     node = library_node(tmp_path / "node", restricted=False)
     build(Project(node.root))
+    copy = shutil.copytree(node.root, tmp_path / "copy", symlinks=True)
+    species = copy / "content" / "species" / "knotweed.md"
+    species.write_text(species.read_text() + "\nSeen by the river.\n")  # an export to make
     with monkeypatch.context() as patched:
         def unread(data: bytes) -> Any:
             raise AssertionError("an unchanged PDF was read again")
-        patched.setattr(library, "_guarded", unread)
+        patched.setattr(library, "_guarded", unread)  # (read on a thread)
+        patched.setattr(library, "_read_limited", unread)  # (read in a process of its own)
         build(Project(node.root))
+        build(Project(copy))
     pdf = node.root / "content" / "library" / "guide.pdf"
     info = pdf.stat()
     pdf.write_bytes(b"x" * info.st_size)  # not a PDF any more, same size and time

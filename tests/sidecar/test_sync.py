@@ -49,7 +49,7 @@ operation = st.one_of(
 
 
 @pytest.mark.slow
-@settings(max_examples=examples(12, 60), deadline=None,
+@settings(max_examples=examples(6, 60), deadline=None,
           suppress_health_check=list(HealthCheck))
 @given(st.lists(operation, min_size=2, max_size=14))
 @example([("edit", 0), ("delete", 0)])  # a delete in the very second of the last sync

@@ -62,6 +62,8 @@ def acceptable(collection: str, title: str) -> bool:
     text = title.strip()
     if not text or any(unicodedata.category(c) in ("Cc", "Cs") for c in text):
         return False
+    if re.search("[\u202a-\u202e\u2066-\u2069]", text):  # bidirectional embeddings,
+        return False  # overrides and isolates: content refuses them in every field
     if collection == "species":
         return True
     spec = collections()[collection].property(collections()[collection].title_field) or {}
@@ -73,6 +75,7 @@ def acceptable(collection: str, title: str) -> bool:
 @example(collection="species", title="Hogweed 🌿")
 @example(collection="resources", title="Ab")
 @example(collection="species", title="Impatiens glandulifera Royle")
+@example(collection="species", title="\u202a")
 def test_new_writes_a_file_that_check_explains_for_any_title(collection: str,
                                                               title: str) -> None:
     """The scaffolded file always parses, holds the title, and `check` asks only for the
