@@ -119,24 +119,25 @@ def hub_sync(folder: Path, concurrency: int | None, log_file: Path | None) -> No
     from hub.export import exported_before
 
     if exported_before(folder):  # served: what changed is exported for the sidecar to pick up
-        report = _exported(folder, None, licences=False)  # (said above, per member)
+        report = _exported(folder, None, after_sync=True)  # (licences said above)
         click.echo(printable(f"hub export: {report.summary}"))
     if not all(status.ok for status in statuses):
         click.get_current_context().exit(1)
 
 
-def _exported(folder: Path, base_url: str | None, *, licences: bool = True) -> HubExport:
-    """`export_hub`, its progress and warnings on standard error (`licences`: with those of
-    members whose node names no licence)."""
+def _exported(folder: Path, base_url: str | None, *, after_sync: bool = False) -> HubExport:
+    """`export_hub`, its progress and warnings on standard error (but after a sync, which
+    said them, the members whose node names no licence)."""
     from cli.progress import Progress
     from hub.export import export_hub
 
     progress = Progress()
     try:
-        report = export_hub(folder, base_url=base_url, progress=progress)
+        report = export_hub(folder, base_url=base_url, progress=progress,
+                            after_sync=after_sync)
     finally:
         progress.end()
-    for warning in (*(report.warnings if licences else ()), *report.notes):
+    for warning in (*(() if after_sync else report.warnings), *report.notes):
         click.echo(printable(f"Warning: {warning}"), err=True)
     return report
 

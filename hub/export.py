@@ -24,7 +24,7 @@ from exporter.project.config import NODE_FILE, Project, load_node_config
 from exporter.shared.errors import ContentError
 
 from .errors import one_line
-from .members import PUBLIC_DIR, Hub, HubError, Member, load_hub, locked
+from .members import HUB_FILE, PUBLIC_DIR, Hub, HubError, Member, load_hub, locked
 from .project import NODE_DIR, Served, identity_file, node_toml, read_identity, warnings
 from .republish import CopyUnreadable, Source, copy_identity, republish
 from .status import read_status
@@ -56,16 +56,22 @@ def exported_before(folder: Path) -> bool:
 
 
 def export_hub(folder: Path, *, base_url: str | None = None, now: datetime | None = None,
-               progress: Progress | None = None) -> HubExport:
+               progress: Progress | None = None, after_sync: bool = False) -> HubExport:
     """Bring <hub>/node/ to the members' public records and export it (`fednode hub
     export`). HubError for a hub.toml or <hub>/node.toml that is wrong; a member that cannot
-    be served is a line of its own, never an error."""
+    be served is a line of its own, never an error. `after_sync` (the export that ends
+    `hub sync`): where no member's state changed since the last export (`_states`), nothing
+    is read and the report has no member lines."""
     from exporter.pipeline.build import build
     from exporter.project.baseurl import chosen_base_url, remember_base_url
 
     hub = load_hub(folder)
     project = hub_project(folder)
     with locked(folder):
+        states = _states(hub, chosen_base_url(project, base_url).given)
+        if after_sync and states == _last(project, "states") and exported_before(folder):
+            return HubExport(summary="no member changed since the last export: nothing to "
+                                     "export")
         identity = read_identity(hub)
         served = [_served(hub, member) for member in hub.members if not member.private]
         _once_a_node(served)
@@ -83,12 +89,13 @@ def export_hub(folder: Path, *, base_url: str | None = None, now: datetime | Non
         report = HubExport([one.line() for one in served], warnings(served),
                            base_url=chosen.said)
         made_of = _digest(files, chosen.given)
-        if made_of == _last(project) and exported_before(folder):
+        if made_of == _last(project, "digest") and exported_before(folder):
+            _remember(project, made_of, states)
             report.summary = "unchanged since the last export: nothing to export"
             return report
         done = build(project, now=now, base_url=chosen.given, progress=progress)
         remember_base_url(project, chosen.given)
-        _remember(project, made_of)
+        _remember(project, made_of, states)
     report.summary, report.exported = done.summary(), True
     report.notes += done.warnings
     return report
@@ -178,16 +185,47 @@ def _digest(files: dict[str, str], base_url: str | None) -> str:
     return made.hexdigest()
 
 
-def _last(project: Project) -> str | None:
+def _states(hub: Hub, base_url: str | None) -> str:
+    """What an export is made of, told without reading a member's copy: hub.toml, the hub's
+    node.toml, the base URL, and each served member's state as its status file holds it
+    (its result, node, licence, records and the time its copy last changed) with its copy's
+    inode (a copy replaced by hand). A sync that brings nothing new changes none of them;
+    one that changes a member's records sets its `last_change`."""
+    made = hashlib.sha256(json.dumps(base_url).encode())
+    for path in (hub.folder / HUB_FILE, identity_file(hub)):
+        try:
+            made.update(path.read_bytes())
+        except FileNotFoundError:
+            made.update(b"\0absent")
+        made.update(b"\0")
+    for member in hub.members:
+        if member.private:
+            continue
+        status = read_status(hub.folder / PUBLIC_DIR / f"{member.name}.status.json",
+                             member.name, member.url, member.private)
+        try:
+            inode: int | None = (hub.folder / PUBLIC_DIR / f"{member.name}.duckdb").stat().st_ino
+        except OSError:
+            inode = None
+        made.update(json.dumps([member.name, member.url, status.ok, status.stale,
+                                status.node_id, status.node_name, status.licence,
+                                status.records, status.last_change, inode]).encode())
+    return made.hexdigest()
+
+
+def _last(project: Project, name: str) -> str | None:
+    """What the last export that succeeded was made of: its "digest" (the files written)
+    or its "states" (`_states`)."""
     try:
         data = json.loads((project.private / EXPORTED).read_text("utf-8"))
     except (OSError, ValueError):
         return None
-    return data.get("digest") if isinstance(data, dict) else None
+    value = data.get(name) if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
 
 
-def _remember(project: Project, digest: str) -> None:
+def _remember(project: Project, digest: str, states: str) -> None:
     path = project.private / EXPORTED
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps({"digest": digest}) + "\n", "utf-8")
+    temporary.write_text(json.dumps({"digest": digest, "states": states}) + "\n", "utf-8")
     os.replace(temporary, path)

@@ -155,7 +155,7 @@ def network(served: list[Served], present: Counter[str]) -> dict[str, Any]:
         entry["records"] = records.total if records else 0
         entry["counts"] = dict(records.counts) if records else {}
         status = one.status
-        for name in ("ok", "stale", "last_success", "last_attempt"):
+        for name in ("ok", "stale", "last_success", "last_change"):
             value = getattr(status, name)
             if value is not None:
                 entry[name] = value

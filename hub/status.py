@@ -32,6 +32,9 @@ class Status:
     last_error: str | None = None  # one line
     seconds: float | None = None  # how long the last attempt took
     records: int | None = None  # what the copy holds (None: no copy)
+    # The last attempt that changed, or may have changed, the copy's records (a run that
+    # applied changes, or one that failed partway): the copy is as of then.
+    last_change: str | None = None
     added: int = 0  # the last successful run's changes
     updated: int = 0
     removed: int = 0
@@ -77,7 +80,7 @@ def read_status(path: Path, member: str, url: str, private: bool) -> Status:
 
 def _typed(status: Status) -> bool:
     texts = (status.last_attempt, status.last_success, status.last_error, status.node_id,
-             status.node_name, status.licence)
+             status.node_name, status.licence, status.last_change)
     counts = (status.added, status.updated, status.removed)
     return (all(t is None or isinstance(t, str) for t in texts)
             and all(isinstance(n, int) for n in counts)

@@ -45,6 +45,7 @@ SEMANTIC_FLOOR = 0.20
 WEIGHT_KEYWORD = 0.7
 WEIGHT_SEMANTIC = 0.3
 DEPTH = 50  # results each side contributes to fusion, per group
+NODES_COUNTED = 10_000  # member nodes a hub's matches are counted by, at most
 SNIPPET_CHARS = 220
 
 
@@ -88,6 +89,17 @@ def _within(query: tantivy.Query, collections: Sequence[str],
         for name in collections])
     return tantivy.Query.boolean_query([(tantivy.Occur.Must, query),
                                         (tantivy.Occur.Must, among)])
+
+
+def _either(query: tantivy.Query | None, ids: Sequence[str]) -> tantivy.Query | None:
+    """The records matching `query` or among `ids`; None when that is none."""
+    parts: list[tuple[tantivy.Occur, tantivy.Query]] = []
+    if query is not None:
+        parts.append((tantivy.Occur.Should, query))
+    if ids:
+        parts.append((tantivy.Occur.Should,
+                      tantivy.Query.term_set_query(SCHEMA, "id", list(ids))))
+    return tantivy.Query.boolean_query(parts) if parts else None
 
 
 @dataclass(frozen=True)
@@ -165,15 +177,23 @@ class Group:
                ) -> dict[str, int]:
         """Per collection, the records matching `query` or among `ids`, each once (among
         `only`'s records, if given)."""
-        parts: list[tuple[tantivy.Occur, tantivy.Query]] = []
-        if query is not None:
-            parts.append((tantivy.Occur.Should, query))
-        if ids:
-            parts.append((tantivy.Occur.Should,
-                          tantivy.Query.term_set_query(SCHEMA, "id", list(ids))))
-        if not parts:
+        joined = _either(query, ids)
+        if joined is None:
             return dict.fromkeys(collections, 0)
-        return self.counts(tantivy.Query.boolean_query(parts), collections, only)
+        return self.counts(joined, collections, only)
+
+    def by_node(self, query: tantivy.Query | None, ids: Sequence[str],
+                collections: Sequence[str], only: Sequence[str] | None = None
+                ) -> dict[str, int]:
+        """Per member node (a hub's records' `source_node`), the records within
+        `collections` matching `query` or among `ids`, each once (among `only`'s)."""
+        joined = _either(query, ids)
+        if joined is None or (only is not None and not only):
+            return {}
+        found = self.searcher.aggregate(_within(joined, collections, only), {"by": {"terms": {
+            "field": "node", "size": NODES_COUNTED}}})
+        return {str(bucket["key"]): int(bucket["doc_count"])
+                for bucket in found["by"]["buckets"]}
 
     @functools.cached_property
     def ids(self) -> np.ndarray:

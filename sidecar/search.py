@@ -52,11 +52,32 @@ def run(snapshot: Snapshot, groups: Sequence[str], collections: Sequence[str], t
     answer = {"query": text, "mode": mode, "collections": list(collections), "items": items,
               "counts": found.counts}
     if origins is not None and origins.hub:  # a hub's matches, counted by member node
-        answer["node_counts"] = {
-            node: sum(_counted(indexes, query, found, mode, collections,
-                               origins.ids_of([node])).values())
-            for node in (nodes if nodes is not None else origins.nodes(groups))}
+        asked = nodes if nodes is not None else origins.nodes(groups)
+        answer["node_counts"] = _by_node(indexes, query, found, mode, collections, only,
+                                         asked, origins)
     return answer
+
+
+def _by_node(indexes: Sequence[ranking.Group], query: Any, found: Found, mode: Mode,
+             collections: Sequence[str], only: Sequence[str] | None, asked: Sequence[str],
+             origins: Origins) -> dict[str, int]:
+    """The matches `found` counted, counted again by the member node of each (`asked`):
+    a keyword or hybrid search in one pass over the index's `node` field; a semantic one,
+    whose matches are vectors, node by node."""
+    if mode == "semantic":
+        vector = found.vector
+        if vector is None:
+            return dict.fromkeys(asked, 0)
+        return {node: sum(sum(group.semantic(vector, collections, 1,
+                                             origins.ids_of([node]))[1].values())
+                          for group in indexes) for node in asked}
+    counts = dict.fromkeys(asked, 0)
+    for group in indexes:
+        close = found.close.get(group.name, []) if mode == "hybrid" else []
+        for node, count in group.by_node(query, close, collections, only).items():
+            if node in counts:
+                counts[node] += count
+    return counts
 
 
 @dataclass
@@ -96,23 +117,6 @@ def _found(indexes: Sequence[ranking.Group], query: Any, text: str, mode: Mode,
               "hybrid": lambda: _lifted(_fused(_ordered(keyword), _ordered(semantic)),
                                         intent.asked_for(text))}[mode]()[:limit]
     return Found(ranked, counts, vector, close)
-
-
-def _counted(indexes: Sequence[ranking.Group], query: Any, found: Found, mode: Mode,
-             collections: Sequence[str], only: Sequence[str] | None) -> dict[str, int]:
-    """The counts of `found`'s search among `only`'s records (one node's), as `_found`
-    counts them."""
-    counts = dict.fromkeys(collections, 0)
-    among = None if only is None else set(only)
-    for group in indexes:
-        if mode == "keyword" and query is not None:
-            _add(counts, group.counts(query, collections, only))
-        elif mode == "semantic" and found.vector is not None:
-            _add(counts, group.semantic(found.vector, collections, 1, only)[1])
-        elif mode == "hybrid":
-            close = [i for i in found.close[group.name] if among is None or i in among]
-            _add(counts, group.either(query, close, collections, only))
-    return counts
 
 
 # A hub's record carries where it comes from and its licence (docs/hub.md, "Serving the

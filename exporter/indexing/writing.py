@@ -51,8 +51,11 @@ _DONE = object()
 
 
 def record_document(doc: Doc) -> tantivy.Document:
-    return tantivy.Document(collection=doc.collection, id=doc.id, names=doc.names,
+    made = tantivy.Document(collection=doc.collection, id=doc.id, names=doc.names,
                             title=doc.title, text=doc.text)
+    if doc.node:
+        made.add_text("node", doc.node)
+    return made
 
 
 def passage_document(row: int, text: str) -> tantivy.Document:

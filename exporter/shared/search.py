@@ -27,7 +27,7 @@ from typing import Any
 import tantivy
 
 # Bump when what is indexed, or how, changes: every group is then indexed afresh.
-SEARCH_VERSION = "4"
+SEARCH_VERSION = "5"
 STATE = "state.json"  # per group: the version and the rows, in the order of VECTORS
 PASSAGE_ROWS = "passages.json"  # per library group: [document id, page, label, text,
 # headings] a row (headings: the spans of its heading sentences in text, `library.passages`)
@@ -73,6 +73,9 @@ def schema() -> tantivy.Schema:
     builder.add_text_field("names", stored=True, tokenizer_name=NAMES)
     builder.add_text_field("title", stored=True, tokenizer_name=TEXT)
     builder.add_text_field("text", stored=True, tokenizer_name=TEXT)
+    # The member node a hub's record comes from (its `source_node`); a node's own records
+    # have none. Counted by, for a hub's matches by member (`node_counts`).
+    builder.add_text_field("node", stored=False, tokenizer_name="raw", fast=True)
     return builder.build()
 
 
@@ -105,6 +108,7 @@ class Doc:
     names: str  # the record's names (`x-fednode.search.names`), one per line
     title: str
     text: str  # every other text field, then the body
+    node: str = ""  # the record's `source_node` (a hub's record), else empty
 
     def embedding_text(self) -> str:
         return f"{self.title}\n{self.names}\n{self.text}"[:EMBED_CHARS]
@@ -115,8 +119,9 @@ def document(collection: str, record_id: str, title: str, fields: dict[str, Any]
     """A record's searchable text: its names, its title, and its other text fields."""
     names = "\n".join(_strings(fields.get(name)) for name in name_fields)
     texts = [_strings(fields.get(name)) for name in text_fields]
+    node = fields.get("source_node")
     return Doc(collection, record_id, names.strip(), title,
-               "\n".join(text for text in texts if text))
+               "\n".join(text for text in texts if text), node if isinstance(node, str) else "")
 
 
 def _strings(value: Any) -> str:

@@ -9,7 +9,9 @@ manifest; another member is synced with a key holding an access group, so privat
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import subprocess
 import time
 import urllib.parse
@@ -619,7 +621,9 @@ def test_hub_serve_serves_the_network_and_picks_up_each_sync(tmp_path: Path) -> 
     build(Project(member.node.root), now=datetime(2026, 3, 1, 8, tzinfo=UTC))
     folder = tmp_path / "hub"
     port = free_port()
-    with ServerThread(app_for(member.node.root, reload_interval=0)) as node:
+    with contextlib.ExitStack() as running:
+        node = running.enter_context(ServerThread(app_for(member.node.root,
+                                                          reload_interval=0)))
         assert hub_cli("init", str(folder)).exit_code == 0
         assert hub_cli("add", node.url, "--hub", str(folder), "--name", "solo").exit_code == 0
         first = hub_cli("sync", "--hub", str(folder))
@@ -645,6 +649,22 @@ def test_hub_serve_serves_the_network_and_picks_up_each_sync(tmp_path: Path) -> 
                      json.loads(http_get(base + "/api/species")[2])["items"]}
             assert names == {"Heracleum mantegazzianum": "Node solo",
                              "Impatiens glandulifera": "Node solo"}
+            # Nothing new: the sync reads no copy and exports nothing.
+            current = os.readlink(hub_project(folder).private / "current")
+            unchanged = hub_cli("sync", "--hub", str(folder))
+            assert unchanged.exit_code == 0, unchanged.output
+            assert unchanged.stdout.splitlines()[-1] == (
+                "hub export: no member changed since the last export: nothing to export")
+            assert os.readlink(hub_project(folder).private / "current") == current
+            running.close()  # the member is down: its copy is served, marked stale
+            down = hub_cli("sync", "--hub", str(folder))
+            assert down.exit_code == 1
+            assert down.stdout.splitlines()[-1].startswith("hub export: exported species 2")
+            deadline = time.monotonic() + 20
+            while not json.loads(http_get(base + "/api/manifest")[2])["network"]["members"][
+                    0].get("stale"):
+                assert time.monotonic() < deadline, "the served hub did not say it is stale"
+                time.sleep(0.2)
         finally:
             process.terminate()
             process.wait(30)

@@ -166,3 +166,44 @@ def test_the_tool_gives_the_hub_answer(network: Network) -> None:
     outcome = json.loads(result)["result"]
     assert not outcome["isError"] and outcome["structuredContent"] == rest
     assert len(rest["holders"]) == 2
+
+
+@pytest.mark.slow
+def test_a_member_that_renames_its_taxon_is_found_under_the_new_name(tmp_path: Path) -> None:
+    """A member moves its knotweed to Reynoutria japonica, its treatment with it: after the
+    next `hub sync` (which exports the served hub) the old name has no holder, and the new
+    one holds the same records, by the same hub ids."""
+    member = make_member(tmp_path, 50, "solo", "CC0-1.0")
+    fields = species("Fallopia japonica", vernacularName="Knotweed")
+    method = treatment("Cutting knotweed", "Fallopia japonica")
+    member.add("knotweed", "species", fields, "Solofield banks.")
+    member.add("cutting", "treatments", method, "Solofield method.")
+    build(Project(member.node.root), now=datetime(2026, 3, 1, 8, tzinfo=UTC))
+    folder = tmp_path / "hub"
+    with ServerThread(app_for(member.node.root, reload_interval=0)) as node:
+        assert hub_cli("init", str(folder)).exit_code == 0
+        assert hub_cli("add", node.url, "--hub", str(folder), "--name", "solo").exit_code == 0
+        assert hub_cli("sync", "--hub", str(folder)).exit_code == 0
+        assert hub_cli("export", "--hub", str(folder)).exit_code == 0
+        with ServerThread(app_for(hub_project(folder).root, reload_interval=0)) as hub:
+            before = by_node(taxon(hub.url, "Fallopia japonica")[1])[member.node_id]
+            assert [t["title"] for t in before["treatments"]] == ["Cutting knotweed"]
+            member.add("knotweed", "species", dict(fields, scientificName="Reynoutria japonica"),
+                       "Solofield banks.")
+            member.add("cutting", "treatments", dict(method, targetSpecies=[
+                "Reynoutria japonica"]), "Solofield method.")
+            build(Project(member.node.root), now=datetime(2026, 3, 1, 9, tzinfo=UTC))
+            node.settle()
+            synced = hub_cli("sync", "--hub", str(folder))
+            assert synced.exit_code == 0, synced.output
+            assert "hub export: exported" in synced.stdout
+            hub.settle()
+            assert taxon(hub.url, "Fallopia japonica")[0] == 404
+            status, answer = taxon(hub.url, "Reynoutria japonica")
+            assert status == 200
+            after = by_node(answer)[member.node_id]
+            [record] = after["species"]
+            assert record["id"] == before["species"][0]["id"]
+            assert record["scientificName"] == "Reynoutria japonica"
+            assert [t["id"] for t in after["treatments"]] == [
+                t["id"] for t in before["treatments"]]
