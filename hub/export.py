@@ -62,17 +62,17 @@ def export_hub(folder: Path, *, base_url: str | None = None, now: datetime | Non
     be served is a line of its own, never an error. `after_sync` (the export that ends
     `hub sync`): where no member's state changed since the last export (`_states`), nothing
     is read and the report has no member lines."""
-    from exporter.pipeline.build import build
     from exporter.project.baseurl import chosen_base_url, remember_base_url
 
     hub = load_hub(folder)
     project = hub_project(folder)
     with locked(folder):
+        identity = read_identity(hub)  # (made here, with a fresh id, the first time)
         states = _states(hub, chosen_base_url(project, base_url).given)
         if after_sync and states == _last(project, "states") and exported_before(folder):
             return HubExport(summary="no member changed since the last export: nothing to "
                                      "export")
-        identity = read_identity(hub)
+        from exporter.pipeline.build import build
         served = [_served(hub, member) for member in hub.members if not member.private]
         _once_a_node(served)
         try:
