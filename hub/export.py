@@ -188,9 +188,9 @@ def _digest(files: dict[str, str], base_url: str | None) -> str:
 def _states(hub: Hub, base_url: str | None) -> str:
     """What an export is made of, told without reading a member's copy: hub.toml, the hub's
     node.toml, the base URL, and each served member's state as its status file holds it
-    (its result, node, licence, records and the time its copy last changed) with its copy's
-    inode (a copy replaced by hand). A sync that brings nothing new changes none of them;
-    one that changes a member's records sets its `last_change`."""
+    (its result, node, licence, records and how many runs changed its copy) with its
+    copy's inode (a copy replaced by hand). A sync that brings nothing new changes none of
+    them; one that changes a member's records counts one more `changes`."""
     made = hashlib.sha256(json.dumps(base_url).encode())
     for path in (hub.folder / HUB_FILE, identity_file(hub)):
         try:
@@ -209,7 +209,7 @@ def _states(hub: Hub, base_url: str | None) -> str:
             inode = None
         made.update(json.dumps([member.name, member.url, status.ok, status.stale,
                                 status.node_id, status.node_name, status.licence,
-                                status.records, status.last_change, inode]).encode())
+                                status.records, status.changes, inode]).encode())
     return made.hexdigest()
 
 

@@ -234,7 +234,7 @@ def _save(path: Path, status: Status) -> None:
 
 def _failed(status: Status, error: str, copy: Path, private: bool) -> None:
     status.ok, status.stale, status.last_error = False, status.last_success is not None, error
-    status.last_change = status.last_attempt  # (a run cut midway may have applied changes)
+    _changed(status)  # (a run cut midway may have applied changes)
     if not private and copy.exists():  # what a run cut midway applied is checked as well
         with contextlib.suppress(SyncError, duckdb.Error):
             _only_open(copy)
@@ -244,12 +244,16 @@ def _failed(status: Status, error: str, copy: Path, private: bool) -> None:
         status.records = held
 
 
+def _changed(status: Status) -> None:
+    status.last_change, status.changes = status.last_attempt, status.changes + 1
+
+
 def _succeeded(status: Status, report: SyncReport, facts: Facts) -> None:
     status.ok, status.stale, status.last_error = True, False, None
     status.last_success = status.last_attempt
     if report.added or report.updated or report.removed or report.total != status.records \
             or facts.node_id != status.node_id or status.last_change is None:
-        status.last_change = status.last_attempt
+        _changed(status)
     status.records, status.notes = report.total, list(report.notes)
     status.added, status.updated, status.removed = report.added, report.updated, report.removed
     status.node_id, status.node_name, status.licence = (facts.node_id, facts.node_name,

@@ -33,8 +33,10 @@ class Status:
     seconds: float | None = None  # how long the last attempt took
     records: int | None = None  # what the copy holds (None: no copy)
     # The last attempt that changed, or may have changed, the copy's records (a run that
-    # applied changes, or one that failed partway): the copy is as of then.
+    # applied changes, or one that failed partway): the copy is as of then. `changes`
+    # counts those attempts (two may fall in one second).
     last_change: str | None = None
+    changes: int = 0
     added: int = 0  # the last successful run's changes
     updated: int = 0
     removed: int = 0
@@ -81,7 +83,7 @@ def read_status(path: Path, member: str, url: str, private: bool) -> Status:
 def _typed(status: Status) -> bool:
     texts = (status.last_attempt, status.last_success, status.last_error, status.node_id,
              status.node_name, status.licence, status.last_change)
-    counts = (status.added, status.updated, status.removed)
+    counts = (status.added, status.updated, status.removed, status.changes)
     return (all(t is None or isinstance(t, str) for t in texts)
             and all(isinstance(n, int) for n in counts)
             and (status.records is None or isinstance(status.records, int))

@@ -755,3 +755,35 @@ def test_a_record_its_member_restricts_leaves_the_served_hub(tmp_path: Path) -> 
                                           {"X-API-Key": key})[2])
             assert [(item["id"], item["op"]) for item in changes["items"]] == [
                 (served, "delete")]
+
+
+@pytest.mark.slow
+def test_a_change_in_the_same_second_as_the_last_is_exported(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two syncs that change a member within one second of the clock: the second is
+    exported all the same (what tells a changed member is a count of the runs that
+    changed it, not their times)."""
+    import hub.network
+
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Frozen:
+            return cls(2026, 3, 1, 10, tzinfo=UTC)
+
+    monkeypatch.setattr(hub.network, "datetime", Frozen)
+    fields = species("Heracleum mantegazzianum")
+    member = solo(tmp_path, 60, fields)
+    folder = tmp_path / "hub"
+    with ServerThread(app_for(member.node.root, reload_interval=0)) as node:
+        joined(folder, node.url)
+        assert hub_cli("export", "--hub", str(folder)).exit_code == 0
+        member.add("one", "species", dict(fields, vernacularName="Giant hogweed"),
+                   "Solofield.")  # the same record, one more field: as many records
+        build(Project(member.node.root), now=datetime(2026, 3, 1, 9, tzinfo=UTC))
+        node.settle()
+        synced = hub_cli("sync", "--hub", str(folder))
+    assert synced.exit_code == 0, synced.output
+    assert "updated 1" in synced.stdout
+    assert synced.stdout.splitlines()[-1].startswith("hub export: exported species 1")
+    served = (hub_project(folder).content / "species").glob("*.md")
+    assert "Giant hogweed" in next(served).read_text()
