@@ -1,7 +1,8 @@
 """`fednode hub export`: the members' public records as the hub's own node, exported.
 
 Under the hub folder's lock (no `hub sync` writes a copy meanwhile), each member of hub.toml
-that is not private is read from members/ (hub/republish.py), the project in <hub>/node/ is
+that is not private is read from members/ (hub/republish.py: only the records whose JSON
+changed since the last export are made again), the project in <hub>/node/ is
 brought to what they hold (hub/project.py: a file written only where its text changed, a
 record file that is no longer a member's public record deleted), and the project is exported
 by the node's pipeline (`exporter.pipeline.build.build`) unless nothing changed since the
@@ -10,6 +11,7 @@ last export that succeeded. A running `fednode hub serve` picks the new build up
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -26,7 +28,7 @@ from exporter.shared.errors import ContentError
 from .errors import one_line
 from .members import HUB_FILE, PUBLIC_DIR, Hub, HubError, Member, load_hub, locked
 from .project import NODE_DIR, Served, identity_file, node_toml, read_identity, warnings
-from .republish import CopyUnreadable, Source, copy_identity, republish
+from .republish import CopyUnreadable, Entry, Source, copy_identity, memo_key, republish
 from .status import read_status
 
 EXPORTED = "hub-export.json"  # in the project's .fednode/: what the last export was made of
@@ -73,35 +75,49 @@ def export_hub(folder: Path, *, base_url: str | None = None, now: datetime | Non
             return HubExport(summary="no member changed since the last export: nothing to "
                                      "export")
         from exporter.pipeline.build import build
-        served = [_served(hub, member) for member in hub.members if not member.private]
+        present = _present(project.content)
+        served = [_served(hub, member, project, present) for member in hub.members
+                  if not member.private]
         _once_a_node(served)
         try:
             node_text = node_toml(hub, identity, served)
         except ValueError as exc:
             raise HubError(f"{identity_file(hub)}: a value the hub cannot write: {exc}") \
                 from None
-        files = {NODE_FILE: node_text}
+        files, kept = {NODE_FILE: node_text}, set()
         for one in served:
-            files.update(one.records.files if one.records else {})
-        write_content(project.content, files)
+            if one.records is not None:
+                files.update(one.records.files)
+                kept |= one.records.kept
+        write_content(project.content, files, kept)
         _check_node(hub, project)
         chosen = chosen_base_url(project, base_url)
         report = HubExport([one.line() for one in served], warnings(served),
                            base_url=chosen.said)
-        made_of = _digest(files, chosen.given)
+        made_of = _digest(node_text, served, chosen.given)
         if made_of == _last(project, "digest") and exported_before(folder):
-            _remember(project, made_of, states)
+            _remember(project, made_of, states, served)
             report.summary = "unchanged since the last export: nothing to export"
             return report
         done = build(project, now=now, base_url=chosen.given, progress=progress)
         remember_base_url(project, chosen.given)
-        _remember(project, made_of, states)
+        _remember(project, made_of, states, served)
     report.summary, report.exported = done.summary(), True
     report.notes += done.warnings
     return report
 
 
-def _served(hub: Hub, member: Member) -> Served:
+def _present(content: Path) -> frozenset[str]:
+    """The record files content/ holds ("collection/file.md")."""
+    found = []
+    for name in COLLECTIONS:
+        with contextlib.suppress(FileNotFoundError), os.scandir(content / name) as entries:
+            found += [f"{name}/{entry.name}" for entry in entries
+                      if entry.is_file(follow_symlinks=False)]
+    return frozenset(found)
+
+
+def _served(hub: Hub, member: Member, project: Project, present: frozenset[str]) -> Served:
     """A member as the hub serves it: its copy in members/ read, or why it is not."""
     status = read_status(hub.folder / PUBLIC_DIR / f"{member.name}.status.json", member.name,
                          member.url, member.private)
@@ -121,7 +137,7 @@ def _served(hub: Hub, member: Member) -> Served:
         licence = status.licence if status.node_id == node_id else None
         one.source = Source(member.name, node_id, name,
                             None if licence is None else one_line(licence, 200))
-        one.records = republish(one.source, copy)
+        one.records = republish(one.source, copy, _memo(project, one.source), present)
     except CopyUnreadable as exc:
         one.source, one.note = None, f"its copy cannot be read ({exc})"
     return one
@@ -140,11 +156,12 @@ def _once_a_node(served: list[Served]) -> None:
             one.note = f"the same node as {held}, which serves its records"
 
 
-def write_content(content: Path, files: dict[str, str]) -> int:
-    """Make content/ hold exactly `files` (paths relative to it) in the collections'
-    folders and node.toml: a file is written only where its text changed (so the export's
-    cache keeps what it read), each at once; any other file there is deleted. The files
-    written or deleted."""
+def write_content(content: Path, files: dict[str, str],
+                  kept: set[str] | frozenset[str] = frozenset()) -> int:
+    """Make content/ hold exactly `files` (paths relative to it) and the files `kept` as
+    they are, in the collections' folders and node.toml: a file is written only where its
+    text changed (so the export's cache keeps what it read), each at once; any other file
+    there is deleted. The files written or deleted."""
     changed = 0
     for name in COLLECTIONS:
         (content / name).mkdir(parents=True, exist_ok=True)
@@ -162,7 +179,8 @@ def write_content(content: Path, files: dict[str, str]) -> int:
         changed += 1
     for name in COLLECTIONS:
         for entry in os.scandir(content / name):
-            if f"{name}/{entry.name}" not in files and entry.is_file(follow_symlinks=False):
+            rel = f"{name}/{entry.name}"
+            if rel not in files and rel not in kept and entry.is_file(follow_symlinks=False):
                 os.unlink(entry.path)
                 changed += 1
     return changed
@@ -177,12 +195,34 @@ def _check_node(hub: Hub, project: Project) -> None:
         raise HubError(f"{identity_file(hub)}: {said}") from None
 
 
-def _digest(files: dict[str, str], base_url: str | None) -> str:
-    made = hashlib.sha256(json.dumps(base_url).encode())
-    for rel in sorted(files):
-        made.update(f"\0{rel}\0{len(files[rel])}\0".encode())
-        made.update(files[rel].encode("utf-8"))
+def _digest(node_text: str, served: list[Served], base_url: str | None) -> str:
+    """What the export is made of: node.toml, each member's records (`Republished.digest`:
+    its source, the rules and every record's JSON) and the base URL."""
+    made = hashlib.sha256(json.dumps([base_url, node_text]).encode())
+    for one in served:
+        made.update(f"\0{one.member.name}\0{one.records.digest if one.records else ''}"
+                    .encode())
     return made.hexdigest()
+
+
+MEMOS = "hub-records"  # in the project's .fednode/: `<member>.json`, what each record made
+
+
+def _memo(project: Project, source: Source) -> dict[str, Entry] | None:
+    """The memo the last export left of the member's records, if it is for this source
+    and these rules (`republish.memo_key`)."""
+    try:
+        data = json.loads((project.private / MEMOS / f"{source.name}.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("key") != memo_key(source) or \
+            not isinstance(data.get("records"), dict):
+        return None
+    records = data["records"]
+    if not all(isinstance(entry, list) and len(entry) == 5 and
+               all(isinstance(part, str) for part in entry) for entry in records.values()):
+        return None
+    return records
 
 
 def _states(hub: Hub, base_url: str | None) -> str:
@@ -224,8 +264,26 @@ def _last(project: Project, name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _remember(project: Project, digest: str, states: str) -> None:
-    path = project.private / EXPORTED
+def _remember(project: Project, digest: str, states: str, served: list[Served]) -> None:
+    """After an export that succeeded: what it was made of, and each member's memo where it
+    changed (the memos of members no longer served deleted)."""
+    folder = project.private / MEMOS
+    folder.mkdir(parents=True, exist_ok=True)
+    names = set()
+    for one in served:
+        if one.source is None or one.records is None:
+            continue
+        names.add(f"{one.member.name}.json")
+        if one.records.remade or _memo(project, one.source) is None:
+            _replace(folder / f"{one.member.name}.json", json.dumps(
+                {"key": memo_key(one.source), "records": one.records.memo}))
+    for entry in os.scandir(folder):
+        if entry.name not in names and entry.name.endswith(".json"):
+            os.unlink(entry.path)
+    _replace(project.private / EXPORTED, json.dumps({"digest": digest, "states": states}))
+
+
+def _replace(path: Path, text: str) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps({"digest": digest, "states": states}) + "\n", "utf-8")
+    temporary.write_text(text + "\n", "utf-8")
     os.replace(temporary, path)

@@ -17,12 +17,14 @@ left out and reported, and never stops the other records or members."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import math
 import re
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from typing import Any
 import duckdb
 
 from exporter.contract.wire import COLLECTIONS, PUBLIC
+from exporter.project import validation as validation_module
 from exporter.project.frontmatter import parse_markdown
 from exporter.project.records import SourceFile
 from exporter.project.schemas import PROVENANCE, Collection, collections
@@ -59,14 +62,26 @@ class Source:
     licence: str | None  # None: the node's manifest names none
 
 
+# What the last export made of each of a member's records, by the record's id: the MD5 of
+# its JSON in the copy, its collection, its file ("" where it was refused), its licence
+# ("" for none) and why it was refused ("" where it was not).
+Entry = list[str]
+
+
 @dataclass
 class Republished:
-    """One member's records as content files of the hub's node, and what was left out."""
+    """One member's records as content files of the hub's node, and what was left out.
+    `files` holds the texts made now; `kept` the files of records that did not change since
+    the last export (`memo`), which content/ holds already as they would be made."""
 
     files: dict[str, str] = field(default_factory=dict)  # "collection/file.md" -> text
+    kept: set[str] = field(default_factory=set)
     counts: dict[str, int] = field(default_factory=dict)  # records by collection
     licences: Counter[str] = field(default_factory=Counter)  # records by license ("": none)
     refused: list[str] = field(default_factory=list)  # why records were left out
+    memo: dict[str, Entry] = field(default_factory=dict)  # by record id, for the next export
+    digest: str = ""  # of the source, this code's rules and every record's JSON
+    remade: bool = False  # the memo differs from the one given: records made, or gone
 
     @property
     def total(self) -> int:
@@ -88,52 +103,106 @@ def copy_identity(copy: Path) -> tuple[str | None, str | None]:
     return state.get("node_id"), state.get("node_name")
 
 
-def public_rows(copy: Path, node_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(collection, record) of each public record of the copy, in a stable order."""
-    try:
-        with duckdb.connect(str(copy), read_only=True) as db:
-            rows = db.execute(
-                "SELECT collection, json::VARCHAR FROM records WHERE node_id = ? AND "
-                "(json->>'access') = ? ORDER BY collection, id", [node_id, PUBLIC]).fetchall()
-    except duckdb.Error as exc:
-        raise CopyUnreadable(one_line(str(exc), 160)) from None
-    for collection, text in rows:
-        data = json.loads(text)
-        if collection in COLLECTIONS and isinstance(data, dict) and \
-                data.get("access") == PUBLIC:
-            yield collection, data
-
-
-def republish(source: Source, copy: Path) -> Republished:
+def republish(source: Source, copy: Path, memo: dict[str, Entry] | None = None,
+              present: frozenset[str] = frozenset()) -> Republished:
     """The member's public records as the hub's content files (CopyUnreadable if the copy
-    cannot be read)."""
+    cannot be read). A record whose JSON is the one `memo` (the last export's, for this
+    source and these rules) made a file of, a file `present` in content/, is kept as it is
+    and not made again: an export after a few edits reads and checks only those."""
     out = Republished(counts={name: 0 for name in COLLECTIONS})
-    known = collections()
+    known, before = collections(), memo or {}
+    rows, data = _rows(copy, source.node_id, lambda r: not _reusable(before.get(r[1]), r,
+                                                                      present))
+    made = hashlib.sha256(memo_key(source).encode())
     seen: set[str] = set()
-    for collection, data in public_rows(copy, source.node_id):
-        record_id = data.get("id")
-        if not isinstance(record_id, str):
-            continue
+    for row in rows:
+        collection, record_id, md5 = row
+        made.update(f"\0{collection}\0{record_id}\0{md5}".encode())
         if record_id in seen:  # an id in two collections: a node's ids are unique in all
             out.refused.append(f"{collection}/{one_line(record_id, 40)}: its id is a record's "
                                f"of another collection too")
             continue
         seen.add(record_id)
-        fields = hub_fields(source, known[collection], data)
-        rel = f"{collection}/{source.name}-{fields['id']}.md"
-        try:
-            text = record_text(fields)
-        except ValueError as exc:  # a value TOML cannot hold (hub sync's checks keep them out)
-            out.refused.append(f"{collection}/{one_line(record_id, 40)}: {exc}")
+        entry = before.get(record_id) if record_id not in data else None
+        if entry is None:
+            entry = _made(source, known[collection], data[record_id], row, out)
+            out.remade = True
+        elif entry[2]:
+            out.kept.add(entry[2])
+        out.memo[record_id] = entry
+        if entry[4]:
+            out.refused.append(f"{collection}/{one_line(record_id, 40)}: {entry[4]}")
             continue
-        problem = refusal(text, rel, known[collection])
-        if problem is not None:
-            out.refused.append(f"{collection}/{one_line(record_id, 40)}: {problem}")
-            continue
-        out.files[rel] = text
         out.counts[collection] += 1
-        out.licences[str(fields.get("license", ""))] += 1
+        out.licences[entry[3]] += 1
+    out.digest = made.hexdigest()
+    out.remade = out.remade or len(out.memo) != len(before)
     return out
+
+
+def _reusable(entry: Entry | None, row: tuple[str, str, str], present: frozenset[str]
+              ) -> bool:
+    return entry is not None and entry[:2] == [row[2], row[0]] and (
+        not entry[2] or entry[2] in present)
+
+
+def _made(source: Source, collection: Collection, data: dict[str, Any],
+          row: tuple[str, str, str], out: Republished) -> Entry:
+    """The record made a file (in `out.files`), or refused: its memo entry."""
+    fields = hub_fields(source, collection, data)
+    rel = f"{collection.name}/{source.name}-{fields['id']}.md"
+    try:
+        text = record_text(fields)
+    except ValueError as exc:  # a value TOML cannot hold (hub sync's checks keep them out)
+        return [row[2], row[0], "", "", str(exc)]
+    problem = refusal(text, rel, collection)
+    if problem is not None:
+        return [row[2], row[0], "", "", problem]
+    out.files[rel] = text
+    return [row[2], row[0], rel, str(fields.get("license", "")), ""]
+
+
+def _rows(copy: Path, node_id: str, wanted: Callable[[tuple[str, str, str]], bool]
+          ) -> tuple[list[tuple[str, str, str]], dict[str, dict[str, Any]]]:
+    """(collection, id, MD5 of its JSON) of each public record of the copy, in a stable
+    order, and the JSON of those `wanted` (by id)."""
+    try:
+        with duckdb.connect(str(copy), read_only=True) as db:
+            rows = [(str(c), str(i), str(m)) for c, i, m in db.execute(
+                "SELECT collection, id, md5(json::VARCHAR) FROM records WHERE node_id = ? "
+                "AND (json->>'access') = ? AND collection IN (SELECT unnest(?)) "
+                "ORDER BY collection, id", [node_id, PUBLIC, list(COLLECTIONS)]).fetchall()]
+            ids = [row[1] for row in rows if wanted(row)]
+            texts = db.execute(
+                "SELECT id, json::VARCHAR FROM records WHERE node_id = ? AND "
+                "(json->>'access') = ? AND id IN (SELECT unnest(?))",
+                [node_id, PUBLIC, ids]).fetchall() if ids else []
+    except duckdb.Error as exc:
+        raise CopyUnreadable(one_line(str(exc), 160)) from None
+    data: dict[str, dict[str, Any]] = {}
+    for record_id, text in texts:
+        record = json.loads(text)
+        if isinstance(record, dict) and record.get("access") == PUBLIC and \
+                record.get("id") == record_id:
+            data[record_id] = record
+    return [row for row in rows if row[1] in data or not wanted(row)], data
+
+
+def memo_key(source: Source) -> str:
+    """What a memo of a member's records is valid for: its source and `rules`."""
+    return hashlib.sha256(json.dumps([rules(), source.name, source.node_id, source.node_name,
+                                      source.licence]).encode()).hexdigest()
+
+
+@functools.cache
+def rules() -> str:
+    """What the text and the checks of a republished record follow: this module and the
+    collections' schemas and rules. Another version of them makes every record again."""
+    made = hashlib.sha256(Path(__file__).read_bytes())
+    made.update(Path(validation_module.__file__).read_bytes())
+    made.update(json.dumps([c.schema for c in collections().values()], sort_keys=True,
+                           default=str).encode())
+    return made.hexdigest()
 
 
 def hub_fields(source: Source, collection: Collection, data: dict[str, Any]
