@@ -119,13 +119,16 @@ def hub_sync(folder: Path, concurrency: int | None, log_file: Path | None) -> No
     from hub.export import exported_before
 
     if exported_before(folder):  # served: what changed is exported for the sidecar to pick up
-        report = _exported(folder, None, after_sync=True)  # (licences said above)
+        # (licences said above; a status file that could not be written: read every copy)
+        report = _exported(folder, None, after_sync=True,
+                           quick=all(status.saved for status in statuses))
         click.echo(printable(f"hub export: {report.summary}"))
     if not all(status.ok for status in statuses):
         click.get_current_context().exit(1)
 
 
-def _exported(folder: Path, base_url: str | None, *, after_sync: bool = False) -> HubExport:
+def _exported(folder: Path, base_url: str | None, *, after_sync: bool = False,
+              quick: bool = False) -> HubExport:
     """`export_hub`, its progress and warnings on standard error (but after a sync, which
     said them, the members whose node names no licence)."""
     from cli.progress import Progress
@@ -134,7 +137,7 @@ def _exported(folder: Path, base_url: str | None, *, after_sync: bool = False) -
     progress = Progress()
     try:
         report = export_hub(folder, base_url=base_url, progress=progress,
-                            after_sync=after_sync)
+                            quick=quick)
     finally:
         progress.end()
     for warning in (*(() if after_sync else report.warnings), *report.notes):

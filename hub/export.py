@@ -28,7 +28,7 @@ from exporter.shared.errors import ContentError
 from .errors import one_line
 from .members import HUB_FILE, PUBLIC_DIR, Hub, HubError, Member, load_hub, locked
 from .project import NODE_DIR, Served, identity_file, node_toml, read_identity, warnings
-from .republish import CopyUnreadable, Entry, Source, copy_identity, memo_key, republish
+from .republish import CopyUnreadable, Entry, Source, copy_identity, memo_key, republish, rules
 from .status import read_status
 
 EXPORTED = "hub-export.json"  # in the project's .fednode/: what the last export was made of
@@ -58,12 +58,12 @@ def exported_before(folder: Path) -> bool:
 
 
 def export_hub(folder: Path, *, base_url: str | None = None, now: datetime | None = None,
-               progress: Progress | None = None, after_sync: bool = False) -> HubExport:
+               progress: Progress | None = None, quick: bool = False) -> HubExport:
     """Bring <hub>/node/ to the members' public records and export it (`fednode hub
     export`). HubError for a hub.toml or <hub>/node.toml that is wrong; a member that cannot
-    be served is a line of its own, never an error. `after_sync` (the export that ends
-    `hub sync`): where no member's state changed since the last export (`_states`), nothing
-    is read and the report has no member lines."""
+    be served is a line of its own, never an error. `quick` (the export that ends `hub
+    sync`, every status file written): where no member's state changed since the last
+    export (`_states`), nothing is read and the report has no member lines."""
     from exporter.project.baseurl import chosen_base_url, remember_base_url
 
     hub = load_hub(folder)
@@ -71,7 +71,7 @@ def export_hub(folder: Path, *, base_url: str | None = None, now: datetime | Non
     with locked(folder):
         identity = read_identity(hub)  # (made here, with a fresh id, the first time)
         states = _states(hub, chosen_base_url(project, base_url).given)
-        if after_sync and states == _last(project, "states") and exported_before(folder):
+        if quick and states == _last(project, "states") and exported_before(folder):
             return HubExport(summary="no member changed since the last export: nothing to "
                                      "export")
         from exporter.pipeline.build import build
@@ -89,6 +89,7 @@ def export_hub(folder: Path, *, base_url: str | None = None, now: datetime | Non
             if one.records is not None:
                 files.update(one.records.files)
                 kept |= one.records.kept
+        _forget(project, served)
         write_content(project.content, files, kept)
         _check_node(hub, project)
         chosen = chosen_base_url(project, base_url)
@@ -227,11 +228,12 @@ def _memo(project: Project, source: Source) -> dict[str, Entry] | None:
 
 def _states(hub: Hub, base_url: str | None) -> str:
     """What an export is made of, told without reading a member's copy: hub.toml, the hub's
-    node.toml, the base URL, and each served member's state as its status file holds it
-    (its result, node, licence, records and how many runs changed its copy) with its
-    copy's inode (a copy replaced by hand). A sync that brings nothing new changes none of
-    them; one that changes a member's records counts one more `changes`."""
-    made = hashlib.sha256(json.dumps(base_url).encode())
+    node.toml, the base URL, fednode's version and rules (`republish.rules`), and each
+    served member's state as its status file holds it (its result, node, licence, records,
+    how many runs changed its copy and when the last did) with its copy's inode (a copy
+    replaced by hand). A sync that brings nothing new changes none of them; one that
+    changes a member's records counts one more `changes`."""
+    made = hashlib.sha256(json.dumps([base_url, rules()]).encode())
     for path in (hub.folder / HUB_FILE, identity_file(hub)):
         try:
             made.update(path.read_bytes())
@@ -249,19 +251,30 @@ def _states(hub: Hub, base_url: str | None) -> str:
             inode = None
         made.update(json.dumps([member.name, member.url, status.ok, status.stale,
                                 status.node_id, status.node_name, status.licence,
-                                status.records, status.changes, inode]).encode())
+                                status.records, status.changes, status.last_change,
+                                inode]).encode())
     return made.hexdigest()
 
 
 def _last(project: Project, name: str) -> str | None:
-    """What the last export that succeeded was made of: its "digest" (the files written)
-    or its "states" (`_states`)."""
+    """What the last export that succeeded was made of: its "digest" (`_digest`) or its
+    "states" (`_states`)."""
     try:
         data = json.loads((project.private / EXPORTED).read_text("utf-8"))
     except (OSError, ValueError):
         return None
     value = data.get(name) if isinstance(data, dict) else None
     return value if isinstance(value, str) else None
+
+
+def _forget(project: Project, served: list[Served]) -> None:
+    """Before content/ is written: the memos of members whose records are made again are
+    deleted, so that an export that then fails leaves no memo that vouches for a file it
+    did not write (the next export makes that member's records again)."""
+    for one in served:
+        if one.records is not None and one.records.remade:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(project.private / MEMOS / f"{one.member.name}.json")
 
 
 def _remember(project: Project, digest: str, states: str, served: list[Served]) -> None:
@@ -274,7 +287,7 @@ def _remember(project: Project, digest: str, states: str, served: list[Served]) 
         if one.source is None or one.records is None:
             continue
         names.add(f"{one.member.name}.json")
-        if one.records.remade or _memo(project, one.source) is None:
+        if one.records.remade or not (folder / f"{one.member.name}.json").exists():
             _replace(folder / f"{one.member.name}.json", json.dumps(
                 {"key": memo_key(one.source), "records": one.records.memo}))
     for entry in os.scandir(folder):

@@ -35,6 +35,7 @@ import duckdb
 
 from exporter.contract.errors import FednodeError
 from exporter.contract.wire import format_time
+from exporter.shared.fileversion import version_at
 
 from .errors import SyncError, one_line
 from .index import discard
@@ -160,17 +161,19 @@ class Run:
                                  member.private)
             status.last_attempt = format_time(datetime.now(UTC))
             _save(hub.status_file(member), status)
-            started = time.monotonic()
+            started, before = time.monotonic(), _version(hub.copy(member))
             try:
                 report, facts = asyncio.run(self._bounded(sync_member(hub, member,
                                                                       self.limits)))
             except BaseException as exc:  # each member's failure is its own
                 _failed(status, self._failure(exc), hub.copy(member), member.private)
+                if _version(hub.copy(member)) != before:  # (a run cut midway applied some)
+                    _changed(status)
             else:
                 _succeeded(status, report, facts)
                 _moved(hub, member)
             status.seconds = round(time.monotonic() - started, 3)
-            _save(hub.status_file(member), status)
+            status.saved = _save(hub.status_file(member), status)
             return status
         finally:
             MEMBER.reset(token)
@@ -223,18 +226,24 @@ def _moved(hub: Hub, member: Member) -> None:
                   one_line(str(exc)))
 
 
-def _save(path: Path, status: Status) -> None:
+def _save(path: Path, status: Status) -> bool:
     """Write the member's status file; a machine's error (a full disk) is logged, and the
-    member's line still says how its run went."""
+    member's line still says how its run went. Whether it was written."""
     try:
         write_status(path, status)
     except OSError as exc:
         log.error("cannot write %s: %s", path, one_line(str(exc)))
+        return False
+    return True
+
+
+def _version(copy: Path) -> tuple[object, object]:
+    """The versions of a copy's file and its DuckDB log: another after a run that wrote."""
+    return version_at(copy), version_at(copy.with_name(copy.name + ".wal"))
 
 
 def _failed(status: Status, error: str, copy: Path, private: bool) -> None:
     status.ok, status.stale, status.last_error = False, status.last_success is not None, error
-    _changed(status)  # (a run cut midway may have applied changes)
     if not private and copy.exists():  # what a run cut midway applied is checked as well
         with contextlib.suppress(SyncError, duckdb.Error):
             _only_open(copy)

@@ -22,6 +22,7 @@ import hashlib
 import json
 import math
 import re
+import sys
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -31,8 +32,11 @@ from typing import Any
 
 import duckdb
 
+from exporter import __version__
 from exporter.contract.wire import COLLECTIONS, PUBLIC
+from exporter.project import frontmatter, records, tomltext
 from exporter.project import validation as validation_module
+from exporter.project.content import RULES
 from exporter.project.frontmatter import parse_markdown
 from exporter.project.records import SourceFile
 from exporter.project.schemas import PROVENANCE, Collection, collections
@@ -123,12 +127,17 @@ def republish(source: Source, copy: Path, memo: dict[str, Entry] | None = None,
                                f"of another collection too")
             continue
         seen.add(record_id)
-        entry = before.get(record_id) if record_id not in data else None
-        if entry is None:
-            entry = _made(source, known[collection], data[record_id], row, out)
+        remembered = before.get(record_id)
+        if (collection, record_id) in data:
+            entry = _made(source, known[collection], data[collection, record_id], row, out)
             out.remade = True
-        elif entry[2]:
-            out.kept.add(entry[2])
+        elif remembered is not None and _reusable(remembered, row, present):
+            entry = remembered
+            if entry[2]:
+                out.kept.add(entry[2])
+        else:  # its JSON is not a public record of this id
+            entry = [md5, collection, "", "", "its JSON is not a public record of this id"]
+            out.remade = True
         out.memo[record_id] = entry
         if entry[4]:
             out.refused.append(f"{collection}/{one_line(record_id, 40)}: {entry[4]}")
@@ -163,9 +172,10 @@ def _made(source: Source, collection: Collection, data: dict[str, Any],
 
 
 def _rows(copy: Path, node_id: str, wanted: Callable[[tuple[str, str, str]], bool]
-          ) -> tuple[list[tuple[str, str, str]], dict[str, dict[str, Any]]]:
+          ) -> tuple[list[tuple[str, str, str]], dict[tuple[str, str], dict[str, Any]]]:
     """(collection, id, MD5 of its JSON) of each public record of the copy, in a stable
-    order, and the JSON of those `wanted` (by id)."""
+    order, and the JSON of those `wanted`, by (collection, id): a JSON object marked public
+    whose id is its row's."""
     try:
         with duckdb.connect(str(copy), read_only=True) as db:
             rows = [(str(c), str(i), str(m)) for c, i, m in db.execute(
@@ -174,18 +184,18 @@ def _rows(copy: Path, node_id: str, wanted: Callable[[tuple[str, str, str]], boo
                 "ORDER BY collection, id", [node_id, PUBLIC, list(COLLECTIONS)]).fetchall()]
             ids = [row[1] for row in rows if wanted(row)]
             texts = db.execute(
-                "SELECT id, json::VARCHAR FROM records WHERE node_id = ? AND "
+                "SELECT collection, id, json::VARCHAR FROM records WHERE node_id = ? AND "
                 "(json->>'access') = ? AND id IN (SELECT unnest(?))",
                 [node_id, PUBLIC, ids]).fetchall() if ids else []
     except duckdb.Error as exc:
         raise CopyUnreadable(one_line(str(exc), 160)) from None
-    data: dict[str, dict[str, Any]] = {}
-    for record_id, text in texts:
+    data: dict[tuple[str, str], dict[str, Any]] = {}
+    for collection, record_id, text in texts:
         record = json.loads(text)
         if isinstance(record, dict) and record.get("access") == PUBLIC and \
                 record.get("id") == record_id:
-            data[record_id] = record
-    return [row for row in rows if row[1] in data or not wanted(row)], data
+            data[str(collection), str(record_id)] = record
+    return rows, data
 
 
 def memo_key(source: Source) -> str:
@@ -196,10 +206,12 @@ def memo_key(source: Source) -> str:
 
 @functools.cache
 def rules() -> str:
-    """What the text and the checks of a republished record follow: this module and the
-    collections' schemas and rules. Another version of them makes every record again."""
-    made = hashlib.sha256(Path(__file__).read_bytes())
-    made.update(Path(validation_module.__file__).read_bytes())
+    """What the text and the checks of a republished record follow: fednode's version,
+    this module, the modules that read and check a record file, and the collections'
+    schemas. Another version of them makes every record again."""
+    made = hashlib.sha256(f"{__version__}\0{RULES}".encode())
+    for module in (sys.modules[__name__], validation_module, frontmatter, records, tomltext):
+        made.update(Path(str(module.__file__)).read_bytes())
     made.update(json.dumps([c.schema for c in collections().values()], sort_keys=True,
                            default=str).encode())
     return made.hexdigest()

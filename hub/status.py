@@ -37,6 +37,9 @@ class Status:
     # counts those attempts (two may fall in one second).
     last_change: str | None = None
     changes: int = 0
+    # Whether this status was written to its file (not itself written): a hub export after
+    # a sync trusts the status files only when every one was.
+    saved: bool = True
     added: int = 0  # the last successful run's changes
     updated: int = 0
     removed: int = 0
@@ -71,7 +74,7 @@ def read_status(path: Path, member: str, url: str, private: bool) -> Status:
     names = {f.name: f for f in fields(Status)}
     kept: dict[str, Any] = {}
     for name, value in data.items():
-        if name in names and name not in ("member", "url", "private"):
+        if name in names and name not in ("member", "url", "private", "saved"):
             kept[name] = value
     try:
         status = Status(member, url, private, **kept)
@@ -95,8 +98,9 @@ def write_status(path: Path, status: Status) -> None:
     """Replace the status file at once."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(asdict(status), indent=2, ensure_ascii=False) + "\n",
-                         "utf-8")
+    data = asdict(status)
+    del data["saved"]
+    temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
     os.replace(temporary, path)
 
 

@@ -666,6 +666,10 @@ def test_hub_serve_serves_the_network_and_picks_up_each_sync(tmp_path: Path) -> 
                     0].get("stale"):
                 assert time.monotonic() < deadline, "the served hub did not say it is stale"
                 time.sleep(0.2)
+            still = hub_cli("sync", "--hub", str(folder))  # down again: nothing new to say
+            assert still.exit_code == 1
+            assert still.stdout.splitlines()[-1] == (
+                "hub export: no member changed since the last export: nothing to export")
         finally:
             process.terminate()
             process.wait(30)
@@ -836,3 +840,32 @@ def test_an_export_makes_again_only_the_records_that_changed(
         assert hub_cli("export", "--hub", str(folder)).exit_code == 0
     assert {p.relative_to(content): p.read_bytes() for p in content.rglob("*.md")} == files
     assert any(b"Himalayan balsam" in text for text in files.values())
+
+
+@pytest.mark.slow
+def test_rows_a_copy_should_not_hold_are_left_out_and_said(tmp_path: Path) -> None:
+    """A member's copy written by hand: an id in two collections, and a row whose JSON is
+    another record's. The record is made from its own row's JSON, the others are left out
+    with a reason, at the first export and at the next, which takes them from its memo."""
+    import duckdb
+
+    fields = species("Heracleum mantegazzianum")
+    member = solo(tmp_path, 80, fields)
+    folder = tmp_path / "hub"
+    with ServerThread(app_for(member.node.root, reload_interval=0)) as node:
+        joined(folder, node.url)
+    with duckdb.connect(str(folder / "members" / "solo.duckdb")) as db:
+        (text,) = db.execute("SELECT json::VARCHAR FROM records").fetchone() or ("",)
+        twin = dict(json.loads(text), title="A treatment under the species' id")
+        db.execute("INSERT INTO records SELECT 'treatments', id, node_id, content_hash, "
+                   "updated_at, ?::JSON FROM records", [json.dumps(twin)])
+        db.execute("INSERT INTO records SELECT collection, ?, node_id, content_hash, "
+                   "updated_at, json FROM records WHERE collection = 'species'",
+                   [str(uuid.uuid4())])
+    for _ in range(2):
+        report = export_hub(folder, now=datetime(2026, 3, 1, 9, tzinfo=UTC))
+        assert report.members[0].startswith("solo: 1 records (CC0-1.0); synced ")
+        assert "2 left out" in report.members[0]
+        [path] = (hub_project(folder).content / "species").glob("*.md")
+        assert "Heracleum mantegazzianum" in path.read_text()
+        assert not list((hub_project(folder).content / "treatments").glob("*.md"))
