@@ -29,18 +29,27 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """One cache of the sentence encoder's vectors for the whole run (the controller's, which
-    the test processes it starts inherit): each process's first export of a library takes
-    the vectors another one made (`exporter.library.vector_cache`), never the user's own
-    cache. A test that needs an export to encode sets FEDNODE_CACHE_DIR empty."""
+    """One cache of the sentence encoder's vectors for the test runs on this machine (set by
+    the controller; the test processes it starts inherit it): an export of a library takes
+    the vectors an earlier one made (`exporter.library.vector_cache`: keyed by the
+    encoder's version and the text, so a vector found is the one the encoder makes). It is
+    the tests' own folder, `fednode-tests` in the user's cache folder, never the user's
+    fednode cache; where that cannot be made, a folder of this run's. A test that needs an
+    export to encode sets FEDNODE_CACHE_DIR empty; tests of the cache give it a folder of
+    their own."""
     if not hasattr(config, "workerinput") and "FEDNODE_CACHE_DIR" not in os.environ:
-        import atexit
-        import shutil
-        import tempfile
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        folder = base / "fednode-tests"
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            import atexit
+            import shutil
+            import tempfile
 
-        folder = tempfile.mkdtemp(prefix="fednode-vectors-")
-        atexit.register(shutil.rmtree, folder, True)
-        os.environ["FEDNODE_CACHE_DIR"] = folder
+            folder = Path(tempfile.mkdtemp(prefix="fednode-vectors-"))
+            atexit.register(shutil.rmtree, folder, True)
+        os.environ["FEDNODE_CACHE_DIR"] = str(folder)
 
 
 class Clock:
