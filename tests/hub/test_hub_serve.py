@@ -688,11 +688,17 @@ def solo(root: Path, number: int, fields: dict[str, Any]) -> Member:
     return member
 
 
-def joined(folder: Path, url: str) -> None:
-    """A hub in `folder` with the node at `url` as its member "solo", synced."""
-    assert hub_cli("init", str(folder)).exit_code == 0
-    assert hub_cli("add", url, "--hub", str(folder), "--name", "solo").exit_code == 0
-    assert hub_cli("sync", "--hub", str(folder)).exit_code == 0
+@contextlib.contextmanager
+def solo_hub(member: Member, folder: Path, *, exported: bool = False) -> Iterator[ServerThread]:
+    """The member served by its sidecar, and a hub in `folder` with it as its member
+    "solo", synced (and exported, if asked)."""
+    with ServerThread(app_for(member.node.root, reload_interval=0)) as node:
+        assert hub_cli("init", str(folder)).exit_code == 0
+        assert hub_cli("add", node.url, "--hub", str(folder), "--name", "solo").exit_code == 0
+        assert hub_cli("sync", "--hub", str(folder)).exit_code == 0
+        if exported:
+            assert hub_cli("export", "--hub", str(folder)).exit_code == 0
+        yield node
 
 
 @pytest.mark.slow
@@ -702,10 +708,9 @@ def test_a_restricted_record_in_a_members_copy_is_never_served(tmp_path: Path) -
     hand, or by another tool) is not served, while the member's public records are."""
     import duckdb
 
-    member = solo(tmp_path, 30, species("Heracleum mantegazzianum"))
     folder = tmp_path / "hub"
-    with ServerThread(app_for(member.node.root, reload_interval=0)) as node:
-        joined(folder, node.url)
+    with solo_hub(solo(tmp_path, 30, species("Heracleum mantegazzianum")), folder):
+        pass
     copy = folder / "members" / "solo.duckdb"
     with duckdb.connect(str(copy)) as db:
         (text,) = db.execute("SELECT json::VARCHAR FROM records").fetchone() or ("",)
@@ -736,9 +741,7 @@ def test_a_record_its_member_restricts_leaves_the_served_hub(tmp_path: Path) -> 
     fields = species("Heracleum mantegazzianum")
     member = solo(tmp_path, 40, fields)
     folder = tmp_path / "hub"
-    with ServerThread(app_for(member.node.root, reload_interval=0)) as node:
-        joined(folder, node.url)
-        assert hub_cli("export", "--hub", str(folder)).exit_code == 0
+    with solo_hub(member, folder, exported=True) as node:
         served = hub_id(member.node_id, fields["id"])
         key, _ = issue_key(hub_project(folder).root, "reader")
         with ServerThread(app_for(hub_project(folder).root, reload_interval=0)) as hub:
@@ -781,9 +784,7 @@ def test_a_change_in_the_same_second_as_the_last_is_exported(
     fields = species("Heracleum mantegazzianum")
     member = solo(tmp_path, 60, fields)
     folder = tmp_path / "hub"
-    with ServerThread(app_for(member.node.root, reload_interval=0)) as node:
-        joined(folder, node.url)
-        assert hub_cli("export", "--hub", str(folder)).exit_code == 0
+    with solo_hub(member, folder, exported=True) as node:
         member.add("one", "species", dict(fields, vernacularName="Giant hogweed"),
                    "Solofield.")  # the same record, one more field: as many records
         build(Project(member.node.root), now=datetime(2026, 3, 1, 9, tzinfo=UTC))
@@ -820,9 +821,7 @@ def test_an_export_makes_again_only_the_records_that_changed(
 
     monkeypatch.setattr(hub.republish, "_made", counted)
     content = hub_project(folder).content
-    with ServerThread(app_for(member.node.root, reload_interval=0)) as node:
-        joined(folder, node.url)
-        assert hub_cli("export", "--hub", str(folder)).exit_code == 0
+    with solo_hub(member, folder, exported=True) as node:
         assert len(made) == 3
         member.add("s1", "species", dict(fields[1], vernacularName="Himalayan balsam"),
                    "Solofield.")
@@ -852,10 +851,9 @@ def test_rows_a_copy_should_not_hold_are_left_out_and_said(tmp_path: Path) -> No
     import duckdb
 
     fields = species("Heracleum mantegazzianum")
-    member = solo(tmp_path, 80, fields)
     folder = tmp_path / "hub"
-    with ServerThread(app_for(member.node.root, reload_interval=0)) as node:
-        joined(folder, node.url)
+    with solo_hub(solo(tmp_path, 80, fields), folder):
+        pass
     with duckdb.connect(str(folder / "members" / "solo.duckdb")) as db:
         (text,) = db.execute("SELECT json::VARCHAR FROM records").fetchone() or ("",)
         twin = dict(json.loads(text), title="A treatment under the species' id")
