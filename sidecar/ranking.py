@@ -36,6 +36,7 @@ from exporter.shared.sentences import SENTENCE_SENSES, table
 BOOST_NAMES = 4.0
 BOOST_PHRASE = 4.0  # all the query's words in a name, in order
 BOOST_TITLE = 2.0
+BOOST_NAMED = 1.5  # a word of the query that is some record's name, in title and text
 BOOST_FUZZY = 1.5  # a name one typo away (a constant score: it has no term statistics)
 FUZZY_MIN = 5  # shorter words are not matched fuzzily: too many neighbours
 # Semantic matches: cosine similarity at or above this counts as a match (for `counts`,
@@ -49,9 +50,12 @@ NODES_COUNTED = 10_000  # member nodes a hub's matches are counted by, at most
 SNIPPET_CHARS = 220
 
 
-def keyword_query(text: str) -> tantivy.Query | None:
+def keyword_query(text: str, named: frozenset[str] = frozenset()) -> tantivy.Query | None:
     """A user's words as one query: each word in names, title and text (stemmed), a name one
-    typo away, and the whole phrase in names. None when no word is left to search."""
+    typo away, and the whole phrase in names. None when no word is left to search. A word
+    that names something (`named`: stems of the query's words that are some record's name)
+    weighs BOOST_NAMED times more in title and text: "alder" in "why do so few of my alder
+    seeds germinate" tells what the question is about, "seeds" only what about it."""
     names, terms = words(text), stems(text)
     should: list[tantivy.Query] = []
     for word in dict.fromkeys(w for w in names if w not in STOPWORDS):
@@ -60,8 +64,10 @@ def keyword_query(text: str) -> tantivy.Query | None:
             should.append(_boost(tantivy.Query.fuzzy_term_query(
                 SCHEMA, "names", word, distance=1, transposition_cost_one=True), BOOST_FUZZY))
     for term in dict.fromkeys(terms):
-        should.append(_boost(tantivy.Query.term_query(SCHEMA, "title", term), BOOST_TITLE))
-        should.append(tantivy.Query.term_query(SCHEMA, "text", term))
+        lift = BOOST_NAMED if term in named else 1.0
+        should.append(_boost(tantivy.Query.term_query(SCHEMA, "title", term),
+                             BOOST_TITLE * lift))
+        should.append(_boost(tantivy.Query.term_query(SCHEMA, "text", term), lift))
     if len(names) > 1:
         phrase: list[str | tuple[int, str]] = list(names)
         should.append(_boost(tantivy.Query.phrase_query(SCHEMA, "names", phrase), BOOST_PHRASE))
@@ -194,6 +200,11 @@ class Group:
             "field": "node", "size": NODES_COUNTED}}})
         return {str(bucket["key"]): int(bucket["doc_count"])
                 for bucket in found["by"]["buckets"]}
+
+    def names_of(self, text: str) -> set[str]:
+        """The stems of the words of `text` that are a name of some record of this group."""
+        return {stem for word in words(text)
+                if self.searcher.doc_freq("names", word) for stem in stems(word)}
 
     @functools.cached_property
     def ids(self) -> np.ndarray:

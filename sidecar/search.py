@@ -34,7 +34,8 @@ def run(snapshot: Snapshot, groups: Sequence[str], collections: Sequence[str], t
     text = search.as_asked(text)
     origins = origins_of(snapshot) if nodes is not None or is_hub(snapshot) else None
     only = origins.ids_of(nodes) if origins is not None and nodes is not None else None
-    query = ranking.keyword_query(text) if mode != "semantic" else None
+    named = frozenset().union(*(group.names_of(text) for group in indexes))
+    query = ranking.keyword_query(text, named) if mode != "semantic" else None
     found = _found(indexes, query, text, mode, collections, limit, only)
     shown: dict[str, tuple[str, str]] = {}
     for group in indexes:

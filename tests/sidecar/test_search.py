@@ -155,6 +155,17 @@ def test_a_question_ranks_the_kind_it_asks_for_above_the_species_it_names(
     assert plain["items"][0]["collection"] == "species"
 
 
+def test_a_word_that_names_a_species_weighs_more_than_what_is_asked_about_it(
+        site: Site) -> None:
+    """"heather" names a species; "seed" and "germinate" only say what about it. The
+    heather's germination result comes first, before a shorter one about another species'
+    seed that matches the common words alone ("Fresh seed germinated well")."""
+    status, body = site.get("/api/search?" + urlencode(
+        {"q": "my heather seed won't germinate", "limit": 5}))
+    assert status == 200
+    assert body["items"][0]["title"] == "Heather, smoke-water treatment, nursery 2025"
+
+
 def test_a_name_is_ranked_as_it_matched() -> None:
     """Words that ask for nothing (a name, a topic) lift no collection."""
     assert intent.asked_for("Fallopia japonica") == ()
