@@ -30,6 +30,7 @@ import exporter  # noqa: E402,F401  (the package, before tests/exporter, its tes
 
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
+sys.path.append(str(REPO))  # fednode's own packages, over the tests' folders of those names
 
 from builders import Node, copy_sample  # noqa: E402
 from export_speed import publisher_commands, timed_export  # noqa: E402

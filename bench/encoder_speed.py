@@ -21,6 +21,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
+sys.path.append(str(REPO))  # fednode's own packages, over the tests' folders of those names
 
 from builders import copy_sample  # noqa: E402
 from timing import reference_loop  # noqa: E402

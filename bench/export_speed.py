@@ -31,6 +31,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.append(str(REPO))  # fednode's own packages, over the tests' folders of those names
 
 from builders import NODE_TOML, copy_sample, multiply  # noqa: E402
 from timing import reference_loop, timed_command, watched_edits  # noqa: E402

@@ -35,6 +35,7 @@ import aiohttp
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.append(str(REPO))  # fednode's own packages, over the tests' folders of those names
 
 from builders import copy_sample, multiply  # noqa: E402
 from timing import FEDNODE, HUGE, free_port  # noqa: E402

@@ -22,6 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
+sys.path.append(str(REPO))  # fednode's own packages, over the tests' folders of those names
 
 from builders import copy_sample  # noqa: E402
 from timing import FEDNODE, HUGE, REFERENCE, free_port, latencies, wait_for  # noqa: E402
