@@ -2,6 +2,7 @@
 through the running sidecar, next to an aiohttp server answering a constant body.
 
     .venv/bin/python bench/search_speed.py [--records 100000] [--requests 300]
+        [--node DIR [--searches-only]]
 
 The node is the bundled sample plus Markdown records cloned from it (as bench/export_speed.py
 makes it, without its CSV table). Exports run as their own processes, timed by phase:
@@ -87,6 +88,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--node", type=Path, help="make the node here and keep it; reuse it "
                                                    "if it is there")
+    parser.add_argument("--searches-only", action="store_true",
+                        help="with --node: keep its last export and only time the searches")
     args = parser.parse_args()
     judged = json.loads((REPO / "bench" / "search_judged.json").read_text())["queries"]
     with tempfile.TemporaryDirectory(prefix="fednode-search-") as name:
@@ -94,11 +97,12 @@ def main() -> None:
         if not (root / "content").exists():
             copy_sample(root)
             multiply(root / "content", args.records)
-        shutil.rmtree(root / ".fednode", ignore_errors=True)  # a full export: nothing reused
         print(f"node: the sample + {args.records} Markdown records")
-        export(root, "full export")
-        edit_markdown(root)
-        export(root, "one Markdown edit")
+        if not (args.searches_only and args.node and (root / ".fednode").exists()):
+            shutil.rmtree(root / ".fednode", ignore_errors=True)  # a full export: nothing reused
+            export(root, "full export")
+            edit_markdown(root)
+            export(root, "one Markdown edit")
         port, reference_port = free_port(), free_port()
         server = subprocess.Popen([FEDNODE, "serve", "--project", str(root), "--port",
                                    str(port), "--anonymous-rate", "1000000000"],
