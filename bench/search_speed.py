@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
@@ -146,6 +148,37 @@ def main() -> None:
         print("| server | p50 | p95 | max |\n|---|---|---|---|")
         for row in rows:
             print(row)
+        lists_recall(root, texts)
+
+
+def lists_recall(root: Path, texts: list[str]) -> None:
+    """How a hybrid search's comparison by meaning through the inverted file
+    (`sidecar.lists`, for a group of lists.FROM records or more) does against comparing
+    every vector: of the 50 closest records, the share it finds (a record as close as the
+    50th counts, so that equal vectors tie), over the judged queries."""
+    from exporter.shared import search, word_vectors
+    from sidecar import lists
+    from sidecar.ranking import SEMANTIC_FLOOR
+    from sidecar.store import Snapshot
+    started = time.perf_counter()
+    group = Snapshot(root / ".fednode" / "bundle").search["public"]
+    if group.lists is None:
+        print(f"\nno inverted file: {len(group.rows)} public records, under {lists.FROM}")
+        return
+    print(f"\nsnapshot opened, inverted file of {len(group.lists.bounds) - 1} lists made, in "
+          f"{time.perf_counter() - started:.1f} s")
+    from exporter.contract.wire import COLLECTIONS
+    found = []
+    for text in texts:
+        vector = word_vectors.Embedder.embed([search.as_asked(text)], serving=True)[0]
+        exact = np.sort(np.asarray(group.vectors @ vector))[-50]
+        if exact < SEMANTIC_FLOOR:  # fewer than 50 records match by meaning at all
+            continue
+        hits, _ = group.semantic(vector, list(COLLECTIONS), 50, count=False)
+        found.append(sum(hit.score >= exact - 1e-6 for hit in hits) / 50)
+    print(f"lists against every vector, {len(found)} judged queries with 50 matches by "
+          f"meaning (of {len(texts)}): the 50 closest found {statistics.mean(found):.3f} on "
+          f"average, {min(found):.2f} at worst")
 
 
 if __name__ == "__main__":

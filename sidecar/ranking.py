@@ -32,6 +32,9 @@ from exporter.shared.search import (
 )
 from exporter.shared.sentences import SENTENCE_SENSES, table
 
+from . import lists
+from .lists import Lists
+
 # How much a match counts, by field: names (scientific, vernacular, a person's name) most.
 BOOST_NAMES = 4.0
 BOOST_PHRASE = 4.0  # all the query's words in a name, in order
@@ -132,6 +135,8 @@ class Group:
         if len(rows) != self.vectors.shape[0]:
             raise ValueError(f"search/{name}: {len(rows)} rows but "
                              f"{self.vectors.shape[0]} vectors")
+        # A large group's inverted file (`lists`), made before the snapshot serves.
+        self.lists = Lists(self.vectors) if len(rows) >= lists.FROM else None
 
     def keyword(self, query: tantivy.Query, collections: Sequence[str],
                 limit: int, only: Sequence[str] | None = None) -> list[Hit]:
@@ -157,26 +162,45 @@ class Group:
         return {name: buckets.get(name, 0) for name in collections}
 
     def semantic(self, vector: np.ndarray, collections: Sequence[str],
-                 limit: int, only: Sequence[str] | None = None
+                 limit: int, only: Sequence[str] | None = None, *, count: bool = True
                  ) -> tuple[list[Hit], dict[str, int]]:
         """The records whose cosine with `vector` reaches SEMANTIC_FLOOR (among `only`'s, if
-        given): the best `limit`, and how many there are in each collection."""
+        given): the best `limit`, and (`count`) how many there are in each collection. A
+        large group (`lists`) asked for neither a count nor some nodes' records compares
+        `vector` with the records of its closest lists alone."""
         if not self.rows:
             return [], dict.fromkeys(collections, 0)
-        scores = np.asarray(self.vectors @ vector, dtype=np.float32)
+        near = self.lists.near(vector) if (self.lists is not None and not count
+                                            and only is None) else None
+        scores = np.asarray((self.vectors if near is None else self.vectors[near]) @ vector,
+                            dtype=np.float32)
+        codes = self.codes if near is None else self.codes[near]
         wanted = np.array([COLLECTIONS.index(name) for name in collections], np.int8)
-        matches = (scores >= SEMANTIC_FLOOR) & np.isin(self.codes, wanted)
+        matches = scores >= SEMANTIC_FLOOR
+        if len(wanted) < len(COLLECTIONS):
+            matches &= np.isin(codes, wanted)
         if only is not None:
             matches &= np.isin(self.ids, np.asarray(list(only), dtype=str))
-        rows = np.flatnonzero(matches)
-        found = np.bincount(self.codes[rows], minlength=len(COLLECTIONS))
-        counts = {name: int(found[code]) for name, code in zip(collections, wanted, strict=True)}
-        if len(rows) > limit:
-            rows = rows[np.argpartition(-scores[rows], limit - 1)[:limit]]
+        counts = dict.fromkeys(collections, 0)
+        if count:
+            found = np.bincount(codes[matches], minlength=len(COLLECTIONS))
+            counts = {name: int(found[code]) for name, code in zip(collections, wanted,
+                                                                   strict=True)}
+        if int(np.count_nonzero(matches)) > limit:
+            # The best `limit` of all, then those of them that match; when fewer match, the
+            # best among the matches alone.
+            best = np.argpartition(-scores, limit - 1)[:limit]
+            at = best[matches[best]]
+            if len(at) < limit:
+                at = np.flatnonzero(matches)
+                at = at[np.argpartition(-scores[at], limit - 1)[:limit]]
+        else:
+            at = np.flatnonzero(matches)
+        rows = at if near is None else near[at]
         # Best first; equal scores by row, so the order never depends on the sort's mood.
-        rows = rows[np.lexsort((rows, -scores[rows]))]
-        return [Hit(self.rows[r][0], self.rows[r][1], float(scores[r]), self.name)
-                for r in rows], counts
+        order = np.lexsort((rows, -scores[at]))
+        return [Hit(self.rows[r][0], self.rows[r][1], float(scores[a]), self.name)
+                for r, a in zip(rows[order], at[order], strict=True)], counts
 
     def either(self, query: tantivy.Query | None, ids: Sequence[str],
                collections: Sequence[str], only: Sequence[str] | None = None
@@ -200,6 +224,17 @@ class Group:
             "field": "node", "size": NODES_COUNTED}}})
         return {str(bucket["key"]): int(bucket["doc_count"])
                 for bucket in found["by"]["buckets"]}
+
+    def unmatched(self, query: tantivy.Query | None, ids: Sequence[str]) -> list[str]:
+        """Those of `ids` that `query` does not match, in their order."""
+        if query is None or not ids:
+            return list(ids)
+        both = tantivy.Query.boolean_query([
+            (tantivy.Occur.Must, query),
+            (tantivy.Occur.Must, tantivy.Query.term_set_query(SCHEMA, "id", list(ids)))])
+        found = self.searcher.search(both, limit=len(ids), count=False)
+        matched = {self.searcher.doc(address)["id"][0] for _, address in found.hits}
+        return [record_id for record_id in ids if record_id not in matched]
 
     def names_of(self, text: str) -> set[str]:
         """The stems of the words of `text` that are a name of some record of this group."""

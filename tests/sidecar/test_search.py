@@ -38,11 +38,12 @@ from builders import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from exporter.contract.wire import COLLECTIONS
 from exporter.indexing import writing
 from exporter.pipeline.build import build
 from exporter.project.config import Project
 from exporter.shared import search, word_vectors
-from sidecar import intent
+from sidecar import intent, lists
 
 KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"
 BALSAM = "7a3c752f-2f45-4994-ae2e-28a90bae7ccd"
@@ -476,3 +477,69 @@ def test_a_restricted_record_naming_another_node_leaves_no_trace_in_search(
                                             "q=meadow&mode=semantic")]
     assert answers[True] == answers[False]
     assert all(b"node_counts" not in answer for answer in answers[True])
+
+
+def _clustered(count: int, clusters: int, seed: int) -> np.ndarray:
+    """Unit vectors around `clusters` random centres, as records' meanings fall."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((clusters, search.DIMENSIONS)).astype(np.float32)
+    picked = rng.integers(0, clusters, count)
+    vectors = centres[picked] + 0.6 * rng.standard_normal(
+        (count, search.DIMENSIONS)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_lists_find_what_comparing_every_vector_finds() -> None:
+    """Probing 32 of 40 lists of clustered vectors, the ten closest of each query are
+    found as comparing it with every vector finds them; probing all, exactly."""
+    vectors = _clustered(20_000, 60, seed=1)
+    filed = lists.Lists(vectors)
+    assert len(filed.bounds) == 41 and filed.bounds[-1] == len(vectors)
+    assert sorted(filed.rows.tolist()) == list(range(len(vectors)))  # each row once
+    queries = _clustered(200, 60, seed=2)
+    found = 0
+    for query in queries:
+        exact = set(np.argsort(-(vectors @ query))[:10].tolist())
+        near = filed.near(query)
+        assert np.all(np.diff(near) > 0)
+        best = near[np.argsort(-(vectors[near] @ query))[:10]]
+        found += len(exact & set(best.tolist()))
+        assert filed.near(query, probe=40).tolist() == list(range(len(vectors)))
+    assert found / (10 * len(queries)) >= 0.97
+
+
+def test_a_large_groups_lists_answer_as_every_vector_does_when_all_are_probed(
+        site: Site, without_restricted: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With lists made for the sample's small groups and every list probed, hybrid search
+    answers as comparing every vector does; and a caller without a group gets from the
+    sample what it gets from the sample without its restricted records: a group's lists
+    are made of its own vectors alone."""
+    from sidecar import search as searching
+    from sidecar.store import Snapshot
+
+    def answers(root: Path, groups: list[str]) -> list[dict[str, Any]]:
+        snapshot = Snapshot(root / ".fednode" / "bundle")
+        return [searching.run(snapshot, groups, list(COLLECTIONS), text, "hybrid", 20)
+                for text in QUERIES]
+
+    whole = answers(site.root, ["public", "partners"])
+    monkeypatch.setattr(lists, "FROM", 10)
+    monkeypatch.setattr(lists, "PER_LIST", 8)
+    monkeypatch.setattr(lists, "PROBE", 1_000)
+    assert Snapshot(site.root / ".fednode" / "bundle").search["public"].lists is not None
+    assert answers(site.root, ["public", "partners"]) == whole
+    monkeypatch.setattr(lists, "PROBE", 2)
+    group = Snapshot(site.root / ".fednode" / "bundle").search["public"]
+    row_of = {row[1]: n for n, row in enumerate(group.rows)}
+    found = 0
+    for text in QUERIES:  # each hit the record it names, scored as its own vector is
+        vector = word_vectors.Embedder.embed([text], serving=True)[0]
+        near = set(group.lists.near(vector).tolist())
+        hits, _ = group.semantic(vector, list(COLLECTIONS), 10, count=False)
+        assert len(near) < len(group.rows)
+        found += len(hits)
+        for hit in hits:
+            assert row_of[hit.id] in near
+            assert hit.score == pytest.approx(float(group.vectors[row_of[hit.id]] @ vector))
+    assert found >= len(QUERIES)
+    assert answers(site.root, ["public"]) == answers(without_restricted.root, ["public"])
