@@ -4,7 +4,6 @@ ranking constants that weigh names, titles, phrases and typos."""
 
 from __future__ import annotations
 
-import functools
 import html
 import json
 from collections.abc import Sequence
@@ -130,8 +129,12 @@ class Group:
         self.searcher = self.index.searcher()
         self.vectors = np.load(folder / VECTORS, mmap_mode="r")
         rank = {name: n for n, name in enumerate(COLLECTIONS)}
-        self.rows = rows  # [collection, id, content hash], one per row of `vectors`
+        # Each row of `vectors`: its record's collection (a code: COLLECTIONS' order) and
+        # id (UTF-8), each in one array, some 40 bytes a record where the rows as read
+        # ([collection, id, content hash]) hold some 330 in Python's objects.
+        self.size = len(rows)
         self.codes = np.array([rank[row[0]] for row in rows], np.int8)
+        self.ids = np.array([row[1].encode() for row in rows], dtype=bytes)
         if len(rows) != self.vectors.shape[0]:
             raise ValueError(f"search/{name}: {len(rows)} rows but "
                              f"{self.vectors.shape[0]} vectors")
@@ -168,7 +171,7 @@ class Group:
         given): the best `limit`, and (`count`) how many there are in each collection. A
         large group (`lists`) asked for neither a count nor some nodes' records compares
         `vector` with the records of its closest lists alone."""
-        if not self.rows:
+        if not self.size:
             return [], dict.fromkeys(collections, 0)
         near = self.lists.near(vector) if (self.lists is not None and not count
                                             and only is None) else None
@@ -180,7 +183,7 @@ class Group:
         if len(wanted) < len(COLLECTIONS):
             matches &= np.isin(codes, wanted)
         if only is not None:
-            matches &= np.isin(self.ids, np.asarray(list(only), dtype=str))
+            matches &= np.isin(self.ids, np.array([i.encode() for i in only], dtype=bytes))
         counts = dict.fromkeys(collections, 0)
         if count:
             found = np.bincount(codes[matches], minlength=len(COLLECTIONS))
@@ -199,8 +202,8 @@ class Group:
         rows = at if near is None else near[at]
         # Best first; equal scores by row, so the order never depends on the sort's mood.
         order = np.lexsort((rows, -scores[at]))
-        return [Hit(self.rows[r][0], self.rows[r][1], float(scores[a]), self.name)
-                for r, a in zip(rows[order], at[order], strict=True)], counts
+        return [Hit(COLLECTIONS[self.codes[r]], self.ids[r].decode(), float(scores[a]),
+                    self.name) for r, a in zip(rows[order], at[order], strict=True)], counts
 
     def either(self, query: tantivy.Query | None, ids: Sequence[str],
                collections: Sequence[str], only: Sequence[str] | None = None
@@ -240,11 +243,6 @@ class Group:
         """The stems of the words of `text` that are a name of some record of this group."""
         return {stem for word in words(text)
                 if self.searcher.doc_freq("names", word) for stem in stems(word)}
-
-    @functools.cached_property
-    def ids(self) -> np.ndarray:
-        """Each vector's record id (`rows`), for a search of some nodes' records."""
-        return np.array([row[1] for row in self.rows], dtype=str)
 
     def present(self, query: tantivy.Query | None, ids: Sequence[str]
                 ) -> dict[str, tuple[str, str]]:

@@ -866,3 +866,22 @@ def test_a_cursor_must_be_one_the_node_gave(server: ServerThread, ungranted: str
     assert status == 400, answer
     error = decode(answer)["error"]
     assert error["code"] == "invalid_parameter" and "cursor" in error["message"]
+
+
+@pytest.fixture(scope="module")
+def sample_records(sample_root: Path) -> Any:
+    from sidecar.store import Snapshot
+    return Snapshot(sample_root / ".fednode" / "bundle").records
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(noise=st.text(max_size=50), cut=st.integers(0, 36))
+def test_an_id_is_found_exactly_or_not_at_all(sample_records: Any, noise: str,
+                                              cut: int) -> None:
+    """Each record's id finds its row; a piece of one, one with more after it (a NUL, a
+    lone surrogate, anything) or any other text finds none."""
+    known = dict(sample_records.ids())
+    assert known and all(sample_records.row(i) == row for i, row in known.items())
+    some = sorted(known)[cut % len(known)]
+    for text in (some[:cut], some + noise, noise, some + "\0", some + "\ud800"):
+        assert sample_records.row(text) == known.get(text)

@@ -530,13 +530,13 @@ def test_a_large_groups_lists_answer_as_every_vector_does_when_all_are_probed(
     assert answers(site.root, ["public", "partners"]) == whole
     monkeypatch.setattr(lists, "PROBE", 2)
     group = Snapshot(site.root / ".fednode" / "bundle").search["public"]
-    row_of = {row[1]: n for n, row in enumerate(group.rows)}
+    row_of = {record_id.decode(): n for n, record_id in enumerate(group.ids)}
     found = 0
     for text in QUERIES:  # each hit the record it names, scored as its own vector is
         vector = word_vectors.Embedder.embed([text], serving=True)[0]
         near = set(group.lists.near(vector).tolist())
         hits, _ = group.semantic(vector, list(COLLECTIONS), 10, count=False)
-        assert len(near) < len(group.rows)
+        assert len(near) < group.size
         found += len(hits)
         for hit in hits:
             assert row_of[hit.id] in near
