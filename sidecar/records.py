@@ -53,12 +53,8 @@ class Records:
             np.frombuffer(digest.buffers()[1], width)[digest.offset:digest.offset + len(digest)]
             for digest in table.column("digest").chunks if len(digest))])
         self._keep = tables  # the maps live as long as the tables do
-        # id -> row: the ids, UTF-8, sorted in one array beside their rows (a binary search
-        # of some microseconds; a dictionary of strings would hold some 170 bytes a record)
-        ids = np.array([record_id.encode() for record_id in table.column("id").to_pylist()],
-                       dtype=bytes)
-        self._order = np.argsort(ids, kind="stable")
-        self._ids = ids[self._order]
+        self._row = {record_id: row
+                     for row, record_id in enumerate(table.column("id").to_pylist())}
         # row -> its collection and access group: a few strings, each held once
         collections = _shared(table.column("collection").to_pylist())
         access = _shared(table.column("access").to_pylist())
@@ -98,21 +94,11 @@ class Records:
                                   tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
 
     def row(self, record_id: str) -> int | None:
-        try:
-            key = record_id.encode()
-        except UnicodeEncodeError:  # a lone surrogate: no record's id
-            return None
-        if not key or len(key) > self._ids.itemsize or key.endswith(b"\0"):
-            return None  # (a longer key would be cut to the array's width, and a NUL is dropped)
-        at = int(np.searchsorted(self._ids, key))
-        if at < len(self._ids) and self._ids[at] == key:
-            return int(self._order[at])
-        return None
+        return self._row.get(record_id)
 
     def ids(self) -> Iterable[tuple[str, int]]:
-        """Every record's id and row, by id."""
-        return ((record_id.decode(), int(row))
-                for record_id, row in zip(self._ids, self._order, strict=True))
+        """Every record's id and row."""
+        return self._row.items()
 
     def body(self, row: int) -> bytes:
         """The exported bytes of one record."""
