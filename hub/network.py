@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import json
 import logging
 import os
 import threading
@@ -163,8 +164,8 @@ class Run:
             _save(hub.status_file(member), status)
             started, before = time.monotonic(), _version(hub.copy(member))
             try:
-                report, facts = asyncio.run(self._bounded(sync_member(hub, member,
-                                                                      self.limits)))
+                report, facts, status.checked = asyncio.run(self._bounded(sync_member(
+                    hub, member, self.limits, status.checked)))
             except BaseException as exc:  # each member's failure is its own
                 _failed(status, self._failure(exc), hub.copy(member), member.private)
                 if _version(hub.copy(member)) != before:  # (a run cut midway applied some)
@@ -246,7 +247,7 @@ def _failed(status: Status, error: str, copy: Path, private: bool) -> None:
     status.ok, status.stale, status.last_error = False, status.last_success is not None, error
     if not private and copy.exists():  # what a run cut midway applied is checked as well
         with contextlib.suppress(SyncError, duckdb.Error):
-            _only_open(copy)
+            status.checked = checked_open(copy, status.checked)
     if not copy.exists():
         status.records = None
     elif (held := _count(copy)) is not None:  # a run cut midway may have applied changes
@@ -292,8 +293,11 @@ def member_key(member: Member) -> str | None:
     return key
 
 
-async def sync_member(hub: Hub, member: Member, limits: Limits) -> tuple[SyncReport, Facts]:
-    """Check the node and its key, then sync the member's copy."""
+async def sync_member(hub: Hub, member: Member, limits: Limits, checked: str | None = None
+                      ) -> tuple[SyncReport, Facts, str | None]:
+    """Check the node and its key, then sync the member's copy; and for a copy in members/,
+    the version at which it was found to hold open records only (`checked_open`: `checked`
+    is the last such version)."""
     key = member_key(member)
     async with connect(parse_address(member.url), key, limits) as node:
         facts = await read_facts(node, key)
@@ -305,10 +309,12 @@ async def sync_member(hub: Hub, member: Member, limits: Limits) -> tuple[SyncRep
             f"set private = true for {member.name} in hub.toml to keep its copy in private/ "
             f"(never served), or give it a key without groups")
     copy = hub.copy(member)
+    before = version(copy)
     report = await sync(member.url, copy, key, limits=limits)
-    if not member.private:
-        _only_open(copy)
-    return report, facts
+    if member.private:
+        return report, facts, None
+    same = checked == before and not (report.added or report.updated or report.removed)
+    return report, facts, checked_open(copy, version(copy) if same else None)
 
 
 async def read_facts(node: Node, key: str | None) -> Facts:
@@ -333,6 +339,22 @@ async def read_facts(node: Node, key: str | None) -> Facts:
     return Facts(manifest.node_id, manifest.name,
                  one_line(licence, 200) if isinstance(licence, str) and licence.strip()
                  else None, groups)
+
+
+def checked_open(copy: Path, checked: str | None) -> str:
+    """The version of a copy in members/ (its file and DuckDB log) once found to hold open
+    records only (`_only_open`), which is read again unless it is `checked`: the version
+    of a copy whose records are those last found open. Only the hub writes its copies; a
+    sync that changed no record (it still writes when it synced) need not read every
+    record again."""
+    if version(copy) != checked:
+        _only_open(copy)
+    return version(copy)
+
+
+def version(copy: Path) -> str:
+    """A copy's version (`_version`) as the status file keeps it."""
+    return json.dumps(_version(copy))
 
 
 def _only_open(copy: Path) -> None:

@@ -47,6 +47,10 @@ class Status:
     node_id: str | None = None
     node_name: str | None = None
     licence: str | None = None  # the node's licence, as its manifest names it
+    # The version of the copy in members/ (its file's and its DuckDB log's) at which it was
+    # last found to hold open records only: a run that finds the same version does not
+    # read every record again (`network.checked_open`).
+    checked: str | None = None
 
     def line(self) -> str:
         """One line: `name: ok: ...counts...` or `name: failed: error; stale since ...`."""
@@ -85,7 +89,7 @@ def read_status(path: Path, member: str, url: str, private: bool) -> Status:
 
 def _typed(status: Status) -> bool:
     texts = (status.last_attempt, status.last_success, status.last_error, status.node_id,
-             status.node_name, status.licence, status.last_change)
+             status.node_name, status.licence, status.last_change, status.checked)
     counts = (status.added, status.updated, status.removed, status.changes)
     return (all(t is None or isinstance(t, str) for t in texts)
             and all(isinstance(n, int) for n in counts)

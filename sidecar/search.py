@@ -91,7 +91,6 @@ class Found:
     ranked: list[ranking.Hit]
     counts: dict[str, int]
     vector: np.ndarray | None  # the query's, for semantic and hybrid searches
-    close: dict[str, list[str]]  # group -> its semantic candidates
     beside: dict[str, list[str]]  # group -> its semantic candidates the words do not match
     node_counts: dict[str, dict[str, int]]  # group -> its words' matches by member node
 
@@ -102,10 +101,10 @@ def _found(indexes: Sequence[ranking.Group], query: Any, text: str, mode: Mode,
     """The ranked matches and their counts by collection (and, `by_node`, the words'
     matches by member node), among `only`'s records if given.
 
-    A hybrid search compares the query's vector with every record's in another thread
-    while this one matches and counts its words: on a hub of half a million records the
-    comparison alone reads 500 MB. Its matches are the words' and the closest by meaning,
-    each once: the words' count, plus the closest that the words do not match (`beside`)."""
+    A hybrid search compares the query's vector with the records' (a large group's closest
+    lists alone: `ranking.Group.semantic`) in another thread while this one matches and
+    counts its words. Its matches are the words' and the closest by meaning, each once:
+    the words' count, plus the closest that the words do not match (`beside`)."""
     depth = limit if mode != "hybrid" else max(limit, ranking.DEPTH)
     meaning = None
     if mode == "hybrid":
@@ -128,7 +127,7 @@ def _found(indexes: Sequence[ranking.Group], query: Any, text: str, mode: Mode,
     ranked = {"keyword": lambda: _ordered(keyword), "semantic": lambda: _ordered(semantic),
               "hybrid": lambda: _lifted(_fused(_ordered(keyword), _ordered(semantic)),
                                         intent.asked_for(text))}[mode]()[:limit]
-    return Found(ranked, counts, vector, close, beside, node_counts)
+    return Found(ranked, counts, vector, beside, node_counts)
 
 
 # The comparisons of vectors of hybrid searches, each beside its own search's matching of

@@ -564,6 +564,40 @@ def test_a_copy_in_members_holding_a_restricted_record_is_deleted(
         assert not list((folder / "members").glob("marked.duckdb*"))
 
 
+def test_a_copy_changed_behind_the_hubs_back_is_checked_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync that changes no record does not read every record's access again (its
+    status keeps the version of the copy found open); one that finds the copy at another
+    version (one of its records marked for a group by hand, which the node's counts and
+    change list cannot show) reads it, and deletes it."""
+    from hub import network
+
+    nodes = Nodes(tmp_path)
+    node = nodes.make(7, ["Open one", "Open two"])
+    reads: list[Path] = []
+    only_open = network._only_open
+    monkeypatch.setattr(network, "_only_open", lambda copy: (reads.append(copy),
+                                                             only_open(copy))[1])
+    with ServerThread(app_for(node.root, reload_interval=0)) as server:
+        folder = tmp_path / "hub"
+        write_hub(folder, [{"name": "open", "url": server.url}])
+        copy = folder / "members" / "open.duckdb"
+        assert sync_api(folder)["open"].ok and reads == [copy]
+        for _ in range(2):
+            status = sync_api(folder)["open"]
+            assert status.ok and status.checked == network.version(copy)
+        assert reads == [copy]  # nothing changed: not read again
+        with duckdb.connect(str(copy)) as db:  # the same records, one marked for a group
+            (key, text) = db.execute("SELECT id, json::VARCHAR FROM records").fetchone() \
+                or ("", "")
+            db.execute("UPDATE records SET json = ?::JSON WHERE id = ?",
+                       [json.dumps(dict(json.loads(text), access="partners")), key])
+        status = sync_api(folder)["open"]
+        assert status.line().startswith("open: failed: the node served 1 records not marked "
+                                        "public (access partners, ...)"), status.line()
+        assert reads == [copy, copy] and not copy.exists()
+
+
 def aiohttp_get(url: str) -> bytes:
     async def get() -> bytes:
         async with aiohttp.ClientSession() as session, session.get(url) as answer:
