@@ -187,7 +187,7 @@ def hub_serve(folder: Path, base_url: str | None, host: str, port: int,
     from cli.main import serve
     from hub.export import hub_project
 
-    report = _exported(folder, base_url)
+    report = _exported(folder, base_url, quick=True)
     for line in report.members:
         click.echo(printable(line), err=True)
     click.echo(printable(f"hub export: {report.summary}"), err=True)

@@ -27,9 +27,17 @@ from exporter.shared.errors import ContentError
 
 from .errors import one_line
 from .members import HUB_FILE, PUBLIC_DIR, Hub, HubError, Member, load_hub, locked
-from .project import NODE_DIR, Served, identity_file, node_toml, read_identity, warnings
+from .project import (
+    NODE_DIR,
+    Served,
+    identity_file,
+    no_licence,
+    node_toml,
+    read_identity,
+    warnings,
+)
 from .republish import CopyUnreadable, Entry, Source, copy_identity, memo_key, republish, rules
-from .status import read_status
+from .status import copy_version, read_status
 
 EXPORTED = "hub-export.json"  # in the project's .fednode/: what the last export was made of
 Progress = Callable[[str, int, int], None]
@@ -72,7 +80,8 @@ def export_hub(folder: Path, *, base_url: str | None = None, now: datetime | Non
         identity = read_identity(hub)  # (made here, with a fresh id, the first time)
         states = _states(hub, chosen_base_url(project, base_url).given)
         if quick and states == _last(project, "states") and exported_before(folder):
-            return HubExport(summary="no member changed since the last export: nothing to "
+            return HubExport(warnings=_unlicensed(hub),
+                             summary="no member changed since the last export: nothing to "
                                      "export")
         from exporter.pipeline.build import build
         present = _present(project.content)
@@ -231,8 +240,9 @@ def _states(hub: Hub, base_url: str | None) -> str:
     node.toml, the base URL, fednode's version and rules (`republish.rules`), and each
     served member's state as its status file holds it (its result, node, licence, records,
     how many runs changed its copy and when the last did) with its copy's inode (a copy
-    replaced by hand). A sync that brings nothing new changes none of them; one that
-    changes a member's records counts one more `changes`."""
+    replaced by hand) and whether the copy is still at the version its last sync left
+    (`checked`: a copy written by anything else since). A sync that brings nothing new
+    changes none of them; one that changes a member's records counts one more `changes`."""
     made = hashlib.sha256(json.dumps([base_url, rules()]).encode())
     for path in (hub.folder / HUB_FILE, identity_file(hub)):
         try:
@@ -249,11 +259,25 @@ def _states(hub: Hub, base_url: str | None) -> str:
             inode: int | None = (hub.folder / PUBLIC_DIR / f"{member.name}.duckdb").stat().st_ino
         except OSError:
             inode = None
+        as_left = copy_version(hub.folder / PUBLIC_DIR / f"{member.name}.duckdb") == \
+            status.checked
         made.update(json.dumps([member.name, member.url, status.ok, status.stale,
                                 status.node_id, status.node_name, status.licence,
                                 status.records, status.changes, status.last_change,
-                                inode]).encode())
+                                inode, as_left]).encode())
     return made.hexdigest()
+
+
+def _unlicensed(hub: Hub) -> list[str]:
+    """The served members whose node names no licence, as their status files say."""
+    said = []
+    for member in hub.members:
+        status = read_status(hub.folder / PUBLIC_DIR / f"{member.name}.status.json",
+                             member.name, member.url, member.private)
+        if not member.private and status.records is not None and status.licence is None \
+                and status.last_success is not None:
+            said.append(no_licence(member.name, status.node_name or ""))
+    return said
 
 
 def _last(project: Project, name: str) -> str | None:

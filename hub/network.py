@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import json
 import logging
 import os
 import threading
@@ -44,7 +43,7 @@ from .members import PRIVATE_DIR, PUBLIC_DIR, Hub, Member, delete_files, locked
 from .messages import decode_json, parse_manifest
 from .node import Limits, Node, connect, exposed_key, parse_address
 from .report import SyncReport
-from .status import Status, read_status, write_status
+from .status import Status, copy_version, read_status, write_status
 from .sync import sync
 
 log = logging.getLogger("fednode.hub")
@@ -309,12 +308,12 @@ async def sync_member(hub: Hub, member: Member, limits: Limits, checked: str | N
             f"set private = true for {member.name} in hub.toml to keep its copy in private/ "
             f"(never served), or give it a key without groups")
     copy = hub.copy(member)
-    before = version(copy)
+    before = copy_version(copy)
     report = await sync(member.url, copy, key, limits=limits)
     if member.private:
         return report, facts, None
     same = checked == before and not (report.added or report.updated or report.removed)
-    return report, facts, checked_open(copy, version(copy) if same else None)
+    return report, facts, checked_open(copy, copy_version(copy) if same else None)
 
 
 async def read_facts(node: Node, key: str | None) -> Facts:
@@ -347,14 +346,9 @@ def checked_open(copy: Path, checked: str | None) -> str:
     of a copy whose records are those last found open. Only the hub writes its copies; a
     sync that changed no record (it still writes when it synced) need not read every
     record again."""
-    if version(copy) != checked:
+    if copy_version(copy) != checked:
         _only_open(copy)
-    return version(copy)
-
-
-def version(copy: Path) -> str:
-    """A copy's version (`_version`) as the status file keeps it."""
-    return json.dumps(_version(copy))
+    return copy_version(copy)
 
 
 def _only_open(copy: Path) -> None:

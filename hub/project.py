@@ -134,11 +134,15 @@ def licences(served: list[Served]) -> Counter[str]:
 
 def warnings(served: list[Served]) -> list[str]:
     """What callers and the operator should know: a member whose node names no licence."""
-    return [f"{one.member.name}: its node ({one.source.node_name}) names no licence: its "
-            f"records are served without one, unless a record names its own, and their "
-            f"terms of reuse are unknown"
+    return [no_licence(one.member.name, one.source.node_name)
             for one in served if one.source is not None and one.records is not None
             and one.source.licence is None]
+
+
+def no_licence(member: str, node_name: str) -> str:
+    return (f"{member}: its node ({node_name}) names no licence: its records are served "
+            f"without one, unless a record names its own, and their terms of reuse are "
+            f"unknown")
 
 
 def network(served: list[Served], present: Counter[str]) -> dict[str, Any]:

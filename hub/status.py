@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from exporter.shared.fileversion import version_at
+
 from .errors import one_line
 
 LINE_ERROR = 300  # characters of an error on a member's line
@@ -96,6 +98,13 @@ def _typed(status: Status) -> bool:
             and (status.records is None or isinstance(status.records, int))
             and isinstance(status.notes, list) and all(isinstance(n, str)
                                                       for n in status.notes))
+
+
+def copy_version(copy: Path) -> str:
+    """A copy's version, its file's and its DuckDB log's (`fileversion.version_at`), as the
+    status file keeps it (`checked`): another once anything wrote to the copy."""
+    log = copy.with_name(copy.name + ".wal")
+    return json.dumps([version_at(copy), version_at(log)])
 
 
 def write_status(path: Path, status: Status) -> None:

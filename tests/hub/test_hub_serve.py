@@ -733,6 +733,32 @@ def test_a_restricted_record_in_a_members_copy_is_never_served(tmp_path: Path) -
             assert MARK not in path.read_bytes().decode("utf-8", "replace").lower(), path
 
 
+def test_a_quick_export_reads_a_copy_written_by_anything_but_the_hub(tmp_path: Path) -> None:
+    """`hub serve` starts with the export that ends a sync (`quick`): told by the status
+    files alone that nothing changed, it reads no copy; a copy written by hand since its
+    last sync (here a restricted record put in it) is read, and its record not served."""
+    import duckdb
+
+    folder = tmp_path / "hub"
+    with solo_hub(solo(tmp_path, 90, species("Heracleum mantegazzianum")), folder,
+                  exported=True):
+        pass
+    quick = export_hub(folder, quick=True)
+    assert not quick.members and quick.summary.startswith("no member changed")
+    with duckdb.connect(str(folder / "members" / "solo.duckdb")) as db:
+        (text,) = db.execute("SELECT json::VARCHAR FROM records").fetchone() or ("",)
+        record = dict(json.loads(text), id=str(uuid.uuid4()), access="partners",
+                      body=f"{MARK.title()} notes.")
+        db.execute("INSERT INTO records SELECT collection, ?, node_id, content_hash, "
+                   "updated_at, ?::JSON FROM records LIMIT 1",
+                   [record["id"], json.dumps(record)])
+    report = export_hub(folder, quick=True)
+    assert report.members[0].startswith("solo: 1 records (CC0-1.0); synced "), report
+    for path in hub_project(folder).site_out.rglob("*"):
+        if path.is_file():
+            assert MARK not in path.read_bytes().decode("utf-8", "replace").lower(), path
+
+
 @pytest.mark.slow
 def test_a_record_its_member_restricts_leaves_the_served_hub(tmp_path: Path) -> None:
     """A member restricts its only public record: after `hub sync`, which exports the hub,
