@@ -70,8 +70,9 @@ def export_hub(folder: Path, *, base_url: str | None = None, now: datetime | Non
     """Bring <hub>/node/ to the members' public records and export it (`fednode hub
     export`). HubError for a hub.toml or <hub>/node.toml that is wrong; a member that cannot
     be served is a line of its own, never an error. `quick` (the export that ends `hub
-    sync`, every status file written): where no member's state changed since the last
-    export (`_states`), nothing is read and the report has no member lines."""
+    sync` when every status file was written, and the one `hub serve` starts with): where
+    no member's state changed since the last export (`_states`), nothing is read and the
+    report has no member lines, only the members whose node names no licence."""
     from exporter.project.baseurl import chosen_base_url, remember_base_url
 
     hub = load_hub(folder)

@@ -162,6 +162,9 @@ class Run:
             status.last_attempt = format_time(datetime.now(UTC))
             _save(hub.status_file(member), status)
             started, before = time.monotonic(), _version(hub.copy(member))
+            # A copy in members/ changed since its last run ended (one killed after writing,
+            # before its status was saved): its records may have changed unrecorded.
+            unrecorded = not member.private and copy_version(hub.copy(member)) != status.checked
             try:
                 report, facts, status.checked = asyncio.run(self._bounded(sync_member(
                     hub, member, self.limits, status.checked)))
@@ -170,7 +173,10 @@ class Run:
                 if _version(hub.copy(member)) != before:  # (a run cut midway applied some)
                     _changed(status)
             else:
+                counted = status.changes
                 _succeeded(status, report, facts)
+                if unrecorded and status.changes == counted:
+                    _changed(status)
                 _moved(hub, member)
             status.seconds = round(time.monotonic() - started, 3)
             status.saved = _save(hub.status_file(member), status)

@@ -169,18 +169,20 @@ class Group:
                  ) -> tuple[list[Hit], dict[str, int]]:
         """The records whose cosine with `vector` reaches SEMANTIC_FLOOR (among `only`'s, if
         given): the best `limit`, and (`count`) how many there are in each collection. A
-        large group (`lists`) asked for neither a count nor some nodes' records compares
-        `vector` with the records of its closest lists alone."""
+        large group (`lists`) asked for every collection, and for neither a count nor some
+        nodes' records, compares `vector` with the records of its closest lists alone (a
+        search of some collections could find few of theirs there)."""
         if not self.size:
             return [], dict.fromkeys(collections, 0)
-        near = self.lists.near(vector) if (self.lists is not None and not count
+        every = set(COLLECTIONS) <= set(collections)  # no collection left out
+        near = self.lists.near(vector) if (self.lists is not None and not count and every
                                             and only is None) else None
         scores = np.asarray((self.vectors if near is None else self.vectors[near]) @ vector,
                             dtype=np.float32)
         codes = self.codes if near is None else self.codes[near]
         wanted = np.array([COLLECTIONS.index(name) for name in collections], np.int8)
         matches = scores >= SEMANTIC_FLOOR
-        if len(wanted) < len(COLLECTIONS):
+        if not every:
             matches &= np.isin(codes, wanted)
         if only is not None:
             matches &= np.isin(self.ids, np.array([i.encode() for i in only], dtype=bytes))

@@ -568,8 +568,9 @@ def test_a_copy_changed_behind_the_hubs_back_is_checked_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A sync that changes no record does not read every record's access again (its
     status keeps the version of the copy found open); one that finds the copy at another
-    version (one of its records marked for a group by hand, which the node's counts and
-    change list cannot show) reads it, and deletes it."""
+    version (written by a run killed before its status was saved, or one of its records
+    marked for a group by hand, which the node's counts and change list cannot show) reads
+    it again, counts a change for the next export, and deletes a copy not all open."""
     from hub import network
 
     nodes = Nodes(tmp_path)
@@ -587,6 +588,12 @@ def test_a_copy_changed_behind_the_hubs_back_is_checked_again(
             status = sync_api(folder)["open"]
             assert status.ok and status.checked == copy_version(copy)
         assert reads == [copy]  # nothing changed: not read again
+        changes = status.changes
+        with duckdb.connect(str(copy)) as db:  # written as a run killed midway would leave it
+            db.execute("UPDATE records SET json = json_merge_patch(json, '{\"notes\": \"x\"}')")
+        status = sync_api(folder)["open"]
+        assert status.ok and status.changes == changes + 1  # told to the next export
+        assert reads == [copy, copy]
         with duckdb.connect(str(copy)) as db:  # the same records, one marked for a group
             (key, text) = db.execute("SELECT id, json::VARCHAR FROM records").fetchone() \
                 or ("", "")
@@ -595,7 +602,7 @@ def test_a_copy_changed_behind_the_hubs_back_is_checked_again(
         status = sync_api(folder)["open"]
         assert status.line().startswith("open: failed: the node served 1 records not marked "
                                         "public (access partners, ...)"), status.line()
-        assert reads == [copy, copy] and not copy.exists()
+        assert reads == [copy, copy, copy] and not copy.exists()
 
 
 def aiohttp_get(url: str) -> bytes:
