@@ -12,7 +12,6 @@ import re
 import threading
 import weakref
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -101,14 +100,10 @@ def _found(indexes: Sequence[ranking.Group], query: Any, text: str, mode: Mode,
     """The ranked matches and their counts by collection (and, `by_node`, the words'
     matches by member node), among `only`'s records if given.
 
-    A hybrid search compares the query's vector with the records' (a large group's closest
-    lists alone: `ranking.Group.semantic`) in another thread while this one matches and
-    counts its words. Its matches are the words' and the closest by meaning, each once:
-    the words' count, plus the closest that the words do not match (`beside`)."""
+    A hybrid search's matches are the words' and the closest by meaning (a large group's
+    closest lists alone: `ranking.Group.semantic`), each once: the words' count, plus the
+    closest that the words do not match (`beside`)."""
     depth = limit if mode != "hybrid" else max(limit, ranking.DEPTH)
-    meaning = None
-    if mode == "hybrid":
-        meaning = _MEANING.submit(_by_meaning, indexes, text, collections, depth, only, False)
     keyword, counts, node_counts = _by_words(indexes, query, mode, collections, depth, only,
                                              by_node)
     semantic: list[ranking.Hit] = []
@@ -116,8 +111,8 @@ def _found(indexes: Sequence[ranking.Group], query: Any, text: str, mode: Mode,
     beside: dict[str, list[str]] = {}
     vector = None
     if mode != "keyword":
-        vector, semantic, close, matched = (meaning.result() if meaning is not None else
-                                            _by_meaning(indexes, text, collections, depth, only))
+        vector, semantic, close, matched = _by_meaning(indexes, text, collections, depth, only,
+                                                       mode == "semantic")
         if mode == "semantic":
             counts = matched
     if mode == "hybrid":  # matching a word, or among the closest by meaning
@@ -128,11 +123,6 @@ def _found(indexes: Sequence[ranking.Group], query: Any, text: str, mode: Mode,
               "hybrid": lambda: _lifted(_fused(_ordered(keyword), _ordered(semantic)),
                                         intent.asked_for(text))}[mode]()[:limit]
     return Found(ranked, counts, vector, beside, node_counts)
-
-
-# The comparisons of vectors of hybrid searches, each beside its own search's matching of
-# words (`_found`): as many at once as the store has query threads.
-_MEANING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fednode-meaning")
 
 
 def _by_words(indexes: Sequence[ranking.Group], query: Any, mode: Mode,
