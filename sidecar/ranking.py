@@ -230,17 +230,6 @@ class Group:
         return {str(bucket["key"]): int(bucket["doc_count"])
                 for bucket in found["by"]["buckets"]}
 
-    def unmatched(self, query: tantivy.Query | None, ids: Sequence[str]) -> list[str]:
-        """Those of `ids` that `query` does not match, in their order."""
-        if query is None or not ids:
-            return list(ids)
-        both = tantivy.Query.boolean_query([
-            (tantivy.Occur.Must, query),
-            (tantivy.Occur.Must, tantivy.Query.term_set_query(SCHEMA, "id", list(ids)))])
-        found = self.searcher.search(both, limit=len(ids), count=False)
-        matched = {self.searcher.doc(address)["id"][0] for _, address in found.hits}
-        return [record_id for record_id in ids if record_id not in matched]
-
     def names_of(self, text: str) -> set[str]:
         """The stems of the words of `text` that are a name of some record of this group."""
         return {stem for word in words(text)

@@ -6,7 +6,6 @@ collections, and nothing here reads any other group."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 import threading
@@ -35,10 +34,11 @@ def run(snapshot: Snapshot, groups: Sequence[str], collections: Sequence[str], t
     text = search.as_asked(text)
     origins = origins_of(snapshot) if nodes is not None or is_hub(snapshot) else None
     only = origins.ids_of(nodes) if origins is not None and nodes is not None else None
-    named = frozenset().union(*(group.names_of(text) for group in indexes))
-    query = ranking.keyword_query(text, named) if mode != "semantic" else None
-    hub = origins is not None and origins.hub
-    found = _found(indexes, query, text, mode, collections, limit, only, by_node=hub)
+    query = None
+    if mode != "semantic":
+        named = frozenset().union(*(group.names_of(text) for group in indexes))
+        query = ranking.keyword_query(text, named)
+    found = _found(indexes, query, text, mode, collections, limit, only)
     shown: dict[str, tuple[str, str]] = {}
     for group in indexes:
         shown.update(group.present(query, [hit.id for hit in found.ranked
@@ -54,20 +54,19 @@ def run(snapshot: Snapshot, groups: Sequence[str], collections: Sequence[str], t
     } for hit in found.ranked]
     answer = {"query": text, "mode": mode, "collections": list(collections), "items": items,
               "counts": found.counts}
-    if hub and origins is not None:  # a hub's matches, counted by member node
+    if origins is not None and origins.hub:  # a hub's matches, counted by member node
         asked = nodes if nodes is not None else origins.nodes(groups)
-        answer["node_counts"] = _by_node(indexes, found, mode, collections, only, asked,
-                                         origins)
+        answer["node_counts"] = _by_node(indexes, query, found, mode, collections, only,
+                                         asked, origins)
     return answer
 
 
-def _by_node(indexes: Sequence[ranking.Group], found: Found, mode: Mode,
+def _by_node(indexes: Sequence[ranking.Group], query: Any, found: Found, mode: Mode,
              collections: Sequence[str], only: Sequence[str] | None, asked: Sequence[str],
              origins: Origins) -> dict[str, int]:
     """The matches `found` counted, counted again by the member node of each (`asked`):
-    for a keyword or hybrid search, its words' matches in one pass over the index's `node`
-    field (`found.node_counts`) and the closest by meaning that they leave out; for a
-    semantic one, whose matches are vectors, node by node."""
+    a keyword or hybrid search in one pass over the index's `node` field; a semantic one,
+    whose matches are vectors, node by node."""
     if mode == "semantic":
         vector = found.vector
         if vector is None:
@@ -77,9 +76,8 @@ def _by_node(indexes: Sequence[ranking.Group], found: Found, mode: Mode,
                           for group in indexes) for node in asked}
     counts = dict.fromkeys(asked, 0)
     for group in indexes:
-        beside = group.by_node(None, found.beside.get(group.name, []), collections, only)
-        for node, count in itertools.chain(found.node_counts.get(group.name, {}).items(),
-                                           beside.items()):
+        close = found.close.get(group.name, []) if mode == "hybrid" else []
+        for node, count in group.by_node(query, close, collections, only).items():
             if node in counts:
                 counts[node] += count
     return counts
@@ -90,75 +88,41 @@ class Found:
     ranked: list[ranking.Hit]
     counts: dict[str, int]
     vector: np.ndarray | None  # the query's, for semantic and hybrid searches
-    beside: dict[str, list[str]]  # group -> its semantic candidates the words do not match
-    node_counts: dict[str, dict[str, int]]  # group -> its words' matches by member node
+    close: dict[str, list[str]]  # group -> its semantic candidates
 
 
 def _found(indexes: Sequence[ranking.Group], query: Any, text: str, mode: Mode,
-           collections: Sequence[str], limit: int, only: Sequence[str] | None,
-           by_node: bool = False) -> Found:
-    """The ranked matches and their counts by collection (and, `by_node`, the words'
-    matches by member node), among `only`'s records if given.
-
-    A hybrid search's matches are the words' and the closest by meaning (a large group's
-    closest lists alone: `ranking.Group.semantic`), each once: the words' count, plus the
-    closest that the words do not match (`beside`)."""
-    depth = limit if mode != "hybrid" else max(limit, ranking.DEPTH)
-    keyword, counts, node_counts = _by_words(indexes, query, mode, collections, depth, only,
-                                             by_node)
+           collections: Sequence[str], limit: int, only: Sequence[str] | None) -> Found:
+    """The ranked matches and their counts by collection, among `only`'s records if given.
+    A hybrid search's semantic candidates are of a large group's closest lists alone
+    (`ranking.Group.semantic`: it asks for no count)."""
+    keyword: list[ranking.Hit] = []
     semantic: list[ranking.Hit] = []
+    counts = dict.fromkeys(collections, 0)
+    depth = limit if mode != "hybrid" else max(limit, ranking.DEPTH)
+    if query is not None:
+        for group in indexes:
+            keyword += group.keyword(query, collections, depth, only)
+            if mode == "keyword":
+                _add(counts, group.counts(query, collections, only))
     close: dict[str, list[str]] = {}  # group -> its semantic candidates
-    beside: dict[str, list[str]] = {}
     vector = None
     if mode != "keyword":
-        vector, semantic, close, matched = _by_meaning(indexes, text, collections, depth, only,
-                                                       mode == "semantic")
-        if mode == "semantic":
-            counts = matched
+        vector = word_vectors.Embedder.embed([text], serving=True)[0]
+        for group in indexes:
+            hits, matched = group.semantic(vector, collections, depth, only,
+                                           count=mode == "semantic")
+            semantic += hits
+            close[group.name] = [hit.id for hit in hits]
+            if mode == "semantic":
+                _add(counts, matched)
     if mode == "hybrid":  # matching a word, or among the closest by meaning
         for group in indexes:
-            beside[group.name] = group.unmatched(query, close[group.name])
-            _add(counts, group.either(None, beside[group.name], collections, only))
+            _add(counts, group.either(query, close[group.name], collections, only))
     ranked = {"keyword": lambda: _ordered(keyword), "semantic": lambda: _ordered(semantic),
               "hybrid": lambda: _lifted(_fused(_ordered(keyword), _ordered(semantic)),
                                         intent.asked_for(text))}[mode]()[:limit]
-    return Found(ranked, counts, vector, beside, node_counts)
-
-
-def _by_words(indexes: Sequence[ranking.Group], query: Any, mode: Mode,
-              collections: Sequence[str], depth: int, only: Sequence[str] | None,
-              by_node: bool) -> tuple[list[ranking.Hit], dict[str, int],
-                                      dict[str, dict[str, int]]]:
-    """The best `depth` records by keyword in each group; how many match in each
-    collection; and, `by_node`, how many in each group by member node."""
-    hits: list[ranking.Hit] = []
-    counts = dict.fromkeys(collections, 0)
-    nodes: dict[str, dict[str, int]] = {}
-    if query is not None and mode != "semantic":
-        for group in indexes:
-            hits += group.keyword(query, collections, depth, only)
-            _add(counts, group.counts(query, collections, only))
-            if by_node:
-                nodes[group.name] = group.by_node(query, [], collections, only)
-    return hits, counts, nodes
-
-
-def _by_meaning(indexes: Sequence[ranking.Group], text: str, collections: Sequence[str],
-                depth: int, only: Sequence[str] | None, count: bool = True
-                ) -> tuple[np.ndarray, list[ranking.Hit], dict[str, list[str]], dict[str, int]]:
-    """The query's vector; the best `depth` records by meaning in each group; each group's
-    ids of them; and (`count`) how many records reach the similarity floor in each
-    collection."""
-    vector = word_vectors.Embedder.embed([text], serving=True)[0]
-    hits: list[ranking.Hit] = []
-    close: dict[str, list[str]] = {}
-    counts = dict.fromkeys(collections, 0)
-    for group in indexes:
-        found, matched = group.semantic(vector, collections, depth, only, count=count)
-        hits += found
-        close[group.name] = [hit.id for hit in found]
-        _add(counts, matched)
-    return vector, hits, close, counts
+    return Found(ranked, counts, vector, close)
 
 
 # A hub's record carries where it comes from and its licence (docs/hub.md, "Serving the
