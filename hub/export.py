@@ -275,8 +275,7 @@ def _unlicensed(hub: Hub) -> list[str]:
     for member in hub.members:
         status = read_status(hub.folder / PUBLIC_DIR / f"{member.name}.status.json",
                              member.name, member.url, member.private)
-        if not member.private and status.records is not None and status.licence is None \
-                and status.last_success is not None:
+        if not member.private and status.unlicensed():
             said.append(no_licence(member.name, status.node_name or ""))
     return said
 

@@ -35,7 +35,6 @@ import duckdb
 
 from exporter.contract.errors import FednodeError
 from exporter.contract.wire import format_time
-from exporter.shared.fileversion import version_at
 
 from .errors import SyncError, one_line
 from .index import discard
@@ -161,16 +160,16 @@ class Run:
                                  member.private)
             status.last_attempt = format_time(datetime.now(UTC))
             _save(hub.status_file(member), status)
-            started, before = time.monotonic(), _version(hub.copy(member))
+            started, before = time.monotonic(), copy_version(hub.copy(member))
             # A copy in members/ changed since its last run ended (one killed after writing,
             # before its status was saved): its records may have changed unrecorded.
-            unrecorded = not member.private and copy_version(hub.copy(member)) != status.checked
+            unrecorded = not member.private and before != status.checked
             try:
                 report, facts, status.checked = asyncio.run(self._bounded(sync_member(
                     hub, member, self.limits, status.checked)))
             except BaseException as exc:  # each member's failure is its own
                 _failed(status, self._failure(exc), hub.copy(member), member.private)
-                if _version(hub.copy(member)) != before:  # (a run cut midway applied some)
+                if copy_version(hub.copy(member)) != before:  # (a run cut midway applied some)
                     _changed(status)
             else:
                 counted = status.changes
@@ -241,11 +240,6 @@ def _save(path: Path, status: Status) -> bool:
         log.error("cannot write %s: %s", path, one_line(str(exc)))
         return False
     return True
-
-
-def _version(copy: Path) -> tuple[object, object]:
-    """The versions of a copy's file and its DuckDB log: another after a run that wrote."""
-    return version_at(copy), version_at(copy.with_name(copy.name + ".wal"))
 
 
 def _failed(status: Status, error: str, copy: Path, private: bool) -> None:
@@ -352,9 +346,10 @@ def checked_open(copy: Path, checked: str | None) -> str:
     of a copy whose records are those last found open. Only the hub writes its copies; a
     sync that changed no record (it still writes when it synced) need not read every
     record again."""
-    if copy_version(copy) != checked:
-        _only_open(copy)
-    return copy_version(copy)
+    version = copy_version(copy)
+    if version != checked:
+        _only_open(copy)  # (read only: the version stays)
+    return version
 
 
 def _only_open(copy: Path) -> None:
@@ -385,5 +380,4 @@ def warnings_after(statuses: list[Status]) -> list[str]:
     """What the operator should know of the copies: a member whose node names no licence."""
     return [f"Warning: {status.member}: the node's manifest names no licence; its records "
             f"will be served with a warning that their terms of reuse are unknown"
-            for status in statuses if status.records is not None and status.licence is None
-            and status.last_success is not None]
+            for status in statuses if status.unlicensed()]

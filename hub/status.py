@@ -54,6 +54,11 @@ class Status:
     # read every record again (`network.checked_open`).
     checked: str | None = None
 
+    def unlicensed(self) -> bool:
+        """Whether the copy, as of its last success, is of a node that names no licence."""
+        return (self.records is not None and self.licence is None
+                and self.last_success is not None)
+
     def line(self) -> str:
         """One line: `name: ok: ...counts...` or `name: failed: error; stale since ...`."""
         if self.ok:
