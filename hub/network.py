@@ -169,7 +169,7 @@ class Run:
                     hub, member, self.limits, status.checked)))
             except BaseException as exc:  # each member's failure is its own
                 _failed(status, self._failure(exc), hub.copy(member), member.private)
-                if copy_version(hub.copy(member)) != before:  # (a run cut midway applied some)
+                if unrecorded or copy_version(hub.copy(member)) != before:  # (or this one)
                     _changed(status)
             else:
                 counted = status.changes

@@ -605,6 +605,26 @@ def test_a_copy_changed_behind_the_hubs_back_is_checked_again(
         assert reads == [copy, copy, copy] and not copy.exists()
 
 
+def test_a_copy_written_before_a_failed_run_counts_a_change(tmp_path: Path) -> None:
+    """A copy written since its last run ended (by a run killed before its status was
+    saved), then a run that fails (its node down): the failure's status counts the change,
+    so that the next export reads the copy."""
+    nodes = Nodes(tmp_path)
+    node = nodes.make(8, ["Open one"])
+    folder = tmp_path / "hub"
+    with ServerThread(app_for(node.root, reload_interval=0)) as server:
+        write_hub(folder, [{"name": "open", "url": server.url}])
+        status = sync_api(folder)["open"]
+        assert status.ok
+    copy = folder / "members" / "open.duckdb"
+    with duckdb.connect(str(copy)) as db:
+        db.execute("UPDATE records SET json = json_merge_patch(json, '{\"notes\": \"x\"}')")
+    failed = sync_api(folder)["open"]
+    assert not failed.ok and failed.stale
+    assert failed.changes == status.changes + 1
+    assert failed.checked == copy_version(copy)
+
+
 def aiohttp_get(url: str) -> bytes:
     async def get() -> bytes:
         async with aiohttp.ClientSession() as session, session.get(url) as answer:
