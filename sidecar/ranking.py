@@ -33,6 +33,7 @@ from exporter.shared.sentences import SENTENCE_SENSES, table
 
 from . import lists
 from .lists import Lists
+from .vectors import Vectors
 
 # How much a match counts, by field: names (scientific, vernacular, a person's name) most.
 BOOST_NAMES = 4.0
@@ -127,7 +128,8 @@ class Group:
         rows: list[list[str]] = state["rows"]
         self.index = open_index(folder)
         self.searcher = self.index.searcher()
-        self.vectors = np.load(folder / VECTORS, mmap_mode="r")
+        self._vectors = Vectors(folder / VECTORS)  # (released after each use: `vectors`)
+        self.vectors = self._vectors.array
         rank = {name: n for n, name in enumerate(COLLECTIONS)}
         # Each row of `vectors`: its record's collection (a code: COLLECTIONS' order) and
         # id (UTF-8), each in one array, some 40 bytes a record where the rows as read
@@ -140,6 +142,7 @@ class Group:
                              f"{self.vectors.shape[0]} vectors")
         # A large group's inverted file (`lists`), made before the snapshot serves.
         self.lists = Lists(self.vectors) if len(rows) >= lists.FROM else None
+        self._vectors.release()
 
     def keyword(self, query: tantivy.Query, collections: Sequence[str],
                 limit: int, only: Sequence[str] | None = None) -> list[Hit]:
@@ -177,8 +180,11 @@ class Group:
         every = set(COLLECTIONS) <= set(collections)  # no collection left out
         near = self.lists.near(vector) if (self.lists is not None and not count and every
                                             and only is None) else None
-        scores = np.asarray((self.vectors if near is None else self.vectors[near]) @ vector,
-                            dtype=np.float32)
+        try:
+            scores = np.asarray((self.vectors if near is None else self.vectors[near]) @ vector,
+                                dtype=np.float32)
+        finally:
+            self._vectors.release()
         codes = self.codes if near is None else self.codes[near]
         wanted = np.array([COLLECTIONS.index(name) for name in collections], np.int8)
         matches = scores >= SEMANTIC_FLOOR

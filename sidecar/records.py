@@ -1,17 +1,20 @@
 """The records of one bundle, held for reading: by id, and in list order per collection and
-access group. A record read is a dictionary lookup and a slice; a list page is a slice of
-the caller's rows. No query engine, no thread: both run on the event loop in microseconds.
+access group. A record read is a dictionary lookup and a read of its bytes; a list page is
+a slice of the caller's rows. No query engine, no thread: both run on the event loop in
+microseconds.
 
-The served bytes stay in the bundle's Arrow files (the records table's segments), mapped
-into memory, not copied: they are the files' pages, shared by every worker process on the
-machine and paged in as read. Each row's bytes are followed by a comma there
-(`bundle.ITEM_END`), so a run of consecutive rows of one segment is cut out as one slice,
-already separated as a JSON list's items; a list page is a few such runs (one for a caller
-holding one access group, but where a segment of the group's rows ends: the export keeps
-each group's rows together, and cuts them into segments by their own count, so rows a
-caller may not see never split its runs). Each row's digest, for its ETag, is in the files
-too. The visibility rule is not here: `service` asks for the rows of
-the groups a caller holds."""
+The served bytes stay in the bundle's Arrow files (the records table's segments) and are
+read from them by offset (`bundle.StoredItems`: a system call and a copy of the record's
+bytes, under a microsecond more than a copy out of a map), not kept mapped: the process's
+memory does not grow with the records it serves, and the files' pages are the kernel's page
+cache, shared by every worker process on the machine. Each row's bytes are followed by a
+comma there (`bundle.ITEM_END`), so a run of consecutive rows of one segment is cut out as
+one read, already separated as a JSON list's items; a list page is a few such runs (one for
+a caller holding one access group, but where a segment of the group's rows ends: the export
+keeps each group's rows together, and cuts them into segments by their own count, so rows a
+caller may not see never split its runs). The other columns, each row's digest for its ETag
+among them, are read once, when the bundle is loaded. The visibility rule is not here:
+`service` asks for the rows of the groups a caller holds."""
 
 from __future__ import annotations
 
@@ -21,8 +24,16 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+import pyarrow as pa
 
-from exporter.contract.bundle import DIGEST_SIZE, ITEM_END, Items, read_records, records_of
+from exporter.contract.bundle import (
+    DIGEST_SIZE,
+    ITEM_END,
+    SegmentFile,
+    StoredItems,
+    read_records,
+    records_of,
+)
 from exporter.contract.wire import AFTER_EVERY_TIME, COLLECTIONS
 
 # A caller's merged rows are kept for this many (collection, groups) pairs: callers share
@@ -33,7 +44,7 @@ _END = len(ITEM_END)
 
 class Listing(NamedTuple):
     """A caller's rows of one collection, in list order, and beside each the number of its
-    run (`Records.joined` cuts a run of rows as one slice of the map); None where only a
+    run (`Records.joined` reads a run of rows at once); None where only a
     page's runs are worth finding (rows filtered for one request)."""
 
     rows: np.ndarray
@@ -44,15 +55,23 @@ class Records:
     """Every live record of one bundle, public and restricted."""
 
     def __init__(self, folder: Path) -> None:
-        tables = read_records(folder)  # mapped, not copied
-        table = records_of(tables)
-        self._items = Items(table.column("item").chunks)
+        files: list[SegmentFile] = []
+        try:
+            self._load(records_of(read_records(folder, files)), files)
+        except BaseException:
+            for one in files:
+                one.file.close()
+            raise
+
+    def _load(self, table: pa.Table, files: list[SegmentFile]) -> None:
+        """Every column but the served bytes read into memory, which are read from `files`
+        when asked for: the table's maps are dropped with it."""
+        self._items = StoredItems(table.column("item").chunks, files)
         # row -> the first 16 bytes of the SHA-256 of its served bytes, made by the export
         width = f"V{DIGEST_SIZE}"
         self._digests = np.concatenate([np.zeros(0, width), *(
             np.frombuffer(digest.buffers()[1], width)[digest.offset:digest.offset + len(digest)]
             for digest in table.column("digest").chunks if len(digest))])
-        self._keep = tables  # the maps live as long as the tables do
         self._row = {record_id: row
                      for row, record_id in enumerate(table.column("id").to_pylist())}
         # row -> its collection and access group: a few strings, each held once
@@ -60,7 +79,7 @@ class Records:
         access = _shared(table.column("access").to_pylist())
         self.collection = collections  # row -> its collection
         self.access = access  # row -> its access group
-        positions = table.column("position").to_numpy()
+        positions = np.array(table.column("position").to_numpy(), np.int64)  # (copied)
         # (collection, group) -> its rows, in list order
         found: dict[tuple[str, str], list[int]] = {}
         for row, pair in enumerate(zip(collections, access, strict=True)):
@@ -83,9 +102,9 @@ class Records:
         self._group = np.zeros(len(collections), np.int64)
         for number, group_rows in enumerate(self._rows.values()):
             self._group[group_rows] = number
-        # ... nor from one segment of the file to the next (a slice is of one segment's map;
+        # ... nor from one segment of the file to the next (a read is of one segment's file;
         # where a group's rows are cut into segments depends on its rows alone)
-        self._group = self._group * max(len(tables), 1) + self._items.segment
+        self._group = self._group * max(len(self._items.bases), 1) + self._items.segment
         self._positions = positions
         # row -> its updated_at, in seconds since 1970 (the ledger's resolution)
         self._updated = _seconds(table.column("updated_at").to_pylist())
@@ -102,7 +121,7 @@ class Records:
 
     def body(self, row: int) -> bytes:
         """The exported bytes of one record."""
-        return bytes(self._items.span(row, row)[:-_END])
+        return bytes(self._items.span(row, row))[:-_END]
 
     def bodies(self, rows: Sequence[int] | np.ndarray) -> list[bytes]:
         return list(map(bytes, self._items.views(rows)))
@@ -110,7 +129,7 @@ class Records:
     def joined(self, listing: Listing, start: int, stop: int, head: bytes, tail: bytes
                ) -> bytes:
         """`head`, the bytes of the listing's rows from `start` to `stop` separated by commas,
-        then `tail`: each of their runs one slice of the map, copied once."""
+        then `tail`: each of their runs read at once."""
         rows = listing.rows[start:stop]
         if not len(rows):
             return head + tail

@@ -11,9 +11,10 @@ holds restricted records, so its folder is 0700 and its files 0600.
   order (`position`), cut into segments (`segments`): each holds rows of one collection and
   access group, at most `SEGMENT_ROWS`, cut where the group's own rows reach a multiple of it,
   so that an edit rewrites one segment, not the whole table (226 MB at 100,000 records). Each
-  is an uncompressed Arrow IPC file, so that both the sidecar and the next export map it into
-  memory and read it without copying; each row's `item` is its served bytes and a comma, so a
-  run of rows of one segment is a list page's items. A page for a caller is cut from runs
+  is an uncompressed Arrow IPC file, so that the next export maps it into memory and reads it
+  without copying, and the sidecar reads a record's bytes at their offset in the file; each
+  row's `item` is its served bytes and a comma, so a run of rows of one segment is a list
+  page's items. A page for a caller is cut from runs
   that the records it may see decide, never the ones it may not
 - `events.parquet` the ledger, one row per `feed.Event`, `EVENT_COLUMNS`
 - `search/<group>/` the search index of one access group's records (`exporter.shared.search`):
@@ -30,10 +31,12 @@ holds restricted records, so its folder is 0700 and its files 0600.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -159,17 +162,41 @@ def segments(collections: Sequence[str], access: Sequence[str], size: int = SEGM
     return found
 
 
-def read_records(folder: Path) -> list[pa.Table]:
+class SegmentFile(NamedTuple):
+    """A segment's file, open for reading, and the addresses its map spans."""
+
+    file: BinaryIO
+    start: int
+    end: int
+
+
+def read_records(folder: Path, opened: list[SegmentFile] | None = None) -> list[pa.Table]:
     """The segments of the records table in a bundle's `RECORDS` folder, in order, each
     mapped into memory (not copied). A segment missing, or a file that is not one, raises
     ValueError: the table would not be whole. A bundle of no records has no segment, and so
-    no folder (the export writes the segments' files, each made in it): no tables."""
+    no folder (the export writes the segments' files, each made in it): no tables. With
+    `opened`, each segment's file is appended to it, open for reading (`StoredItems` reads
+    the served bytes from them): the file that was mapped, not another written since."""
     if not folder.exists() and folder.parent.is_dir():
         return []
     names = sorted(os.listdir(folder))
     if names != [segment_path(n).rpartition("/")[2] for n in range(len(names))]:
         raise ValueError(f"{folder} does not hold the records table's segments in order")
-    return [pa.ipc.open_file(pa.memory_map(str(folder / name))).read_all() for name in names]
+    if opened is None:
+        return [pa.ipc.open_file(pa.memory_map(str(folder / name))).read_all()
+                for name in names]
+    tables = []
+    for name in names:
+        file = open(folder / name, "rb", buffering=0)  # noqa: SIM115 (held by the caller)
+        try:
+            mapped = pa.py_buffer(mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ))
+        except ValueError:  # (an empty file: not a segment)
+            file.close()
+            raise ValueError(f"{folder / name} is not a segment of the records table") \
+                from None
+        opened.append(SegmentFile(file, mapped.address, mapped.address + mapped.size))
+        tables.append(pa.ipc.open_file(mapped).read_all())
+    return tables
 
 
 def records_of(tables: list[pa.Table]) -> pa.Table:
@@ -188,14 +215,16 @@ class Items:
     def __init__(self, chunks: Sequence[pa.Array]) -> None:
         starts: list[np.ndarray] = []
         self.data: list[memoryview] = []
+        self._buffers: list[tuple[pa.Buffer | None, int]] = []  # chunk -> data, first byte
         bases = [0]
         for chunk in chunks:
             buffers = chunk.buffers()
             local = np.frombuffer(buffers[1], np.int64)[chunk.offset:
                                                         chunk.offset + len(chunk) + 1]
             first, last = (int(local[0]), int(local[-1])) if len(chunk) else (0, 0)
-            data = buffers[2] if len(chunk) and buffers[2] is not None else b""
-            self.data.append(memoryview(data)[first:last])  # type: ignore[arg-type]
+            data = buffers[2] if len(chunk) and buffers[2] is not None else None
+            self.data.append(memoryview(data or b"")[first:last])  # type: ignore[arg-type]
+            self._buffers.append((data, first))
             starts.append(local[:-1] - first + bases[-1])
             bases.append(bases[-1] + last - first)
         self.offsets = np.concatenate([*starts, np.asarray([bases[-1]], np.int64)])
@@ -203,7 +232,7 @@ class Items:
         self.segment = np.repeat(np.arange(len(chunks), dtype=np.int64),
                                  [len(chunk) for chunk in chunks])  # row -> its segment
 
-    def views(self, rows: Sequence[int] | np.ndarray) -> list[memoryview]:
+    def views(self, rows: Sequence[int] | np.ndarray) -> list[memoryview | bytes]:
         """Rows' served bytes (without `ITEM_END`)."""
         rows = np.asarray(rows, np.int64)
         if not len(rows):
@@ -212,12 +241,52 @@ class Items:
         base = self.bases[segment]
         starts = (self.offsets[rows] - base).tolist()
         ends = (self.offsets[rows + 1] - base - len(ITEM_END)).tolist()
-        data = self.data
-        return [data[k][a:b] for k, a, b in zip(segment.tolist(), starts, ends, strict=True)]
+        cut = self._cut
+        return [cut(k, a, b) for k, a, b in zip(segment.tolist(), starts, ends, strict=True)]
 
-    def span(self, first: int, last: int) -> memoryview:
+    def span(self, first: int, last: int) -> memoryview | bytes:
         """Rows `first` to `last` (included), of one segment, with `ITEM_END` after each."""
         segment = int(self.segment[first])
         base = int(self.bases[segment])
-        return self.data[segment][int(self.offsets[first]) - base:
-                                  int(self.offsets[last + 1]) - base]
+        return self._cut(segment, int(self.offsets[first]) - base,
+                         int(self.offsets[last + 1]) - base)
+
+    def _cut(self, segment: int, start: int, end: int) -> memoryview | bytes:
+        """Bytes `start` to `end` of a segment's served bytes."""
+        return self.data[segment][start:end]
+
+
+class StoredItems(Items):
+    """The same column read from the segments' files (`pread`) rather than their maps: a
+    read costs a system call and a copy of its bytes, and the process keeps no page of the
+    files. Its resident memory does not grow with the records it has served; the kernel's
+    page cache holds them, shared with every process, and gives them up under pressure. The
+    maps (and the tables read from them) may be dropped once this is made."""
+
+    def __init__(self, chunks: Sequence[pa.Array], files: Sequence[SegmentFile]) -> None:
+        """`chunks` read from the maps `read_records(..., opened)` made of `files`."""
+        super().__init__(chunks)
+        self.data = []
+        self._at: list[tuple[int, int]] = []  # chunk -> its file and where its bytes start
+        for data, first in self._buffers:
+            self._at.append((-1, 0) if data is None else _located(data, first, files))
+        self._buffers = []
+        self._files = [one.file for one in files]  # held open as long as this is
+
+    def _cut(self, segment: int, start: int, end: int) -> bytes:
+        fd, at = self._at[segment]
+        if end <= start:
+            return b""
+        data = os.pread(fd, end - start, at + start)
+        if len(data) != end - start:
+            raise OSError(f"a records file ended {end - start - len(data)} bytes early")
+        return data
+
+
+def _located(data: pa.Buffer, first: int, files: Sequence[SegmentFile]) -> tuple[int, int]:
+    """The file descriptor and file offset of byte `first` of a buffer mapped from one of
+    the files."""
+    for file, start, end in files:
+        if start <= data.address < end:
+            return file.fileno(), data.address - start + first
+    raise ValueError("a records segment's bytes are not in its file (compressed?)")

@@ -49,7 +49,7 @@ class Renderings:
         pyarrow.compute, a seventh of a small export's time)."""
         return list(map(bytes, self.views_of(rows)))
 
-    def views_of(self, rows: list[int]) -> list[memoryview]:
+    def views_of(self, rows: list[int]) -> list[memoryview | bytes]:
         """Rows' served bytes as views of the map, not copied (for bytes joined at once)."""
         if not rows:
             return []

@@ -1,0 +1,44 @@
+"""An index's vectors, mapped from their `.npy` file and let go of after each use.
+
+A search by meaning reads every vector of a group, or those of its closest lists
+(`sidecar.lists`): at 500,000 records the vectors are 488 MiB. Read through a map, each page
+read stays mapped into the process, so its resident memory would soon hold them all, on top
+of the kernel's page cache that already holds them. After a search, `release` unmaps the
+pages from the process (`MADV_DONTNEED`): they stay in the page cache, shared and given up
+under pressure, and the next search maps them again from there, some 5 ms for every vector
+of 500,000 (measured in bench/RESULTS.md), without reading the disk. Two searches at once
+are safe: one's release makes the other map its pages again, never read other bytes (the
+map is of a file, read-only)."""
+
+from __future__ import annotations
+
+import math
+import mmap
+from pathlib import Path
+
+import numpy as np
+
+_DROP = getattr(mmap, "MADV_DONTNEED", None)  # (Linux and most Unix; elsewhere kept mapped)
+
+
+class Vectors:
+    """A float array stored by `numpy.save`, mapped read-only (`array`)."""
+
+    def __init__(self, path: Path) -> None:
+        with open(path, "rb") as file:
+            version = np.lib.format.read_magic(file)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(file)
+            else:
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(file)
+            start = file.tell()
+            self._map = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        count = math.prod(shape)
+        if fortran or len(self._map) < start + count * dtype.itemsize:
+            raise ValueError(f"{path}: not a whole array in C order")
+        self.array: np.ndarray = np.frombuffer(self._map, dtype, count, start).reshape(shape)
+
+    def release(self) -> None:
+        """Unmap the pages read so far from the process (they stay in the page cache)."""
+        if _DROP is not None:
+            self._map.madvise(_DROP)

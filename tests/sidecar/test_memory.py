@@ -1,0 +1,88 @@
+"""What a running sidecar keeps in memory: the records it served and the vectors it searched
+stay in the kernel's page cache, not in the process (bench/sidecar_memory.py measures it at
+500,000 records)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from urllib.parse import quote
+
+import numpy as np
+import pytest
+from builders import http_get
+from processes import ENV, FEDNODE, free_port, wait_for
+
+from exporter.contract.wire import COLLECTIONS
+from sidecar.vectors import Vectors
+
+
+def resident(pid: int) -> dict[str, int]:
+    """KiB resident of each file the process maps."""
+    found: dict[str, int] = {}
+    path = ""
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+            parts = line.split(maxsplit=5)
+            path = parts[5] if len(parts) > 5 else ""
+        elif line.startswith("Rss:") and path.startswith("/"):
+            found[path] = found.get(path, 0) + int(line.split()[1])
+    return found
+
+
+@pytest.mark.slow
+def test_a_running_sidecar_keeps_no_page_of_the_records_and_vectors_it_read(
+        sample_root: Path) -> None:
+    """Every record read by id and by page, and a search in each mode: then no records file
+    is mapped into the process, and the search vectors it maps hold no page."""
+    port = free_port()
+    process = subprocess.Popen([*FEDNODE, "serve", "--project", str(sample_root), "--port",
+                                str(port), "--anonymous-rate", "1000000"], env=ENV,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(f"{base}/api/manifest", process, 90)
+        read = 0
+        for collection in COLLECTIONS:
+            items = json.loads(http_get(f"{base}/api/{collection}?limit=200")[2])["items"]
+            for item in items:
+                assert http_get(f"{base}/api/{collection}/{item['id']}")[0] == 200
+                read += 1
+        for mode in ("keyword", "semantic", "hybrid"):
+            found = json.loads(http_get(f"{base}/api/search?q={quote('knotweed')}"
+                                        f"&mode={mode}")[2])
+            assert found["items"]
+        maps = resident(process.pid)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert read > 50
+    assert not [path for path in maps if "/bundle/records/" in path]
+    vectors = {path: kib for path, kib in maps.items() if path.endswith("/vectors.npy")
+               and "/bundle/search/" in path}
+    assert vectors and set(vectors.values()) == {0}
+
+
+@pytest.mark.parametrize("version", [(1, 0), (2, 0)])
+def test_vectors_are_the_array_numpy_saved(tmp_path: Path, version: tuple[int, int]) -> None:
+    saved = np.random.default_rng(0).random((37, 5)).astype(np.float32)
+    path = tmp_path / "vectors.npy"
+    with open(path, "wb") as file:
+        np.lib.format.write_array(file, saved, version=version)
+    vectors = Vectors(path)
+    assert vectors.array.dtype == np.float32 and np.array_equal(vectors.array, saved)
+    vectors.release()  # unmapped pages are mapped again from the file when read
+    assert np.array_equal(vectors.array @ saved[3], saved @ saved[3])
+
+
+def test_vectors_not_whole_or_not_in_c_order_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "vectors.npy"
+    np.save(path, np.asfortranarray(np.ones((4, 3), np.float32)))
+    with pytest.raises(ValueError, match="not a whole array in C order"):
+        Vectors(path)
+    np.save(path, np.ones((400, 3), np.float32))
+    path.write_bytes(path.read_bytes()[:-8])
+    with pytest.raises(ValueError, match="not a whole array in C order"):
+        Vectors(path)
