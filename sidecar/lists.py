@@ -9,10 +9,10 @@ query with the centroids, then with the records of the PROBE closest lists alone
 of them. It can miss a record whose list was not probed: measured against the whole
 comparison, see docs/search.md.
 
-A group's lists are made from its own vectors alone, when its index is opened (before the
-snapshot serves), and only for a group of FROM records or more: every smaller index is
-compared whole, as is every search that must count all its matches by meaning (semantic
-mode) or keep to some nodes' records."""
+A group's lists are made from its own vectors alone, and only for a group of FROM records
+or more: every smaller index is compared whole, as is every search that must count all its
+matches by meaning (semantic mode) or keep to some nodes' records. When they are made, and
+when a reload takes them from the snapshot before, is `sidecar.store.Snapshot`'s."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from exporter.shared.sentences import SENTENCE_SENSES, table
 
 from . import lists
 from .lists import Lists
-from .vectors import Vectors
+from .vectors import FileIdentity, Vectors
 
 # How much a match counts, by field: names (scientific, vernacular, a person's name) most.
 BOOST_NAMES = 4.0
@@ -122,7 +122,10 @@ class Hit:
 class Group:
     """One access group's index and vectors, opened read-only for one bundle."""
 
-    def __init__(self, name: str, folder: Path) -> None:
+    def __init__(self, name: str, folder: Path,
+                 made: dict[FileIdentity, Lists] | None = None) -> None:
+        """`made`: inverted files made before (for an earlier snapshot), by the identity of
+        the vectors' file they were made of."""
         self.name = name
         state = json.loads((folder / STATE).read_bytes())
         rows: list[list[str]] = state["rows"]
@@ -140,9 +143,18 @@ class Group:
         if len(rows) != self.vectors.shape[0]:
             raise ValueError(f"search/{name}: {len(rows)} rows but "
                              f"{self.vectors.shape[0]} vectors")
-        # A large group's inverted file (`lists`), made before the snapshot serves.
-        self.lists = Lists(self.vectors) if len(rows) >= lists.FROM else None
-        self._vectors.release()
+        # A large group's inverted file (`lists`): the one made of the same file before,
+        # else made by `make_lists` (until then its searches compare every vector).
+        self.identity = self._vectors.identity
+        self.lists: Lists | None = (made or {}).get(self.identity)
+
+    def make_lists(self) -> None:
+        """Make the group's inverted file, if it is large enough for one and has none."""
+        if self.lists is None and self.size >= lists.FROM:
+            try:
+                self.lists = Lists(self.vectors)
+            finally:
+                self._vectors.release()
 
     def keyword(self, query: tantivy.Query, collections: Sequence[str],
                 limit: int, only: Sequence[str] | None = None) -> list[Hit]:

@@ -12,6 +12,7 @@ long as anything holds the snapshot, so the export never writes into a build bei
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import os
@@ -28,6 +29,7 @@ import pyarrow as pa
 
 from exporter.contract import builds, bundle
 from exporter.contract.errors import FednodeError
+from exporter.contract.wire import PUBLIC
 from exporter.shared import encoder, word_vectors
 from exporter.shared.errors import ExportError
 
@@ -63,7 +65,13 @@ EVENTS_VIEW = """
 class Snapshot:
     """One bundle, loaded. Immutable once built; replaced whole on reload."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, earlier: Snapshot | None = None, *,
+                 defer: bool = False) -> None:
+        """The bundle at `path`. A search group's inverted file (`sidecar.lists`) is taken
+        from `earlier` where its vectors are the same file (an export links a group it did
+        not change), else made; with `defer`, those of the restricted groups are made by
+        `complete` instead, so that how long a load takes before it serves never depends on
+        restricted records."""
         # The build the bundle path shows now, pinned: no export writes into it while this
         # snapshot lives (`contract.builds`), so every file read from it later, pages, PDFs
         # and downloads, is the published build's.
@@ -72,13 +80,16 @@ class Snapshot:
         except builds.PinFailed as exc:
             raise BundleMissing(f"{exc}; retrying") from None
         weakref.finalize(self, self.pin.release)
+        made = {} if earlier is None else {
+            group.identity: group.lists for group in earlier.search.values() if group.lists}
         try:
-            self._load(self.pin.folder)
+            self._load(self.pin.folder, made, defer)
         except BaseException:
             self.pin.release()
             raise
 
-    def _load(self, path: Path) -> None:
+    def _load(self, path: Path, made: dict[ranking.FileIdentity, ranking.Lists],
+              defer: bool) -> None:
         self.identity = builds.identity(path)
         meta_path = path / bundle.META
         try:
@@ -104,7 +115,8 @@ class Snapshot:
         events = _quote(str(path / bundle.EVENTS))
         self._db.execute(f"CREATE TABLE ledger AS SELECT * FROM read_parquet('{events}')")
         self._db.execute(EVENTS_VIEW.format(source="ledger"))
-        self.search = _open_groups(path / bundle.SEARCH, ranking.Group, "search index")
+        self.search = _open_groups(path / bundle.SEARCH, functools.partial(
+            _search_group, made=made, defer=defer), "search index")
         self.passages = _open_groups(path / bundle.PASSAGES, ranking.Passages, "library index")
         self.path = path
         self.feeds = Feeds()  # the changes feed, by caller kind, as first asked for
@@ -115,6 +127,12 @@ class Snapshot:
             unchanged = False
         if not unchanged:  # an export replaced the folder's files while they were read
             raise BundleMissing(f"the bundle at {path} changed while it was loaded; retrying")
+
+    def complete(self) -> None:
+        """Make the inverted files a deferred load left to make (until then those groups'
+        searches compare every vector)."""
+        for group in self.search.values():
+            group.make_lists()
 
     def page(self, relative: str) -> bytes | None:
         """A page the export wrote for people (`relative` is made of checked segments)."""
@@ -138,6 +156,16 @@ class Snapshot:
             cursor = self._local.cursor = self._db.cursor()
             cursor.execute("USE snapshot")
         return cursor
+
+
+def _search_group(name: str, folder: Path, *, made: dict[ranking.FileIdentity, ranking.Lists],
+                  defer: bool) -> ranking.Group:
+    """One group's search index; its inverted file made now unless deferred (a restricted
+    group's, on a deferred load)."""
+    group = ranking.Group(name, folder, made)
+    if not defer or name == PUBLIC:
+        group.make_lists()
+    return group
 
 
 def _open_groups(folder: Path, kind: Callable[[str, Path], G], what: str) -> dict[str, G]:
@@ -247,8 +275,7 @@ class Store:
             return  # another reload, waited for on the lock, loaded it
         replaced = self.snapshot
         try:
-            fresh = await loop.run_in_executor(self._pool, self._load,
-                                               replaced if ahead else None)
+            fresh = await loop.run_in_executor(self._pool, self._load, replaced, ahead)
         except (BundleMissing, ExportError, duckdb.Error) as exc:
             log.warning("bundle reload failed, still serving build %s: %s",
                         self.snapshot.build, exc)
@@ -259,16 +286,24 @@ class Store:
         if not ahead:
             loop.run_in_executor(self._pool, self._prepared, fresh, replaced)
 
-    def _load(self, replaced: Snapshot | None) -> Snapshot:
-        fresh = Snapshot(self.path)
+    def _load(self, replaced: Snapshot, ahead: bool) -> Snapshot:
+        """The bundle as it is now, loaded; made ready whole when it loads aside (`ahead`),
+        else with its restricted groups' inverted files left to `_prepared`."""
+        fresh = Snapshot(self.path, replaced, defer=not ahead)
         if fresh.passages:  # a library now: its encoder loads here, not at a question
             encoder.Encoder.shared()
-        if replaced is not None:
+        if ahead:
             self._prepared(fresh, replaced)
         return fresh
 
     def _prepared(self, fresh: Snapshot, replaced: Snapshot) -> None:
-        """`prepare`, its failure logged: the feeds it makes are made on demand anyway."""
+        """The inverted files a deferred load left, and `prepare`, their failures logged:
+        a group without its inverted file compares every vector, and the feeds `prepare`
+        makes are made on demand anyway."""
+        try:
+            fresh.complete()
+        except Exception:
+            log.exception("making the search lists of build %s failed", fresh.build)
         if self.prepare is None:
             return
         try:

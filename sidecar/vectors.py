@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import math
 import mmap
+import os
 from pathlib import Path
 
 import numpy as np
 
+FileIdentity = tuple[int, int, int, int]  # device, inode, size, modification time
 _DROP = getattr(mmap, "MADV_DONTNEED", None)  # (Linux and most Unix; elsewhere kept mapped)
 
 
@@ -33,6 +35,11 @@ class Vectors:
                 shape, fortran, dtype = np.lib.format.read_array_header_2_0(file)
             start = file.tell()
             self._map = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+            info = os.fstat(file.fileno())
+        # An export links a file it did not change into the next build: the same identity
+        # (not its change time, which a new link moves). It never writes into a file.
+        self.identity: FileIdentity = (info.st_dev, info.st_ino, info.st_size,
+                                       info.st_mtime_ns)
         count = math.prod(shape)
         if fortran or len(self._map) < start + count * dtype.itemsize:
             raise ValueError(f"{path}: not a whole array in C order")

@@ -543,3 +543,36 @@ def test_a_large_groups_lists_answer_as_every_vector_does_when_all_are_probed(
             assert hit.score == pytest.approx(float(group.vectors[row_of[hit.id]] @ vector))
     assert found >= len(QUERIES)
     assert answers(site.root, ["public"]) == answers(without_restricted.root, ["public"])
+
+
+def test_a_reload_takes_the_lists_of_unchanged_groups_and_defers_restricted_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group whose vectors are the same file as in the snapshot before (the export links
+    a group it did not change) keeps that snapshot's inverted file; on a deferred load (a
+    reload a request waits for) a restricted group's is made by `complete`, after the swap,
+    so the wait never depends on restricted records; the public group's is made before."""
+    from sidecar.store import Snapshot
+
+    monkeypatch.setattr(lists, "FROM", 1)
+    monkeypatch.setattr(lists, "PER_LIST", 2)
+    root = exported_sample(tmp_path / "node")
+    first = Snapshot(root / ".fednode" / "bundle")
+    assert set(first.search) == {"public", "partners", "sensitive"}
+    assert all(group.lists is not None for group in first.search.values())
+    again = Snapshot(root / ".fednode" / "bundle", first)
+    assert all(again.search[name].lists is first.search[name].lists for name in first.search)
+    edited = next((root / "content" / "species").glob("*.md"))
+    text = edited.read_text("utf-8")
+    assert 'access = "public"' in text or "access" not in text
+    edited.write_text(text + "\nOne more line about it.\n", "utf-8")
+    build(Project(root))
+    after = Snapshot(root / ".fednode" / "bundle", again, defer=True)
+    assert after.search["public"].lists is not None
+    assert after.search["public"].lists is not again.search["public"].lists
+    for name in ("partners", "sensitive"):  # linked, unchanged: taken as they were
+        assert after.search[name].lists is again.search[name].lists
+    fresh = Snapshot(root / ".fednode" / "bundle", defer=True)  # nothing to take them from
+    assert fresh.search["public"].lists is not None
+    assert fresh.search["partners"].lists is None and fresh.search["sensitive"].lists is None
+    fresh.complete()
+    assert all(group.lists is not None for group in fresh.search.values())
