@@ -1,4 +1,5 @@
-"""A network hub over real member nodes: the figures of issue 49, each beside its reference.
+"""A network hub over real member nodes: the figures a network hub is held to, each beside
+its reference.
 
     .venv/bin/python bench/hub_network.py [--members 20] [--records 25000] [--edits 100]
         [--edited-members 10] [--searches 200] [--seconds 4] [--folder DIR]

@@ -52,10 +52,32 @@ def run(options: Options, *, workers: int, say: Callable[[str], None]) -> None:
                          f"own rate-limit windows and let every key through {workers} times "
                          f"its rate. Run Redis and pass --redis redis://127.0.0.1:6379/0 (or "
                          f"set redis under [serve] in content/node.toml), or use one worker")
+    _more_open_files()
     if workers == 1:
         asyncio.run(serve(options, say=say))
     else:
         _supervise(options, workers, say)
+
+
+OPEN_FILES = 1 << 20  # the most `_more_open_files` asks for (Linux's usual nr_open)
+
+
+def _more_open_files() -> None:
+    """Raise the soft limit on open files to the hard one (at most OPEN_FILES), as servers
+    commonly do: besides a descriptor a connection, a loaded bundle holds each segment of its
+    records table open (`records`: some 250 at 500,000 records, twice that while a reload
+    holds two bundles), and the usual soft limit is 1,024. Workers inherit it."""
+    try:
+        import resource
+    except ImportError:  # (not a Unix)
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = OPEN_FILES if hard == resource.RLIM_INFINITY else min(hard, OPEN_FILES)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError):
+            log.warning("could not raise the limit on open files from %d to %d", soft, wanted)
 
 
 async def serve(options: Options, *, say: Callable[[str], None], reuse_port: bool = False,

@@ -14,8 +14,8 @@ holds restricted records, so its folder is 0700 and its files 0600.
   is an uncompressed Arrow IPC file, so that the next export maps it into memory and reads it
   without copying, and the sidecar reads a record's bytes at their offset in the file; each
   row's `item` is its served bytes and a comma, so a run of rows of one segment is a list
-  page's items. A page for a caller is cut from runs
-  that the records it may see decide, never the ones it may not
+  page's items. A page for a caller is cut from runs that the records it may see decide,
+  never the ones it may not
 - `events.parquet` the ledger, one row per `feed.Event`, `EVENT_COLUMNS`
 - `search/<group>/` the search index of one access group's records (`exporter.shared.search`):
   tantivy's files, `vectors.npy` and `state.json`

@@ -1,6 +1,6 @@
-"""What a running sidecar keeps in memory: the records it served and the vectors it searched
-stay in the kernel's page cache, not in the process (bench/sidecar_memory.py measures it at
-500,000 records)."""
+"""What a running sidecar holds: the records it served and the vectors it searched stay in
+the kernel's page cache, not in the process (bench/sidecar_memory.py measures it at 500,000
+records); the records' files are held open instead, under a raised limit on open files."""
 
 from __future__ import annotations
 
@@ -86,3 +86,32 @@ def test_vectors_not_whole_or_not_in_c_order_are_refused(tmp_path: Path) -> None
     path.write_bytes(path.read_bytes()[:-8])
     with pytest.raises(ValueError, match="not a whole array in C order"):
         Vectors(path)
+
+
+@pytest.mark.slow
+def test_the_sidecar_raises_its_soft_limit_on_open_files(sample_root: Path) -> None:
+    """A loaded bundle holds each records segment's file open: `fednode serve` started
+    under a soft limit of 256 open files runs under the hard limit."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard <= 256:
+        pytest.skip(f"this machine's hard limit on open files is {hard}")
+
+    def low() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+    port = free_port()
+    process = subprocess.Popen([*FEDNODE, "serve", "--project", str(sample_root), "--port",
+                                str(port)], env=ENV, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, preexec_fn=low)
+    try:
+        wait_for(f"http://127.0.0.1:{port}/api/manifest", process, 90)
+        limits = Path(f"/proc/{process.pid}/limits").read_text()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    soft = re.search(r"Max open files\s+(\S+)", limits)
+    assert soft is not None
+    expected = 1 << 20 if hard == resource.RLIM_INFINITY else min(hard, 1 << 20)
+    assert int(soft.group(1)) == expected
