@@ -249,9 +249,16 @@ class Group:
                 for bucket in found["by"]["buckets"]}
 
     def names_of(self, text: str) -> set[str]:
-        """The stems of the words of `text` that are a name of some record of this group."""
-        return {stem for word in words(text)
-                if self.searcher.doc_freq("names", word) for stem in stems(word)}
+        """The stems of the words of `text` that are a name of some live record of this
+        group. (The index keeps a replaced or deleted record's terms until its segments
+        merge, and `doc_freq` counts them: a live match is counted where it says any.)"""
+        return {stem for word in words(text) if self._is_name(word) for stem in stems(word)}
+
+    def _is_name(self, word: str) -> bool:
+        if not self.searcher.doc_freq("names", word):
+            return False
+        query = tantivy.Query.term_query(SCHEMA, "names", word)
+        return bool(self.searcher.search(query, limit=1, count=True).count)
 
     def present(self, query: tantivy.Query | None, ids: Sequence[str]
                 ) -> dict[str, tuple[str, str]]:

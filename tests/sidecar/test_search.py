@@ -576,3 +576,20 @@ def test_a_reload_takes_the_lists_of_unchanged_groups_and_defers_restricted_ones
     assert fresh.search["partners"].lists is None and fresh.search["sensitive"].lists is None
     fresh.complete()
     assert all(group.lists is not None for group in fresh.search.values())
+
+
+def test_a_name_no_live_record_holds_any_more_weighs_nothing(tmp_path: Path) -> None:
+    """A record's old name stops being a name (BOOST_NAMED) at the export that renames it,
+    though the index keeps the old document's terms until its segments merge."""
+    from sidecar.store import Snapshot
+
+    root = exported_sample(tmp_path / "node")
+    assert "heather" in Snapshot(root / ".fednode" / "bundle").search["public"].names_of(
+        "my heather")
+    species = root / "content" / "species" / "calluna-vulgaris.md"
+    species.write_text(species.read_text("utf-8").replace('vernacularName = "Heather"',
+                                                          'vernacularName = "Ling"'), "utf-8")
+    build(Project(root))
+    group = Snapshot(root / ".fednode" / "bundle").search["public"]
+    assert group.names_of("my heather") == set()
+    assert group.names_of("my ling") == {"ling"}
