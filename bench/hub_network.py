@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -417,13 +418,21 @@ def main() -> None:
     parser.add_argument("--min-free", type=float, default=1024,
                         help="MiB the machine must have available before each heavy step")
     parser.add_argument("--folder", type=Path, help="build here (default: a temporary folder)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the members and the hub afterwards (their folder is "
+                             "printed), to look into them; by default they are deleted")
     args = parser.parse_args()
     figures = Figures()
     loop_before = reference_loop()
     print(f"reference loop {loop_before:.2f} s; {available_mib():.0f} MiB available; "
           f"{args.members} members x {args.records} records", flush=True)
-    with tempfile.TemporaryDirectory(prefix="fednode-hub-network-",
-                                     dir=args.folder) as name:
+    with contextlib.ExitStack() as stack:
+        if args.keep:
+            name = tempfile.mkdtemp(prefix="fednode-hub-network-", dir=args.folder)
+            stack.callback(print, f"kept: {name}")
+        else:
+            name = stack.enter_context(tempfile.TemporaryDirectory(
+                prefix="fednode-hub-network-", dir=args.folder))
         try:
             network(Path(name), args, figures)
         finally:

@@ -16,6 +16,8 @@ when a reload takes them from the snapshot before, is `sidecar.store.Snapshot`'s
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 FROM = 200_000  # records in a group from which its hybrid searches go through lists
@@ -29,13 +31,18 @@ CHUNK = 50_000  # vectors filed at once
 class Lists:
     """The centroids of one group's vectors and, for each, the rows filed under it."""
 
-    def __init__(self, vectors: np.ndarray) -> None:
+    def __init__(self, vectors: np.ndarray, release: Callable[[], None] = lambda: None
+                 ) -> None:
+        """`release` is called after each part of `vectors` is read (a mapped file's pages
+        let go of: `sidecar.vectors`), so that making the lists never holds them all."""
         count = max(1, len(vectors) // PER_LIST)
         self.centroids = _centroids(vectors, count)
+        release()
         filed = np.empty(len(vectors), np.int32)
         for start in range(0, len(vectors), CHUNK):
             part = np.asarray(vectors[start:start + CHUNK], np.float32)
             filed[start:start + len(part)] = np.argmax(part @ self.centroids.T, axis=1)
+            release()
         self.rows = np.argsort(filed, kind="stable").astype(np.int64)  # list by list
         self.bounds = np.searchsorted(filed[self.rows], np.arange(count + 1))
 

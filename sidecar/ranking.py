@@ -152,7 +152,7 @@ class Group:
         """Make the group's inverted file, if it is large enough for one and has none."""
         if self.lists is None and self.size >= lists.FROM:
             try:
-                self.lists = Lists(self.vectors)
+                self.lists = Lists(self.vectors, self._vectors.release)
             finally:
                 self._vectors.release()
 
@@ -258,7 +258,8 @@ class Group:
         if not self.searcher.doc_freq("names", word):
             return False
         query = tantivy.Query.term_query(SCHEMA, "names", word)
-        return bool(self.searcher.search(query, limit=1, count=True).count)
+        found = self.searcher.search(query, limit=1, count=True)
+        return bool(found.count)  # type: ignore[attr-defined]  # (not in its stubs)
 
     def present(self, query: tantivy.Query | None, ids: Sequence[str]
                 ) -> dict[str, tuple[str, str]]:
