@@ -54,7 +54,9 @@ def breakdown(pid: int) -> str:
             found[kind] += int(line.split()[1])
     total = sum(found.values())
     parts = ", ".join(f"{name} {kb / 1024:.0f}" for name, kb in found.most_common())
-    return f"{total / 1024:.0f} MiB ({parts})"
+    peak = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text()
+                .splitlines() if line.startswith("VmHWM:"))
+    return f"{total / 1024:.0f} MiB ({parts}); peak so far {peak / 1024:.0f} MiB"
 
 
 def public_ids(root: Path) -> list[tuple[str, str]]:
@@ -124,6 +126,8 @@ def main() -> None:
                 latencies(port, [("GET", f"/api/search?q={quote(texts[0])}&mode={mode}", None,
                                   {})])
             print(f"after reload {n + 1}: {breakdown(server.pid)}")
+            time.sleep(3)  # (the sidecar gives memory back once the old build is let go)
+            print(f"  3 s later: {breakdown(server.pid)}")
     finally:
         server.terminate()
         server.wait()

@@ -25,7 +25,8 @@ PER_LIST = 500  # records a list holds on average
 PROBE = 32  # lists compared with a query
 SAMPLE = 50_000  # vectors the centroids are learnt from
 ROUNDS = 8  # k-means rounds
-CHUNK = 50_000  # vectors filed at once
+CHUNK = 10_000  # vectors read, or compared with every centroid, at once (transient memory:
+# CHUNK x lists floats, 40 MB at 500,000 records, and a CHUNK-th of the vectors' pages)
 
 
 class Lists:
@@ -36,12 +37,11 @@ class Lists:
         """`release` is called after each part of `vectors` is read (a mapped file's pages
         let go of: `sidecar.vectors`), so that making the lists never holds them all."""
         count = max(1, len(vectors) // PER_LIST)
-        self.centroids = _centroids(vectors, count)
-        release()
+        self.centroids = _centroids(vectors, count, release)
         filed = np.empty(len(vectors), np.int32)
         for start in range(0, len(vectors), CHUNK):
             part = np.asarray(vectors[start:start + CHUNK], np.float32)
-            filed[start:start + len(part)] = np.argmax(part @ self.centroids.T, axis=1)
+            filed[start:start + len(part)] = _nearest(part, self.centroids)
             release()
         self.rows = np.argsort(filed, kind="stable").astype(np.int64)  # list by list
         self.bounds = np.searchsorted(filed[self.rows], np.arange(count + 1))
@@ -59,15 +59,24 @@ class Lists:
         return np.sort(np.concatenate(found)) if found else np.zeros(0, np.int64)
 
 
-def _centroids(vectors: np.ndarray, count: int) -> np.ndarray:
+def _nearest(part: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    """Each vector's closest centroid, CHUNK vectors at a time."""
+    return np.concatenate([np.argmax(part[start:start + CHUNK] @ centroids.T, axis=1)
+                           for start in range(0, len(part), CHUNK)] or [np.zeros(0, np.int64)])
+
+
+def _centroids(vectors: np.ndarray, count: int, release: Callable[[], None]) -> np.ndarray:
     """`count` unit centroids by spherical k-means over a sample of the vectors (seeded:
     the same vectors give the same lists)."""
     rng = np.random.default_rng(0)
     picked = np.sort(rng.choice(len(vectors), min(SAMPLE, len(vectors)), replace=False))
-    sample = np.asarray(vectors[picked], np.float32)
+    sample = np.empty((len(picked), vectors.shape[1]), np.float32)
+    for start in range(0, len(picked), CHUNK // 2):  # (a sample row every few pages)
+        sample[start:start + CHUNK // 2] = vectors[picked[start:start + CHUNK // 2]]
+        release()
     centroids = sample[rng.choice(len(sample), count, replace=False)].copy()
     for _ in range(ROUNDS):
-        nearest = np.argmax(sample @ centroids.T, axis=1)
+        nearest = _nearest(sample, centroids)
         sums = np.zeros_like(centroids)
         np.add.at(sums, nearest, sample)
         filled = np.bincount(nearest, minlength=count) > 0

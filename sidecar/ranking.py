@@ -192,11 +192,7 @@ class Group:
         every = set(COLLECTIONS) <= set(collections)  # no collection left out
         near = self.lists.near(vector) if (self.lists is not None and not count and every
                                             and only is None) else None
-        try:
-            scores = np.asarray((self.vectors if near is None else self.vectors[near]) @ vector,
-                                dtype=np.float32)
-        finally:
-            self._vectors.release()
+        scores = self._vectors.compare(vector, near)
         codes = self.codes if near is None else self.codes[near]
         wanted = np.array([COLLECTIONS.index(name) for name in collections], np.int8)
         matches = scores >= SEMANTIC_FLOOR

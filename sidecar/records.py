@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from exporter.contract.bundle import (
     DIGEST_SIZE,
@@ -75,8 +76,8 @@ class Records:
         self._row = {record_id: row
                      for row, record_id in enumerate(table.column("id").to_pylist())}
         # row -> its collection and access group: a few strings, each held once
-        collections = _shared(table.column("collection").to_pylist())
-        access = _shared(table.column("access").to_pylist())
+        collections = _shared(table.column("collection"))
+        access = _shared(table.column("access"))
         self.collection = collections  # row -> its collection
         self.access = access  # row -> its access group
         positions = np.array(table.column("position").to_numpy(), np.int64)  # (copied)
@@ -107,7 +108,7 @@ class Records:
         self._group = self._group * max(len(self._items.bases), 1) + self._items.segment
         self._positions = positions
         # row -> its updated_at, in seconds since 1970 (the ledger's resolution)
-        self._updated = _seconds(table.column("updated_at").to_pylist())
+        self._updated = _column_seconds(table.column("updated_at"))
         # (collection, groups) -> those rows in list order, their updated_at and their runs
         self._merged: OrderedDict[tuple[str, tuple[str, ...]],
                                   tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
@@ -201,10 +202,19 @@ class Records:
         return found
 
 
-def _shared(values: list[str]) -> list[str]:
-    """The list with each distinct string held once."""
-    distinct: dict[str, str] = {}
-    return [distinct.setdefault(value, value) for value in values]
+def _shared(column: pa.ChunkedArray) -> list[str]:
+    """A column of a few distinct strings as a list holding each of them once (made from
+    Arrow's dictionary of it: no string a row)."""
+    encoded = pc.dictionary_encode(column).combine_chunks()
+    distinct = encoded.dictionary.to_pylist()
+    return [distinct[n] for n in encoded.indices.to_numpy(zero_copy_only=False).tolist()]
+
+
+def _column_seconds(times: pa.ChunkedArray) -> np.ndarray:
+    """`_seconds` of a column, read by Arrow (no string a row)."""
+    parsed = pc.strptime(times, format="%Y-%m-%dT%H:%M:%SZ", unit="s", error_is_null=True)
+    seconds = pc.fill_null(parsed.cast(pa.int64()), np.iinfo(np.int64).min)
+    return np.asarray(seconds.to_numpy(), np.int64)
 
 
 def _seconds(times: Sequence[str]) -> np.ndarray:

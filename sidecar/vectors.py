@@ -21,6 +21,7 @@ import numpy as np
 
 FileIdentity = tuple[int, int, int, int]  # device, inode, size, modification time
 _DROP = getattr(mmap, "MADV_DONTNEED", None)  # (Linux and most Unix; elsewhere kept mapped)
+SCAN = 65_536  # rows compared at once by a whole scan (64 MiB of 256 float32 each)
 
 
 class Vectors:
@@ -44,8 +45,31 @@ class Vectors:
         if fortran or len(self._map) < start + count * dtype.itemsize:
             raise ValueError(f"{path}: not a whole array in C order")
         self.array: np.ndarray = np.frombuffer(self._map, dtype, count, start).reshape(shape)
+        self._start = start
+        self._row_bytes = dtype.itemsize * math.prod(shape[1:])
 
-    def release(self) -> None:
-        """Unmap the pages read so far from the process (they stay in the page cache)."""
-        if _DROP is not None:
-            self._map.madvise(_DROP)
+    def compare(self, vector: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """`array @ vector` (float32), for every row or for `rows`: every row a part of SCAN
+        at a time, each part's pages let go of once compared, so that a scan never holds
+        them all."""
+        if rows is not None:
+            try:
+                return np.asarray(self.array[rows] @ vector, np.float32)
+            finally:
+                self.release()
+        out = np.empty(len(self.array), np.float32)
+        for first in range(0, len(self.array), SCAN):
+            out[first:first + SCAN] = self.array[first:first + SCAN] @ vector
+            self.release(first, first + SCAN)
+        return out
+
+    def release(self, first: int = 0, stop: int | None = None) -> None:
+        """Unmap the pages of rows `first` to `stop` (every row) from the process; they stay
+        in the page cache."""
+        if _DROP is None or not len(self._map):
+            return
+        begin = (self._start + first * self._row_bytes) // mmap.PAGESIZE * mmap.PAGESIZE
+        end = len(self._map) if stop is None else min(
+            len(self._map), self._start + stop * self._row_bytes)
+        if end > begin:
+            self._map.madvise(_DROP, begin, end - begin)

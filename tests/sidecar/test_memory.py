@@ -115,3 +115,21 @@ def test_the_sidecar_raises_its_soft_limit_on_open_files(sample_root: Path) -> N
     assert soft is not None
     expected = 1 << 20 if hard == resource.RLIM_INFINITY else min(hard, 1 << 20)
     assert int(soft.group(1)) == expected
+
+
+def test_a_scan_compares_every_vector_a_part_at_a_time(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`compare` over every row, in parts of SCAN rows (each part's pages let go of), and
+    over some rows, gives what one product gives."""
+    from sidecar import vectors as module
+
+    saved = np.random.default_rng(1).random((1_000, 8)).astype(np.float32)
+    np.save(tmp_path / "vectors.npy", saved)
+    vectors = Vectors(tmp_path / "vectors.npy")
+    query = saved[17]
+    monkeypatch.setattr(module, "SCAN", 37)
+    np.testing.assert_allclose(vectors.compare(query), saved @ query, rtol=1e-6)
+    rows = np.array([3, 999, 500])
+    np.testing.assert_allclose(vectors.compare(query, rows), saved[rows] @ query, rtol=1e-6)
+    vectors.release(990)  # the last rows' pages alone
+    np.testing.assert_allclose(vectors.compare(query), saved @ query, rtol=1e-6)
