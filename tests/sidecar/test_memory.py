@@ -1,21 +1,26 @@
 """What a running sidecar holds: the records it served and the vectors it searched stay in
 the kernel's page cache, not in the process (bench/sidecar_memory.py measures it at 500,000
-records); the records' files are held open instead, under a raised limit on open files."""
+records); the records' files are held open instead, under a raised limit on open files; the
+memory a replaced snapshot freed is handed back."""
 
 from __future__ import annotations
 
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 from urllib.parse import quote
 
 import numpy as np
 import pytest
-from builders import http_get
+from builders import ServerThread, app_for, exported_sample, http_get
 from processes import ENV, FEDNODE, free_port, wait_for
 
 from exporter.contract.wire import COLLECTIONS
+from exporter.pipeline.build import build
+from exporter.project.config import Project
+from sidecar import store
 from sidecar.vectors import Vectors
 
 
@@ -133,3 +138,24 @@ def test_a_scan_compares_every_vector_a_part_at_a_time(tmp_path: Path,
     np.testing.assert_allclose(vectors.compare(query, rows), saved[rows] @ query, rtol=1e-6)
     vectors.release(990)  # the last rows' pages alone
     np.testing.assert_allclose(vectors.compare(query), saved @ query, rtol=1e-6)
+
+
+def test_memory_is_given_back_once_a_replaced_snapshot_is_gone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a reload, the sidecar hands the heap's free memory back once the snapshot it
+    replaced is gone; with nothing replaced, never."""
+    given_back: list[float] = []
+    monkeypatch.setattr(store, "give_back_memory", lambda: given_back.append(time.time()))
+    root = exported_sample(tmp_path / "node")
+    with ServerThread(app_for(root, reload_interval=0, anonymous_rate=0)) as server:
+        assert http_get(server.url + "/api/manifest")[0] == 200
+        time.sleep(1)
+        assert not given_back  # nothing replaced yet
+        edited = root / "content" / "species" / "calluna-vulgaris.md"
+        edited.write_text(edited.read_text("utf-8") + "\nA line more.\n", "utf-8")
+        build(Project(root))
+        server.settle()
+        deadline = time.monotonic() + 30
+        while not given_back and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert len(given_back) == 1
