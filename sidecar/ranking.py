@@ -247,15 +247,14 @@ class Group:
     def names_of(self, text: str) -> set[str]:
         """The stems of the words of `text` that are a name of some live record of this
         group. (The index keeps a replaced or deleted record's terms until its segments
-        merge, and `doc_freq` counts them: a live match is counted where it says any.)"""
+        merge, and `doc_freq` counts them: where it finds any, a live match is looked for.)"""
         return {stem for word in words(text) if self._is_name(word) for stem in stems(word)}
 
     def _is_name(self, word: str) -> bool:
         if not self.searcher.doc_freq("names", word):
             return False
         query = tantivy.Query.term_query(SCHEMA, "names", word)
-        found = self.searcher.search(query, limit=1, count=True)
-        return bool(found.count)  # type: ignore[attr-defined]  # (not in its stubs)
+        return bool(self.searcher.search(query, limit=1, count=False).hits)  # (live ones)
 
     def present(self, query: tantivy.Query | None, ids: Sequence[str]
                 ) -> dict[str, tuple[str, str]]:
