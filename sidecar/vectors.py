@@ -5,8 +5,9 @@ A search by meaning reads every vector of a group, or those of its closest lists
 read stays mapped into the process, so its resident memory would soon hold them all, on top
 of the kernel's page cache that already holds them. After a search, `release` unmaps the
 pages from the process (`MADV_DONTNEED`): they stay in the page cache, shared and given up
-under pressure, and the next search maps them again from there, some 5 ms for every vector
-of 500,000 (measured in bench/RESULTS.md), without reading the disk. Two searches at once
+under pressure, and the next search maps them again from there, without reading the disk:
+at 500,000 records it costs a semantic search (every vector) about 6 ms and a hybrid one
+1.5 ms (bench/RESULTS.md). Two searches at once
 are safe: one's release makes the other map its pages again, never read other bytes (the
 map is of a file, read-only)."""
 
