@@ -73,8 +73,8 @@ class Snapshot:
         """The bundle at `path`. A search group's inverted file (`sidecar.lists`) is taken
         from `earlier` where its vectors are the same file (an export links a group it did
         not change), else made; with `defer`, those of the restricted groups are made by
-        `complete` instead, so that how long a load takes before it serves never depends on
-        restricted records."""
+        `complete` instead, so that the lists, the costliest part of a large load, never
+        make a load that requests wait for last longer for a larger restricted group."""
         # The build the bundle path shows now, pinned: no export writes into it while this
         # snapshot lives (`contract.builds`), so every file read from it later, pages, PDFs
         # and downloads, is the published build's.
