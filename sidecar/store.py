@@ -15,6 +15,7 @@ import asyncio
 import ctypes
 import ctypes.util
 import functools
+import gc
 import logging
 import math
 import os
@@ -182,6 +183,7 @@ def _open_groups(folder: Path, kind: Callable[[str, Path], G], what: str) -> dic
 
 
 Query = Callable[[Snapshot, duckdb.DuckDBPyConnection], T]
+COLLECT_EVERY = 5.0  # seconds between runs of the cyclic collector for a replaced snapshot
 
 
 def give_back_memory() -> None:
@@ -223,6 +225,7 @@ class Store:
         self._reload_lock = asyncio.Lock()
         self._aside: asyncio.Task[None] | None = None
         self._left: list[weakref.ref[Snapshot]] = []  # snapshots replaced, maybe still held
+        self._collected = -math.inf  # when `_give_back_once_left` last ran the collector
 
     async def current(self) -> Snapshot:
         """The snapshot to answer with. Once a newer export has landed: if what it shows
@@ -257,9 +260,24 @@ class Store:
                 await self.current()
             except Exception:  # (a reload logs its own failures) keep following
                 log.exception("checking for a new build failed")
-            if self._left and all(left() is None for left in self._left):
-                self._left = []
-                give_back_memory()
+            self._give_back_once_left()
+
+    def _give_back_once_left(self) -> None:
+        """Once every snapshot replaced since is gone, hand their memory back. A request's
+        objects may hold one in a reference cycle, freed by the cyclic collector only: it
+        is run for them, at most every COLLECT_EVERY seconds while one is held."""
+        if not self._left:
+            return
+        if any(left() is not None for left in self._left):
+            now = time.monotonic()
+            if now - self._collected < COLLECT_EVERY:
+                return
+            self._collected = now
+            gc.collect()
+            if any(left() is not None for left in self._left):
+                return
+        self._left = []
+        give_back_memory()
 
     async def settled(self) -> Snapshot:
         """The snapshot of the bundle as it is now, once the loads it needs have ended (for
