@@ -550,7 +550,8 @@ def test_a_reload_takes_the_lists_of_unchanged_groups_and_defers_restricted_ones
     """A group whose vectors are the same file as in the snapshot before (the export links
     a group it did not change) keeps that snapshot's inverted file; on a deferred load (a
     reload a request waits for) a restricted group's is made by `complete`, after the swap,
-    so the wait never depends on restricted records; the public group's is made before."""
+    so the lists never lengthen that wait with a restricted group's size; the public
+    group's is made before."""
     from sidecar.store import Snapshot
 
     monkeypatch.setattr(lists, "FROM", 1)
