@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import functools
 import gc
 import logging
@@ -191,10 +190,19 @@ def give_back_memory() -> None:
     (glibc's `malloc_trim`). A snapshot's id index and rows are freed in pieces among
     others the new one allocated meanwhile, and the heap would keep them, some 400 MiB
     at 500,000 records; elsewhere than glibc, nothing."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's `malloc_trim` among the process's own symbols, looked up once (a search
+    of the system's libraries would run on the event loop at every reload)."""
     try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+        return getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except OSError:
+        return None
 
 
 class Store:
