@@ -245,6 +245,20 @@ def test_a_list_page_is_not_made_faster_for_another_kind_of_caller(tmp_path: Pat
         assert service._envelopes[(PUBLIC,)].cache_info().currsize == 1  # not pushed out
 
 
+def test_another_copy_of_the_sample_leaves_a_sidecars_build_alone(tmp_path: Path) -> None:
+    """The tests below count a sidecar's reloads and the feeds each snapshot keeps. Copies of
+    the sample share their builds' files by hard links, and each link changes a shared
+    file's change time: were the bundle's meta.json shared, another test process copying the
+    sample would change the build a sidecar sees (`contract.builds.identity`) and make it
+    load its bundle again, in the middle of a test."""
+    from exporter.contract import builds
+
+    root = exported_sample(tmp_path / "one")
+    before = builds.identity(root / ".fednode" / "bundle")
+    exported_sample(tmp_path / "two")
+    assert builds.identity(root / ".fednode" / "bundle") == before
+
+
 def test_a_changes_feed_is_not_pushed_out_by_another_kind_of_caller(tmp_path: Path) -> None:
     """Each kind of caller's changes feed is kept for the snapshot's life: were they one
     cache of four shared by every kind, a key's poll would be made afresh (slower) once
