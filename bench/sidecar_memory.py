@@ -69,9 +69,10 @@ def public_ids(root: Path) -> list[tuple[str, str]]:
             if a == "public"]
 
 
-def switch(root: Path, port: int) -> None:
+def switch(root: Path, port: int) -> float:
     """Point the node's `current` link at its other build; return once the sidecar serves
-    it (its manifest changed)."""
+    it (its manifest changed), with the seconds that took: the wait of the requests that
+    meet a build whose public part changed (the sidecar loads it before answering)."""
     current = root / ".fednode" / "current"
     builds = sorted(os.listdir(root / ".fednode" / "builds"))
     other = next(name for name in builds if name != os.readlink(current).rpartition("/")[2])
@@ -79,9 +80,10 @@ def switch(root: Path, port: int) -> None:
     link = current.with_name(".current.bench")
     os.symlink(f"builds/{other}", link)
     os.replace(link, current)
+    started = time.perf_counter()
     for _ in range(1200):
         if fetch(f"http://127.0.0.1:{port}/api/manifest") != before:
-            return
+            return time.perf_counter() - started
         time.sleep(0.1)
     raise SystemExit("the sidecar did not load the other build")
 
@@ -121,11 +123,12 @@ def main() -> None:
         latencies(port, pages)
         print(f"after {len(pages)} list pages of 200: {breakdown(server.pid)}")
         for n in range(args.reloads):
-            switch(args.node, port)
+            waited = switch(args.node, port)
             for mode in ("keyword", "hybrid", "semantic"):
                 latencies(port, [("GET", f"/api/search?q={quote(texts[0])}&mode={mode}", None,
                                   {})])
-            print(f"after reload {n + 1}: {breakdown(server.pid)}")
+            print(f"after reload {n + 1} (served {waited:.2f} s after the switch): "
+                  f"{breakdown(server.pid)}")
             time.sleep(3)  # (the sidecar gives memory back once the old build is let go)
             print(f"  3 s later: {breakdown(server.pid)}")
     finally:

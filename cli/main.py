@@ -28,6 +28,7 @@ from exporter.project.placeholders import placeholder_bodies
 from exporter.project.scaffold import new_record
 from exporter.project.tomltext import toml_string
 from exporter.shared.errors import ContentError, Problem, printable
+from exporter.shared.process import without_pandas
 
 # Each command imports what it alone needs (the export machinery: pyarrow, jinja2; keys: jwt;
 # the sidecar: aiohttp), so `--help` and the small commands start at once.
@@ -436,6 +437,7 @@ def run() -> None:
     clang's -disable-free). Every other ending is Python's own."""
     global _ENDS_WITH_COMMAND
     _ENDS_WITH_COMMAND = True
+    without_pandas()
     try:
         main()
     except SystemExit as ending:

@@ -17,16 +17,18 @@ import hashlib
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from exporter.contract.wire import COLLECTIONS
 
 from .errors import SyncError, one_line
 from .messages import Record
 from .views import all_views
+
+if TYPE_CHECKING:  # (pyarrow is imported where records are written: a sync that finds
+    import pyarrow as pa  # nothing new, the usual run from cron, never needs it, 0.1 s)
 
 LAYOUT = "2"
 COLUMNS = """(
@@ -45,6 +47,8 @@ RECORD_ROOM = 8
 
 
 def _arrow(records: Sequence[Record]) -> pa.Table:
+    import pyarrow as pa
+
     latest = {(r.collection, r.id): r for r in records}  # the last of repeats wins
     rows = list(latest.values())
     return pa.table({
@@ -71,6 +75,8 @@ def _pieces(records: Sequence[Record]) -> Iterator[Sequence[Record]]:
 
 
 def _keys(keys: Sequence[tuple[str, str]]) -> pa.Table:
+    import pyarrow as pa
+
     return pa.table({"collection": [k[0] for k in keys], "id": [k[1] for k in keys]})
 
 
@@ -210,6 +216,8 @@ class Index:
     def _registered(self, name: str, table: pa.Table) -> Iterator[None]:
         """`table` as a view for the statements within; with room in memory for its largest
         text (a record's JSON), which DuckDB cannot spill in parts."""
+        import pyarrow.compute as pc
+
         largest = pc.max(pc.binary_length(table.column("text"))).as_py() or 0 \
             if "text" in table.column_names and table.num_rows else 0
         with self.room(RECORD_ROOM * largest if largest > 2**20 else 0):

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from exporter.contract.errors import FednodeError
+from exporter.shared.process import without_pandas
 
 from . import access_log
 from .app import NodeRunner, SidecarConfig, create_app
@@ -259,6 +260,7 @@ def _log_reports(reports: multiprocessing.Queue[tuple[str, str]]) -> None:
 
 def _worker(options: Options, reports: multiprocessing.Queue[tuple[str, str]]) -> None:
     """One worker process: serve on the shared port, report when listening or why not."""
+    without_pandas()
     access_log.configure(worker=True)
     try:
         asyncio.run(serve(options, say=lambda line: None, reuse_port=True,

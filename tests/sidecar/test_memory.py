@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -41,7 +42,9 @@ def resident(pid: int) -> dict[str, int]:
 def test_a_running_sidecar_keeps_no_page_of_the_records_and_vectors_it_read(
         sample_root: Path) -> None:
     """Every record read by id and by page, and a search in each mode: then no records file
-    is mapped into the process, and the search vectors it maps hold no page."""
+    is mapped into the process, the search vectors it maps hold no page, and pandas, which
+    DuckDB would import at its first bound parameter, is not loaded
+    (`exporter.shared.process.without_pandas`)."""
     port = free_port()
     process = subprocess.Popen([*FEDNODE, "serve", "--project", str(sample_root), "--port",
                                 str(port), "--anonymous-rate", "1000000"], env=ENV,
@@ -65,9 +68,36 @@ def test_a_running_sidecar_keeps_no_page_of_the_records_and_vectors_it_read(
         process.wait(timeout=30)
     assert read > 50
     assert not [path for path in maps if "/bundle/records/" in path]
+    assert not [path for path in maps if "/site-packages/pandas/" in path]
     vectors = {path: kib for path, kib in maps.items() if path.endswith("/vectors.npy")
                and "/bundle/search/" in path}
     assert vectors and set(vectors.values()) == {0}
+
+
+def test_a_process_without_pandas_still_binds_parameters_and_reads_arrow() -> None:
+    """`without_pandas` (the `fednode` command's first step): pandas cannot be imported,
+    and DuckDB and pyarrow, which take that as "not installed", work as before."""
+    program = """
+import sys
+from exporter.shared.process import without_pandas
+without_pandas()
+import duckdb, pyarrow as pa
+db = duckdb.connect()
+assert db.execute("SELECT ?, ?", ["a'b", 3]).fetchone() == ("a'b", 3)
+numbers = pa.table({"n": [1, 2]})
+assert db.execute("SELECT sum(n) FROM numbers").fetchone() == (3,)
+assert db.execute("SELECT 1 AS n").arrow().read_all().to_pylist() == [{"n": 1}]
+try:
+    import pandas
+except ModuleNotFoundError:
+    pass
+else:
+    raise AssertionError("pandas was imported")
+assert "pandas" not in sys.modules
+"""
+    done = subprocess.run([sys.executable, "-c", program], env=ENV, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.parametrize("version", [(1, 0), (2, 0)])
