@@ -4,6 +4,7 @@ ranking constants that weigh names, titles, phrases and typos."""
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 from collections.abc import Sequence
@@ -111,6 +112,16 @@ def _either(query: tantivy.Query | None, ids: Sequence[str]) -> tantivy.Query | 
     return tantivy.Query.boolean_query(parts) if parts else None
 
 
+def _hash64(content_hash: str) -> int:
+    """8 bytes of a record's content hash ("sha256:<hex>"), as a number."""
+    digest = content_hash.rpartition(":")[2]
+    try:
+        return int(digest[:16], 16)
+    except ValueError:  # not hex: any stable 8 bytes of it
+        return int.from_bytes(hashlib.blake2b(content_hash.encode(), digest_size=8).digest(),
+                              "big")
+
+
 @dataclass(frozen=True)
 class Hit:
     collection: str
@@ -140,6 +151,10 @@ class Group:
         self.size = len(rows)
         self.codes = np.array([rank[row[0]] for row in rows], np.int8)
         self.ids = np.array([row[1].encode() for row in rows], dtype=bytes)
+        # Each row's content hash, 8 bytes of it: the export embeds a record anew only when
+        # its hash changed, so a row of an earlier snapshot with the same id and hash holds
+        # the very same vector (`make_lists`).
+        self.hashes = np.array([_hash64(row[2]) for row in rows], np.uint64)
         if len(rows) != self.vectors.shape[0]:
             raise ValueError(f"search/{name}: {len(rows)} rows but "
                              f"{self.vectors.shape[0]} vectors")
@@ -148,13 +163,30 @@ class Group:
         self.identity = self._vectors.identity
         self.lists: Lists | None = (made or {}).get(self.identity)
 
-    def make_lists(self) -> None:
-        """Make the group's inverted file, if it is large enough for one and has none."""
-        if self.lists is None and self.size >= lists.FROM:
-            try:
+    def make_lists(self, earlier: Group | None = None) -> None:
+        """Make the group's inverted file, if it is large enough for one and has none: the
+        lists of `earlier` (this group in the snapshot before) brought up to date where it
+        has them (`Lists.updated`), else new ones."""
+        if self.lists is not None or self.size < lists.FROM:
+            return
+        try:
+            if earlier is not None and earlier.lists is not None:
+                self.lists = Lists.updated(earlier.lists, self.kept_rows(earlier),
+                                           self.vectors, self._vectors.release)
+            if self.lists is None:
                 self.lists = Lists(self.vectors, self._vectors.release)
-            finally:
-                self._vectors.release()
+        finally:
+            self._vectors.release()
+
+    def kept_rows(self, earlier: Group) -> np.ndarray:
+        """For each row, the row of `earlier` of the same record and content hash (so of
+        the same vector), or -1."""
+        at = dict(zip(earlier.ids.tolist(), range(earlier.size), strict=True))
+        kept = np.fromiter((at.get(record, -1) for record in self.ids.tolist()), np.int64,
+                           self.size)
+        found = kept >= 0
+        kept[found & (earlier.hashes[np.where(found, kept, 0)] != self.hashes)] = -1
+        return kept
 
     def keyword(self, query: tantivy.Query, collections: Sequence[str],
                 limit: int, only: Sequence[str] | None = None) -> list[Hit]:

@@ -72,9 +72,10 @@ class Snapshot:
                  defer: bool = False) -> None:
         """The bundle at `path`. A search group's inverted file (`sidecar.lists`) is taken
         from `earlier` where its vectors are the same file (an export links a group it did
-        not change), else made; with `defer`, those of the restricted groups are made by
-        `complete` instead, so that the lists, the costliest part of a large load, never
-        make a load that requests wait for last longer for a larger restricted group."""
+        not change), else brought up to date from `earlier`'s or made; with `defer`, those
+        of the restricted groups are made by `complete` instead, so that the lists, the
+        costliest part of a large load, never make a load that requests wait for last
+        longer for a larger restricted group."""
         # The build the bundle path shows now, pinned: no export writes into it while this
         # snapshot lives (`contract.builds`), so every file read from it later, pages, PDFs
         # and downloads, is the published build's.
@@ -86,13 +87,13 @@ class Snapshot:
         made = {} if earlier is None else {
             group.identity: group.lists for group in earlier.search.values() if group.lists}
         try:
-            self._load(self.pin.folder, made, defer)
+            self._load(self.pin.folder, made, earlier, defer)
         except BaseException:
             self.pin.release()
             raise
 
     def _load(self, path: Path, made: dict[ranking.FileIdentity, ranking.Lists],
-              defer: bool) -> None:
+              earlier: Snapshot | None, defer: bool) -> None:
         self.identity = builds.identity(path)
         meta_path = path / bundle.META
         try:
@@ -119,7 +120,7 @@ class Snapshot:
         self._db.execute(f"CREATE TABLE ledger AS SELECT * FROM read_parquet('{events}')")
         self._db.execute(EVENTS_VIEW.format(source="ledger"))
         self.search = _open_groups(path / bundle.SEARCH, functools.partial(
-            _search_group, made=made, defer=defer), "search index")
+            _search_group, made=made, earlier=earlier, defer=defer), "search index")
         self.passages = _open_groups(path / bundle.PASSAGES, ranking.Passages, "library index")
         self.path = path
         self.feeds = Feeds()  # the changes feed, by caller kind, as first asked for
@@ -131,11 +132,11 @@ class Snapshot:
         if not unchanged:  # an export replaced the folder's files while they were read
             raise BundleMissing(f"the bundle at {path} changed while it was loaded; retrying")
 
-    def complete(self) -> None:
+    def complete(self, earlier: Snapshot | None = None) -> None:
         """Make the inverted files a deferred load left to make (until then those groups'
-        searches compare every vector)."""
-        for group in self.search.values():
-            group.make_lists()
+        searches compare every vector), from those of `earlier` where it has them."""
+        for name, group in self.search.items():
+            group.make_lists(None if earlier is None else earlier.search.get(name))
 
     def page(self, relative: str) -> bytes | None:
         """A page the export wrote for people (`relative` is made of checked segments)."""
@@ -162,12 +163,12 @@ class Snapshot:
 
 
 def _search_group(name: str, folder: Path, *, made: dict[ranking.FileIdentity, ranking.Lists],
-                  defer: bool) -> ranking.Group:
-    """One group's search index; its inverted file made now unless deferred (a restricted
-    group's, on a deferred load)."""
+                  earlier: Snapshot | None, defer: bool) -> ranking.Group:
+    """One group's search index; its inverted file made now (from the group's in `earlier`
+    where it has one) unless deferred (a restricted group's, on a deferred load)."""
     group = ranking.Group(name, folder, made)
     if not defer or name == PUBLIC:
-        group.make_lists()
+        group.make_lists(None if earlier is None else earlier.search.get(name))
     return group
 
 
@@ -346,7 +347,7 @@ class Store:
         a group without its inverted file compares every vector, and the feeds `prepare`
         makes are made on demand anyway."""
         try:
-            fresh.complete()
+            fresh.complete(replaced)
         except Exception:
             log.exception("making the search lists of build %s failed", fresh.build)
         if self.prepare is None:

@@ -508,6 +508,53 @@ def test_lists_find_what_comparing_every_vector_finds() -> None:
     assert found / (10 * len(queries)) >= 0.97
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_lists_brought_up_to_date_keep_each_unchanged_row_and_file_the_rest(
+        data: st.DataObject) -> None:
+    """`Lists.updated`: a row that holds an earlier row's vector stays in that row's list, a
+    changed or added one goes to its closest centroid, every row is in one list once, and
+    the centroids are the earlier ones, until more than a fifth of the records the centroids
+    were learnt among have changed: then there is nothing to update (the caller makes the
+    lists afresh)."""
+    before = _clustered(2_000, 20, seed=data.draw(st.integers(0, 2**16)))
+    earlier = lists.Lists(before)
+    size = data.draw(st.integers(1_700, 2_300))
+    kept = np.array(data.draw(st.lists(st.integers(-1, len(before) - 1), min_size=size,
+                                       max_size=size)), np.int64)
+    kept[: size // 2] = np.arange(size // 2)  # (most rows unchanged, as after a few edits)
+    fresh = _clustered(size, 20, seed=7)
+    vectors = np.where((kept >= 0)[:, None], before[np.maximum(kept, 0)], fresh)
+    updated = lists.Lists.updated(earlier, kept, vectors)
+    changed = int(np.count_nonzero(kept < 0))
+    if changed > lists.REFRESH * len(before) or abs(size - len(before)) > 0.2 * len(before):
+        assert updated is None
+        return
+    assert updated is not None
+    assert updated.centroids is earlier.centroids and updated.moved == changed
+    assert sorted(updated.rows.tolist()) == list(range(size))
+    for row in range(size):
+        listed = int(np.searchsorted(updated.bounds, np.flatnonzero(updated.rows == row)[0],
+                                     side="right")) - 1
+        assert listed == updated.filed[row]
+        if kept[row] >= 0:
+            assert updated.filed[row] == earlier.filed[kept[row]]
+        else:
+            assert updated.filed[row] == int(np.argmax(earlier.centroids @ vectors[row]))
+
+
+def test_updates_past_a_fifth_of_the_records_learn_the_centroids_again() -> None:
+    """Edits add up across reloads: once the records filed since the centroids were learnt
+    pass REFRESH of them, the next update is refused, and the lists are made afresh."""
+    vectors = _clustered(1_000, 10, seed=3)
+    current = lists.Lists(vectors)
+    kept = np.arange(len(vectors))
+    kept[:150] = -1  # 150 records changed at each export
+    current = lists.Lists.updated(current, kept, vectors)
+    assert current is not None and current.moved == 150
+    assert lists.Lists.updated(current, kept, vectors) is None  # 300 > 200
+
+
 def test_a_large_groups_lists_answer_as_every_vector_does_when_all_are_probed(
         site: Site, without_restricted: Site, monkeypatch: pytest.MonkeyPatch) -> None:
     """With lists made for the sample's small groups and every list probed, hybrid search
@@ -548,7 +595,8 @@ def test_a_large_groups_lists_answer_as_every_vector_does_when_all_are_probed(
 def test_a_reload_takes_the_lists_of_unchanged_groups_and_defers_restricted_ones(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A group whose vectors are the same file as in the snapshot before (the export links
-    a group it did not change) keeps that snapshot's inverted file; on a deferred load (a
+    a group it did not change) keeps that snapshot's inverted file, and a group that changed
+    brings that snapshot's up to date (`Lists.updated`); on a deferred load (a
     reload a request waits for) a restricted group's is made by `complete`, after the swap,
     so the lists never lengthen that wait with a restricted group's size; the public
     group's is made before."""
@@ -570,6 +618,11 @@ def test_a_reload_takes_the_lists_of_unchanged_groups_and_defers_restricted_ones
     after = Snapshot(root / ".fednode" / "bundle", again, defer=True)
     assert after.search["public"].lists is not None
     assert after.search["public"].lists is not again.search["public"].lists
+    # ... brought up to date: the same centroids, the edited record's row filed again
+    assert after.search["public"].lists.centroids is again.search["public"].lists.centroids
+    assert after.search["public"].lists.moved == 1
+    kept = after.search["public"].kept_rows(again.search["public"])
+    assert int(np.count_nonzero(kept < 0)) == 1
     for name in ("partners", "sensitive"):  # linked, unchanged: taken as they were
         assert after.search[name].lists is again.search[name].lists
     fresh = Snapshot(root / ".fednode" / "bundle", defer=True)  # nothing to take them from
