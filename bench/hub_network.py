@@ -283,8 +283,8 @@ def hub_export(hub: Path, base: str, figures: Figures, total: int) -> None:
         done.set()
         watcher.join()
     figures.add("hub export, first", f"{wall:.1f} s wall, {cpu:.1f} s CPU, peak RSS "
-                f"{rss:.0f} MiB (the machine's available memory fell by "
-                f"{before - lowest[0]:.0f} MiB at most, its forks included); "
+                f"{rss:.0f} MiB (the machine's available memory, sampled every 0.5 s, fell "
+                f"by {before - lowest[0]:.0f} MiB at its lowest, its forks included); "
                 f"{wall / total * 1000:.2f} ms a record",
                 "(reference loop, table's header)", summary.splitlines()[-1][:160])
 

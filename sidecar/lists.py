@@ -14,12 +14,13 @@ or more: every smaller index is compared whole, as is every search that must cou
 matches by meaning (semantic mode) or keep to some nodes' records. When they are made, and
 when a reload takes them from the snapshot before, is `sidecar.store.Snapshot`'s.
 
-After an export that changed some of a group's records, a reload brings the lists it had up
-to date (`updated`) rather than make them again: the centroids stay, a record whose vector
-is the same stays in its list, and only the others are filed. Making them is most of a large
-reload (some 4 s of the 5.5 s at 500,000 records), which the requests that meet an export
-changing public records wait for. Centroids learnt before a fifth of the records changed
-(REFRESH) are learnt again. So a sidecar that has reloaded may file a few records under
+After an export that changed or added some of a group's records, a reload brings the lists
+it had up to date (`updated`) rather than make them again: the centroids stay, a record
+whose vector is the same stays in its list, and only the others are filed. Making them is
+most of a large reload (3.9 s of a 5.5 s load at 500,000 records), which the requests that
+meet an export changing public records wait for. Centroids learnt before a fifth of the
+records changed (REFRESH) are learnt again, and so are those of a group that a record left
+(`ranking.Group.kept_rows`). So a sidecar that has reloaded may file a few records under
 other lists than a fresh start would; both find the closest records as docs/search.md
 measures."""
 

@@ -140,20 +140,22 @@ class Group:
         self.name = name
         state = json.loads((folder / STATE).read_bytes())
         rows: list[list[str]] = state["rows"]
+        self.version = str(state.get("version"))  # what the vectors were made by
         self.index = open_index(folder)
         self.searcher = self.index.searcher()
         self._vectors = Vectors(folder / VECTORS)  # (released after each use: `vectors`)
         self.vectors = self._vectors.array
         rank = {name: n for n, name in enumerate(COLLECTIONS)}
-        # Each row of `vectors`: its record's collection (a code: COLLECTIONS' order) and
-        # id (UTF-8), each in one array, some 40 bytes a record where the rows as read
-        # ([collection, id, content hash]) hold some 330 in Python's objects.
+        # Each row of `vectors`: its record's collection (a code: COLLECTIONS' order), id
+        # (UTF-8) and content hash (8 bytes of it), each in one array, some 48 bytes a
+        # record where the rows as read ([collection, id, content hash]) hold some 330 in
+        # Python's objects.
         self.size = len(rows)
         self.codes = np.array([rank[row[0]] for row in rows], np.int8)
         self.ids = np.array([row[1].encode() for row in rows], dtype=bytes)
-        # Each row's content hash, 8 bytes of it: the export embeds a record anew only when
-        # its hash changed, so a row of an earlier snapshot with the same id and hash holds
-        # the very same vector (`make_lists`).
+        # Within one version of the index, the export embeds a record anew only when its
+        # content hash changed: a row of an earlier snapshot of the same version with the
+        # same id and hash holds the very same vector (`make_lists`).
         self.hashes = np.array([_hash64(row[2]) for row in rows], np.uint64)
         if len(rows) != self.vectors.shape[0]:
             raise ValueError(f"search/{name}: {len(rows)} rows but "
@@ -170,21 +172,32 @@ class Group:
         if self.lists is not None or self.size < lists.FROM:
             return
         try:
-            if earlier is not None and earlier.lists is not None:
-                self.lists = Lists.updated(earlier.lists, self.kept_rows(earlier),
-                                           self.vectors, self._vectors.release)
+            before = None if earlier is None else earlier.lists
+            kept = None if earlier is None or before is None else self.kept_rows(earlier)
+            if before is not None and kept is not None:
+                self.lists = Lists.updated(before, kept, self.vectors, self._vectors.release)
             if self.lists is None:
                 self.lists = Lists(self.vectors, self._vectors.release)
         finally:
             self._vectors.release()
 
-    def kept_rows(self, earlier: Group) -> np.ndarray:
+    def kept_rows(self, earlier: Group) -> np.ndarray | None:
         """For each row, the row of `earlier` of the same record and content hash (so of
-        the same vector), or -1."""
+        the same vector), or -1; None where `earlier`'s lists cannot be brought up to date:
+        its vectors were made by another version of the index (each record embedded anew,
+        its hash the same), or a record of `earlier` is not in this group any more. A record
+        that left the group (deleted, or now restricted) is in the centroids learnt from
+        its vector: they are learnt again without it, as the export makes again a group's
+        index that a record left, so that nothing of a group remembers a record it no
+        longer holds."""
+        if earlier.version != self.version:
+            return None
         at = dict(zip(earlier.ids.tolist(), range(earlier.size), strict=True))
         kept = np.fromiter((at.get(record, -1) for record in self.ids.tolist()), np.int64,
                            self.size)
         found = kept >= 0
+        if np.count_nonzero(np.bincount(kept[found], minlength=earlier.size)) < earlier.size:
+            return None  # (ids are unique in a group: each earlier row found at most once)
         kept[found & (earlier.hashes[np.where(found, kept, 0)] != self.hashes)] = -1
         return kept
 

@@ -52,6 +52,23 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["FEDNODE_CACHE_DIR"] = str(folder)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The run's folder on /dev/shm (`scripts/test --basetemp`) is removed when the run
+    ends: it holds some 2.5 GB of exports, and /dev/shm is memory until the machine
+    restarts. FEDNODE_KEEP_TEST_FILES=1 keeps it, to look into a failure. Only the
+    controller removes it, once its test processes are done."""
+    basetemp = session.config.option.basetemp
+    if hasattr(session.config, "workerinput") or not basetemp or \
+            os.environ.get("FEDNODE_KEEP_TEST_FILES") == "1":
+        return
+    folder = Path(basetemp)
+    if folder.parent == Path("/dev/shm") and folder.name.startswith("fednode-tests-"):
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 class Clock:
     """Export time the tests control: each call moves it on one minute."""
 

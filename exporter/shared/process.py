@@ -26,11 +26,14 @@ def without_pandas() -> None:
     """Keep pandas out of this process. DuckDB's Python client imports pandas, where it is
     installed (a dependency of the library's encoder package pulls it in), the first time
     it binds a query parameter, to tell pandas' own values from others: 0.27 s and some
-    50 MiB in every process, a quarter of a `hub sync` that finds nothing new. fednode
+    35 MiB in every process, a quarter of a `hub sync` that finds nothing new. fednode
     hands DuckDB and pyarrow no pandas value, so an import of pandas here fails as if it
     were not installed, which both take as "no pandas" (unless something imported it
-    already). Called by processes that run fednode alone: the `fednode` command and the
-    sidecar's workers, not a test run or a program that imports fednode."""
+    already). Only an import is refused: `importlib.util.find_spec("pandas")` raises the
+    same error rather than answer None, and `importlib.metadata` still lists the package;
+    nothing fednode runs asks either. Called by processes that run fednode alone: the
+    `fednode` command and the sidecar's workers, not a test run or a program that imports
+    fednode."""
     if KEPT_OUT not in sys.modules and not any(isinstance(finder, _KeptOut)
                                                for finder in sys.meta_path):
         sys.meta_path.insert(0, _KeptOut())

@@ -533,14 +533,14 @@ def test_lists_brought_up_to_date_keep_each_unchanged_row_and_file_the_rest(
     assert updated is not None
     assert updated.centroids is earlier.centroids and updated.moved == changed
     assert sorted(updated.rows.tolist()) == list(range(size))
-    for row in range(size):
-        listed = int(np.searchsorted(updated.bounds, np.flatnonzero(updated.rows == row)[0],
-                                     side="right")) - 1
-        assert listed == updated.filed[row]
-        if kept[row] >= 0:
-            assert updated.filed[row] == earlier.filed[kept[row]]
-        else:
-            assert updated.filed[row] == int(np.argmax(earlier.centroids @ vectors[row]))
+    listed = np.empty(size, np.int64)  # the list each row is found in, from rows and bounds
+    listed[updated.rows] = np.repeat(np.arange(len(updated.bounds) - 1),
+                                     np.diff(updated.bounds))
+    assert listed.tolist() == updated.filed.tolist()
+    same = kept >= 0
+    assert (updated.filed[same] == earlier.filed[kept[same]]).all()
+    closest = np.argmax(vectors[~same] @ earlier.centroids.T, axis=1)
+    assert (updated.filed[~same] == closest).all()
 
 
 def test_updates_past_a_fifth_of_the_records_learn_the_centroids_again() -> None:
@@ -553,6 +553,9 @@ def test_updates_past_a_fifth_of_the_records_learn_the_centroids_again() -> None
     current = lists.Lists.updated(current, kept, vectors)
     assert current is not None and current.moved == 150
     assert lists.Lists.updated(current, kept, vectors) is None  # 300 > 200
+    grown = _clustered(1_250, 10, seed=4)  # a quarter more records, none changed
+    assert lists.Lists.updated(lists.Lists(vectors), np.concatenate(
+        [np.arange(1_000), np.full(250, -1)]), grown) is None
 
 
 def test_a_large_groups_lists_answer_as_every_vector_does_when_all_are_probed(
@@ -630,6 +633,46 @@ def test_a_reload_takes_the_lists_of_unchanged_groups_and_defers_restricted_ones
     assert fresh.search["partners"].lists is None and fresh.search["sensitive"].lists is None
     fresh.complete()
     assert all(group.lists is not None for group in fresh.search.values())
+    # A restricted group that changed is brought up to date by `complete`, after the swap.
+    hidden = root / "content" / "species" / "arnica-montana.md"
+    assert 'access = "sensitive"' in hidden.read_text("utf-8")
+    hidden.write_text(hidden.read_text("utf-8") + "\nOne more line about it.\n", "utf-8")
+    build(Project(root))
+    later = Snapshot(root / ".fednode" / "bundle", after, defer=True)
+    assert later.search["sensitive"].lists is None
+    later.complete(after)
+    assert later.search["sensitive"].lists is not None
+    assert later.search["sensitive"].lists.centroids is after.search["sensitive"].lists.centroids
+    assert later.search["sensitive"].lists.moved == 1
+
+
+def test_a_reload_learns_the_lists_again_when_a_record_left_the_group(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The centroids of a group are learnt from its records' vectors: after an export that
+    took a record out of the public group (made restricted here; deleted alike), a reload
+    learns them again without it, rather than bring up to date lists whose centroids still
+    hold its vector. So does a reload whose vectors another version of the index made."""
+    from sidecar.store import Snapshot
+
+    monkeypatch.setattr(lists, "FROM", 1)
+    monkeypatch.setattr(lists, "PER_LIST", 2)
+    root = exported_sample(tmp_path / "node")
+    first = Snapshot(root / ".fednode" / "bundle")
+    restricted = root / "content" / "species" / "calluna-vulgaris.md"
+    text = restricted.read_text("utf-8")
+    assert text.startswith("+++\n") and "access =" not in text
+    restricted.write_text(text.replace("+++\n", '+++\naccess = "partners"\n', 1), "utf-8")
+    build(Project(root))
+    after = Snapshot(root / ".fednode" / "bundle", first)
+    public, before = after.search["public"], first.search["public"]
+    assert public.kept_rows(before) is None
+    assert public.lists is not None and before.lists is not None
+    assert public.lists.centroids is not before.lists.centroids and public.lists.moved == 0
+    assert after.search["partners"].kept_rows(first.search["partners"]) is not None  # (one in)
+    same = Snapshot(root / ".fednode" / "bundle").search["public"]
+    assert same.kept_rows(public) is not None
+    same.version = "another version"
+    assert same.kept_rows(public) is None
 
 
 def test_a_name_no_live_record_holds_any_more_weighs_nothing(tmp_path: Path) -> None:
