@@ -34,7 +34,7 @@ from exporter.shared.sentences import SENTENCE_SENSES, table
 
 from . import lists
 from .lists import Lists
-from .vectors import FileIdentity, Vectors
+from .vectors import Vectors
 
 # How much a match counts, by field: names (scientific, vernacular, a person's name) most.
 BOOST_NAMES = 4.0
@@ -133,10 +133,10 @@ class Hit:
 class Group:
     """One access group's index and vectors, opened read-only for one bundle."""
 
-    def __init__(self, name: str, folder: Path,
-                 made: dict[FileIdentity, Lists] | None = None) -> None:
-        """`made`: inverted files made before (for an earlier snapshot), by the identity of
-        the vectors' file they were made of."""
+    def __init__(self, name: str, folder: Path, earlier: Group | None = None) -> None:
+        """`earlier`: this group in the snapshot before, whose inverted file is taken as it
+        is where its vectors are the same file (an export links a group it did not
+        change)."""
         self.name = name
         state = json.loads((folder / STATE).read_bytes())
         rows: list[list[str]] = state["rows"]
@@ -163,7 +163,8 @@ class Group:
         # A large group's inverted file (`lists`): the one made of the same file before,
         # else made by `make_lists` (until then its searches compare every vector).
         self.identity = self._vectors.identity
-        self.lists: Lists | None = (made or {}).get(self.identity)
+        self.lists: Lists | None = earlier.lists if earlier is not None and \
+            earlier.identity == self.identity else None
 
     def make_lists(self, earlier: Group | None = None) -> None:
         """Make the group's inverted file, if it is large enough for one and has none: the

@@ -84,16 +84,13 @@ class Snapshot:
         except builds.PinFailed as exc:
             raise BundleMissing(f"{exc}; retrying") from None
         weakref.finalize(self, self.pin.release)
-        made = {} if earlier is None else {
-            group.identity: group.lists for group in earlier.search.values() if group.lists}
         try:
-            self._load(self.pin.folder, made, earlier, defer)
+            self._load(self.pin.folder, earlier, defer)
         except BaseException:
             self.pin.release()
             raise
 
-    def _load(self, path: Path, made: dict[ranking.FileIdentity, ranking.Lists],
-              earlier: Snapshot | None, defer: bool) -> None:
+    def _load(self, path: Path, earlier: Snapshot | None, defer: bool) -> None:
         self.identity = builds.identity(path)
         meta_path = path / bundle.META
         try:
@@ -120,7 +117,7 @@ class Snapshot:
         self._db.execute(f"CREATE TABLE ledger AS SELECT * FROM read_parquet('{events}')")
         self._db.execute(EVENTS_VIEW.format(source="ledger"))
         self.search = _open_groups(path / bundle.SEARCH, functools.partial(
-            _search_group, made=made, earlier=earlier, defer=defer), "search index")
+            _search_group, earlier=earlier, defer=defer), "search index")
         self.passages = _open_groups(path / bundle.PASSAGES, ranking.Passages, "library index")
         self.path = path
         self.feeds = Feeds()  # the changes feed, by caller kind, as first asked for
@@ -136,7 +133,7 @@ class Snapshot:
         """Make the inverted files a deferred load left to make (until then those groups'
         searches compare every vector), from those of `earlier` where it has them."""
         for name, group in self.search.items():
-            group.make_lists(None if earlier is None else earlier.search.get(name))
+            group.make_lists(_group_in(earlier, name))
 
     def page(self, relative: str) -> bytes | None:
         """A page the export wrote for people (`relative` is made of checked segments)."""
@@ -162,14 +159,20 @@ class Snapshot:
         return cursor
 
 
-def _search_group(name: str, folder: Path, *, made: dict[ranking.FileIdentity, ranking.Lists],
-                  earlier: Snapshot | None, defer: bool) -> ranking.Group:
-    """One group's search index; its inverted file made now (from the group's in `earlier`
-    where it has one) unless deferred (a restricted group's, on a deferred load)."""
-    group = ranking.Group(name, folder, made)
+def _search_group(name: str, folder: Path, *, earlier: Snapshot | None,
+                  defer: bool) -> ranking.Group:
+    """One group's search index; its inverted file taken or made now (from the group's in
+    `earlier` where it has one) unless deferred (a restricted group's, on a deferred
+    load)."""
+    before = _group_in(earlier, name)
+    group = ranking.Group(name, folder, before)
     if not defer or name == PUBLIC:
-        group.make_lists(None if earlier is None else earlier.search.get(name))
+        group.make_lists(before)
     return group
+
+
+def _group_in(snapshot: Snapshot | None, name: str) -> ranking.Group | None:
+    return None if snapshot is None else snapshot.search.get(name)
 
 
 def _open_groups(folder: Path, kind: Callable[[str, Path], G], what: str) -> dict[str, G]:
