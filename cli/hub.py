@@ -54,20 +54,56 @@ def hub_init(folder: Path, name: str | None) -> None:
 @click.option("--private", is_flag=True,
               help="Keep the member's copy in private/, which the hub never serves: "
                    "required when its key holds access groups.")
+@click.option("--fingerprint", metavar="SHA256:...",
+              help="The node's key fingerprint, as its publisher gave it: the node's signed "
+                   "manifest must match it. Default: pin the key the manifest shows.")
 def hub_add(url: str, folder: Path, name: str | None, key_env: str | None,
-            private: bool) -> None:
-    """Add the node at URL to hub.toml (a name or address listed already is refused)."""
+            private: bool, fingerprint: str | None) -> None:
+    """Add the node at URL to hub.toml, pinning its node id and signing key (a name,
+    address, id or key listed already is refused)."""
     from hub.members import add_member, locked
 
+    node_id, pinned, said = _identify(url, fingerprint)
     with locked(folder):
-        member = add_member(folder, url, name=name, key_env=key_env, private=private)
+        member = add_member(folder, url, name=name, key_env=key_env, private=private,
+                            node_id=node_id, fingerprint=pinned)
     where = folder / member.folder / f"{member.name}.duckdb"
     click.echo(f"added {member.name} ({printable(member.url)}) to "
                f"{printable(str(folder / 'hub.toml'))}; its copy will be "
                f"{printable(str(where))}", err=True)
+    click.echo(said, err=True)
     if key_env is not None and not os.environ.get(key_env):
         click.echo(f"note: {key_env} is not set in this shell; `fednode hub sync` reads the "
                    f"key from it", err=True)
+
+
+def _identify(url: str, fingerprint: str | None) -> tuple[str | None, str | None, str]:
+    """The node id and key fingerprint to pin for the node at `url`, and what to tell the
+    operator of them."""
+    import asyncio
+
+    from exporter.contract.errors import FednodeError
+    from hub.members import HubError
+    from hub.network import identify
+
+    try:
+        manifest = asyncio.run(identify(url))
+    except FednodeError as exc:
+        if fingerprint is not None:
+            return None, fingerprint, (f"its key is pinned to {fingerprint} (its manifest "
+                                       f"could not be read now: {printable(str(exc))})")
+        return None, None, (f"note: its manifest could not be read now "
+                            f"({printable(str(exc))}); its key will be pinned at its first "
+                            f"sync (trust on first use): check the fingerprint that sync "
+                            f"prints with its publisher")
+    assert manifest.signed is not None
+    shown = manifest.signed.key.fingerprint
+    if fingerprint is not None and fingerprint != shown:
+        raise HubError(f"the node at {printable(url)} signs with the key {shown}, not "
+                       f"{fingerprint}: check the fingerprint with its publisher; not added")
+    return manifest.node_id, shown, (
+        f"its node: {printable(manifest.name)} ({manifest.node_id}); its key: {shown}, "
+        f"pinned: check this fingerprint with its publisher (`fednode identity` prints it)")
 
 
 @hub.command("remove")
@@ -100,7 +136,7 @@ def hub_sync(folder: Path, concurrency: int | None, log_file: Path | None) -> No
     import asyncio
 
     from hub.members import load_hub
-    from hub.network import sync_members, warnings_after, warnings_before
+    from hub.network import key_notes, sync_members, warnings_after, warnings_before
     from hub.status import total_line
     from hub.terminal import reporting
 
@@ -111,8 +147,8 @@ def hub_sync(folder: Path, concurrency: int | None, log_file: Path | None) -> No
         click.echo(warning, err=True)
     with reporting(sys.stderr, log_file):
         statuses = asyncio.run(sync_members(loaded, concurrency=concurrency))
-    for warning in warnings_after(statuses):
-        click.echo(warning, err=True)
+    for warning in [*key_notes(statuses), *warnings_after(statuses)]:
+        click.echo(printable(warning), err=True)
     for status in statuses:
         click.echo(printable(status.line()))
     click.echo(total_line(statuses))

@@ -16,6 +16,7 @@ import click
 
 from cli.darwincore import import_
 from cli.hub import hub
+from cli.identity import identity, verify
 from cli.options import project_option
 from cli.progress import Progress
 from exporter.contract.errors import FednodeError
@@ -83,10 +84,16 @@ def main() -> None:
 def init(folder: Path) -> None:
     """Start a node in FOLDER (default: here): content/node.toml with a fresh id, a folder per
     collection and a README.md. Never overwrites an existing node."""
+    from exporter.contract.signing import KEY_FILE, NodeKey
     from exporter.project.init import init_node
 
     for path in init_node(folder):
         click.echo(f"wrote {printable(str(path))}", err=True)
+    key = NodeKey.load(Project(folder).private, create=True)
+    assert key is not None
+    click.echo(f"wrote {printable(str(Project(folder).private / KEY_FILE))}: the node's signing "
+               f"key, {key.public.fingerprint} (keep it and a backup private; never commit "
+               f"it)", err=True)
     click.echo(f"next: edit {printable(str(folder / 'content' / 'node.toml'))}, then "
                f"`fednode check` and `fednode export` in {printable(str(folder))}", err=True)
 
@@ -421,6 +428,8 @@ def sync(base_url: str, key: str | None, into: Path, log_file: Path | None) -> N
 
 
 main.add_command(import_)  # `fednode import dwc`: cli/darwincore.py
+main.add_command(identity)  # `fednode identity [rotate]`: cli/identity.py
+main.add_command(verify)  # `fednode verify URL`: cli/identity.py
 main.add_command(hub)  # `fednode hub ...`: cli/hub.py
 # Set by `run`, the `fednode` command, whose process ends with the command; not where the
 # commands are invoked in a process that goes on (tests' CliRunner).

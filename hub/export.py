@@ -86,7 +86,8 @@ def export_hub(folder: Path, *, base_url: str | None = None, now: datetime | Non
                                      "export")
         from exporter.pipeline.build import build
         present = _present(project.content)
-        served = [_served(hub, member, project, present) for member in hub.members
+        hub_id = identity["node"].get("id")
+        served = [_served(hub, member, project, present, hub_id) for member in hub.members
                   if not member.private]
         _once_a_node(served)
         try:
@@ -128,7 +129,8 @@ def _present(content: Path) -> frozenset[str]:
     return frozenset(found)
 
 
-def _served(hub: Hub, member: Member, project: Project, present: frozenset[str]) -> Served:
+def _served(hub: Hub, member: Member, project: Project, present: frozenset[str],
+            hub_id: object) -> Served:
     """A member as the hub serves it: its copy in members/ read, or why it is not."""
     status = read_status(hub.folder / PUBLIC_DIR / f"{member.name}.status.json", member.name,
                          member.url, member.private)
@@ -137,21 +139,41 @@ def _served(hub: Hub, member: Member, project: Project, present: frozenset[str])
     if not copy.exists():
         one.note = "no copy yet; `fednode hub sync` makes it"
         return one
+    one.manifest = signed_manifest(hub, member)
+    if status.key_fingerprint is None or one.manifest is None:
+        one.note = "its key is not checked yet; `fednode hub sync` checks and pins it"
+        return one
     try:
         node_id, node_name = copy_identity(copy)
         if node_id is None:
             one.note = "its copy names no node (not synced to the end)"
+            return one
+        if node_id != status.node_id or node_id == hub_id:
+            one.note = (f"its copy names the node {one_line(node_id, 80)}, not the one its "
+                        f"key was checked for; `fednode hub sync` checks it again")
             return one
         # (a node's name and licence as one line of printable text: they go into records,
         # node.toml and the operator's terminal)
         name = one_line(status.node_name or node_name or member.name, 200)
         licence = status.licence if status.node_id == node_id else None
         one.source = Source(member.name, node_id, name,
-                            None if licence is None else one_line(licence, 200))
+                            None if licence is None else one_line(licence, 200),
+                            status.base_url)
         one.records = republish(one.source, copy, _memo(project, one.source), present)
     except CopyUnreadable as exc:
         one.source, one.note = None, f"its copy cannot be read ({exc})"
     return one
+
+
+def signed_manifest(hub: Hub, member: Member) -> str | None:
+    """The member's signed manifest as its last successful sync followed it, written in
+    ASCII (its signature covers the canonical form of its value, `signing.canonical`, not
+    its bytes); None where there is none to read."""
+    try:
+        data = json.loads(hub.manifest_file(member).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return json.dumps(data, ensure_ascii=True, separators=(",", ":"))
 
 
 def _once_a_node(served: list[Served]) -> None:

@@ -37,7 +37,9 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 CONCURRENCY = 4  # members synced at once, unless hub.toml or --concurrency says otherwise
 TIMEOUT = 300.0  # seconds one member's sync may take, all its requests included
 HUB_FIELDS = ("name", "concurrency", "timeout")
-MEMBER_FIELDS = ("name", "url", "key_env", "private", "timeout")
+MEMBER_FIELDS = ("name", "url", "key_env", "private", "timeout", "node_id", "fingerprint")
+FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
+NODE_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
 _MEMBER_HEADER = re.compile(r"\s*\[\[\s*member\s*\]\]\s*(#.*)?")
 _HEADER = re.compile(r"\s*\[")
 
@@ -55,6 +57,10 @@ class Member:
     key_env: str | None = None  # the environment variable holding its key, if it has one
     private: bool = False  # True: kept in private/, never served by the hub
     timeout: float | None = None  # its own bound, instead of the hub's
+    # Who it is (hub/trust.py): its node's id and its signing key's fingerprint, as `hub
+    # add` pinned them (or the operator wrote them). None: pinned at its first sync.
+    node_id: str | None = None
+    fingerprint: str | None = None
 
     @property
     def folder(self) -> str:
@@ -77,6 +83,10 @@ class Hub:
 
     def status_file(self, member: Member) -> Path:
         return self.folder / member.folder / f"{member.name}.status.json"
+
+    def manifest_file(self, member: Member) -> Path:
+        """The member's signed manifest, as its last successful sync followed it."""
+        return self.folder / member.folder / f"{member.name}.manifest.json"
 
     def bound(self, member: Member) -> float:
         return member.timeout if member.timeout is not None else self.timeout
@@ -166,8 +176,18 @@ def _member(table: dict[str, Any], n: int, path: Path) -> Member:
     if not isinstance(private, bool):
         raise HubError(f"{where}: private: expected true or false")
     timeout = _number(table, "timeout", 0, where, 0.1, 86400) if "timeout" in table else None
+    node_id = table.get("node_id")
+    if node_id is not None and (not isinstance(node_id, str) or not NODE_ID.fullmatch(node_id)):
+        raise HubError(f"{where}: node_id: expected the node's id, as its manifest's node.id "
+                       f"gives it")
+    fingerprint = table.get("fingerprint")
+    if fingerprint is not None and (not isinstance(fingerprint, str)
+                                    or not FINGERPRINT.fullmatch(fingerprint)):
+        raise HubError(f"{where}: fingerprint: expected the node's key fingerprint, e.g. "
+                       f"fingerprint = \"SHA256:...\" (43 characters after SHA256:), as "
+                       f"`fednode hub add` or `fednode verify URL` shows it")
     return Member(name, _address(url, where), key_env, private,
-                  None if timeout is None else float(timeout))
+                  None if timeout is None else float(timeout), node_id, fingerprint)
 
 
 def _env_example(name: object) -> str:
@@ -221,6 +241,8 @@ timeout = {timeout:g}
 #                                     # a key is never written in this file
 # private = false                     # true: kept in private/, never served by the hub.
 #                                     # A member whose key holds access groups must be true.
+# node_id = "..."                     # who it is: its node's id and its signing key's
+# fingerprint = "SHA256:..."          # fingerprint, pinned by `hub add` (docs/hub.md, Trust)
 """
 
 
@@ -254,14 +276,21 @@ def derived_name(url: str) -> str:
 
 
 def add_member(folder: Path, url: str, *, name: str | None = None,
-               key_env: str | None = None, private: bool = False) -> Member:
-    """Append a [[member]] table to FOLDER/hub.toml; refuse a name or address it holds."""
+               key_env: str | None = None, private: bool = False,
+               node_id: str | None = None, fingerprint: str | None = None) -> Member:
+    """Append a [[member]] table to FOLDER/hub.toml, with the node's id and key fingerprint
+    when given (pinned: `hub add` reads them from the node's signed manifest); refuse a
+    name, address, node id or key it holds."""
     hub = load_hub(folder)
     path = folder / HUB_FILE
     table: dict[str, Any] = {"name": name or derived_name(url), "url": url,
                              "private": private}
     if key_env is not None:
         table["key_env"] = key_env
+    if node_id is not None:
+        table["node_id"] = node_id
+    if fingerprint is not None:
+        table["fingerprint"] = fingerprint
     member = _member(table, len(hub.members) + 1, path)
     for held in hub.members:
         if held.name == member.name:
@@ -271,11 +300,21 @@ def add_member(folder: Path, url: str, *, name: str | None = None,
             raise HubError(f"{path} lists {printable(member.url)} already, as "
                            f"{held.name!r}; `fednode hub remove {held.name}` first to "
                            f"list it otherwise")
+        for what, mine, theirs in (("node id", member.node_id, held.node_id),
+                                   ("key", member.fingerprint, held.fingerprint)):
+            if mine is not None and mine == theirs:
+                raise HubError(f"the node at {printable(member.url)} claims the {what} "
+                               f"{mine}, which the member {held.name!r} holds: a hub serves "
+                               f"each node once, under its own key; not added")
     lines = ["[[member]]", f"name = {toml_string(member.name)}",
              f"url = {toml_string(member.url)}"]
     if member.key_env is not None:
         lines.append(f"key_env = {toml_string(member.key_env)}")
     lines.append(f"private = {'true' if member.private else 'false'}")
+    if member.node_id is not None:
+        lines.append(f"node_id = {toml_string(member.node_id)}")
+    if member.fingerprint is not None:
+        lines.append(f"fingerprint = {toml_string(member.fingerprint)}  # its signing key")
     text = path.read_text("utf-8")
     _replace(folder, text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n",
              [*hub.members, member])
@@ -316,7 +355,7 @@ def delete_files(folder: Path, name: str,
     deleted."""
     gone = []
     for sub in places:
-        for suffix in (".duckdb", ".duckdb.wal", ".status.json"):
+        for suffix in (".duckdb", ".duckdb.wal", ".status.json", ".manifest.json"):
             path = folder / sub / f"{name}{suffix}"
             if path.exists():
                 path.unlink()

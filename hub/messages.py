@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.contract.signing import SignatureError, Signed, check_manifest
 from exporter.contract.wire import COLLECTIONS, TIME_PATTERN, UUID_PATTERN, decode, encode
 
 from .errors import SyncError, one_line
@@ -99,6 +100,8 @@ class Manifest:
     changes_url: str
     changes_sha256: str
     counts: dict[str, int] | None  # public records per collection, when the node says
+    signed: Signed | None = None  # who signed it (None: a manifest without a signature)
+    body: bytes = b""  # as the node sent it
 
 
 def parse_manifest(body: bytes, where: str) -> Manifest:
@@ -134,7 +137,16 @@ def parse_manifest(body: bytes, where: str) -> Manifest:
         str(node_id), one_line(name, 80), roots, updated_at, seq, tuple(snapshots),
         str(_text(changes, "url", f"{spot}: changes")),
         str(_text(changes, "sha256", f"{spot}: changes", _SHA256, hint="a SHA-256 in hex")),
-        _counts(data, where))
+        _counts(data, where), _signed(data, where), body)
+
+
+def _signed(data: dict[str, Any], where: str) -> Signed | None:
+    """Who signed the manifest (`signing.check_manifest`); a signature that does not check
+    is an error, whatever else the manifest says."""
+    try:
+        return check_manifest(data)
+    except SignatureError as exc:
+        raise SyncError(f"{where}: {one_line(str(exc), 200)}; nothing of it is used") from None
 
 
 def _counts(data: dict[str, Any], where: str) -> dict[str, int] | None:

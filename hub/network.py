@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,16 +34,20 @@ from typing import Any, TypeVar
 import duckdb
 
 from exporter.contract.errors import FednodeError
+from exporter.contract.signing import NodeKey
 from exporter.contract.wire import format_time
+from exporter.project.config import Project
 
 from .errors import SyncError, one_line
 from .index import discard
 from .members import PRIVATE_DIR, PUBLIC_DIR, Hub, Member, delete_files, locked
-from .messages import decode_json, parse_manifest
+from .messages import Manifest, decode_json, parse_manifest
 from .node import Limits, Node, connect, exposed_key, parse_address
+from .project import NODE_DIR, read_identity
 from .report import SyncReport
 from .status import Status, copy_version, read_status, write_status
 from .sync import sync
+from .trust import Claims, MemberTrust
 
 log = logging.getLogger("fednode.hub")
 MEMBER: contextvars.ContextVar[str | None] = contextvars.ContextVar("member", default=None)
@@ -62,6 +66,7 @@ class Facts:
     node_name: str
     licence: str | None
     groups: tuple[str, ...]  # the key's access groups (none without a key)
+    base_url: str | None  # the node's base URL, as its signed manifest names it
 
 
 async def sync_members(hub: Hub, *, concurrency: int | None = None,
@@ -77,8 +82,9 @@ async def sync_members(hub: Hub, *, concurrency: int | None = None,
         (hub.folder / sub).mkdir(exist_ok=True)
     (hub.folder / PRIVATE_DIR).chmod(0o700)
     loop = asyncio.get_running_loop()
-    runs = [Run(hub, member, limits or Limits()) for member in hub.members]
     with locked(hub.folder), _owner_only(), _named_progress():
+        claims = _claims(hub)
+        runs = [Run(hub, member, limits or Limits(), claims) for member in hub.members]
         with ThreadPoolExecutor(max_workers=width, thread_name_prefix="hub-member") as pool:
             # The pool's threads are the bound: a member's timeout starts with its thread.
             waiting = [loop.run_in_executor(pool, run.run) for run in runs]
@@ -89,6 +95,17 @@ async def sync_members(hub: Hub, *, concurrency: int | None = None,
                     run.stop()
                 raise
     return statuses
+
+
+def _claims(hub: Hub) -> Claims:
+    """The node ids and keys held before the members run: the hub's own (its key made
+    now if its first export has not), and the members' (`trust.Claims.of`)."""
+    identity = read_identity(hub)["node"]
+    hub_key = NodeKey.load(Project(hub.folder / NODE_DIR).private, create=True)
+    statuses = {member.name: read_status(hub.status_file(member), member.name, member.url,
+                                         member.private) for member in hub.members}
+    hub_id = identity.get("id")
+    return Claims.of(hub, statuses, hub_id if isinstance(hub_id, str) else None, hub_key)
 
 
 @contextlib.contextmanager
@@ -141,10 +158,11 @@ class Run:
     """One member's run, on a thread of the pool with an event loop of its own; `stop`
     cancels it from another thread."""
 
-    def __init__(self, hub: Hub, member: Member, limits: Limits) -> None:
+    def __init__(self, hub: Hub, member: Member, limits: Limits, claims: Claims) -> None:
         self.hub = hub
         self.member = member
         self.limits = limits
+        self.claims = claims
         self._lock = threading.Lock()
         self._stopped = False
         self._task: asyncio.Task[Any] | None = None
@@ -164,16 +182,19 @@ class Run:
             # A copy in members/ changed since its last run ended (one killed after writing,
             # before its status was saved): its records may have changed unrecorded.
             unrecorded = not member.private and before != status.checked
+            trust = MemberTrust(member, status, self.claims)
             try:
                 report, facts, status.checked = asyncio.run(self._bounded(sync_member(
-                    hub, member, self.limits, status.checked)))
+                    hub, member, self.limits, status.checked, trust)))
             except BaseException as exc:  # each member's failure is its own
+                trust.release()
                 _failed(status, self._failure(exc), hub.copy(member), member.private)
                 if unrecorded or copy_version(hub.copy(member)) != before:  # (or this one)
                     _changed(status)
             else:
                 counted = status.changes
                 _succeeded(status, report, facts)
+                _trusted(hub, member, status, trust, report)
                 if unrecorded and status.changes == counted:
                     _changed(status)
                 _moved(hub, member)
@@ -267,6 +288,19 @@ def _succeeded(status: Status, report: SyncReport, facts: Facts) -> None:
     status.added, status.updated, status.removed = report.added, report.updated, report.removed
     status.node_id, status.node_name, status.licence = (facts.node_id, facts.node_name,
                                                        facts.licence)
+    status.base_url = facts.base_url
+
+
+def _trusted(hub: Hub, member: Member, status: Status, trust: MemberTrust,
+             report: SyncReport) -> None:
+    """Keep who the member was found to be: its key (pinned), and the signed manifest its
+    run followed, which the hub republishes (`hub export`)."""
+    status.key_fingerprint, status.key_anchor = trust.key, member.fingerprint
+    status.key_notes = list(trust.notes)
+    path = hub.manifest_file(member)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_bytes(report.manifest)
+    os.replace(temporary, path)
 
 
 def _count(copy: Path) -> int | None:
@@ -292,14 +326,14 @@ def member_key(member: Member) -> str | None:
     return key
 
 
-async def sync_member(hub: Hub, member: Member, limits: Limits, checked: str | None = None
-                      ) -> tuple[SyncReport, Facts, str | None]:
-    """Check the node and its key, then sync the member's copy; and for a copy in members/,
-    the version at which it was found to hold open records only (`checked_open`: `checked`
-    is the last such version)."""
+async def sync_member(hub: Hub, member: Member, limits: Limits, checked: str | None,
+                      trust: MemberTrust) -> tuple[SyncReport, Facts, str | None]:
+    """Check the node (who signed its manifest: `trust`) and its key, then sync the
+    member's copy; and for a copy in members/, the version at which it was found to hold
+    open records only (`checked_open`: `checked` is the last such version)."""
     key = member_key(member)
     async with connect(parse_address(member.url), key, limits) as node:
-        facts = await read_facts(node, key)
+        facts = await read_facts(node, key, trust)
     if facts.groups and not member.private:
         raise SyncError(
             f"its key (from {member.key_env}) holds the access group"
@@ -309,20 +343,24 @@ async def sync_member(hub: Hub, member: Member, limits: Limits, checked: str | N
             f"(never served), or give it a key without groups")
     copy = hub.copy(member)
     before = copy_version(copy)
-    report = await sync(member.url, copy, key, limits=limits)
+    report = await sync(member.url, copy, key, limits=limits, trust=trust)
     if member.private:
         return report, facts, None
     same = checked == before and not (report.added or report.updated or report.removed)
     return report, facts, checked_open(copy, copy_version(copy) if same else None)
 
 
-async def read_facts(node: Node, key: str | None) -> Facts:
-    """The node's id, name and licence (its manifest) and the key's access groups."""
+async def read_facts(node: Node, key: str | None,
+                     trust: Callable[[Manifest], None] | None = None) -> Facts:
+    """The node's id, name and licence (its manifest, checked by `trust`) and the key's
+    access groups."""
     where = f"{node.base}/api/manifest"
     log.info("reading %s", where)
     body = await node.get(node.url("/api/manifest"), cap=node.limits.json_bytes)
     assert body is not None
     manifest = parse_manifest(body, where)
+    if trust is not None:
+        trust(manifest)
     licence = decode_json(body, where, "the manifest")["node"].get("licence")
     groups: tuple[str, ...] = ()
     if key is not None:
@@ -337,7 +375,22 @@ async def read_facts(node: Node, key: str | None) -> Facts:
         groups = tuple(one_line(group, 60) for group in found)
     return Facts(manifest.node_id, manifest.name,
                  one_line(licence, 200) if isinstance(licence, str) and licence.strip()
-                 else None, groups)
+                 else None, groups, manifest.roots[0] or None)
+
+
+async def identify(url: str) -> Manifest:
+    """The signed manifest of the node at `url` (one try, 10 s to connect): who `hub add`
+    pins. SyncError when it cannot be read or is not signed."""
+    limits = Limits(attempts=1, read_timeout=30.0, request_timeout=60.0)
+    async with connect(parse_address(url), None, limits) as node:
+        where = f"{node.base}/api/manifest"
+        body = await node.get(node.url("/api/manifest"), cap=limits.json_bytes)
+        assert body is not None
+        manifest = parse_manifest(body, where)
+    if manifest.signed is None:
+        raise SyncError(f"{where}: the manifest is not signed; a hub serves nodes whose "
+                        f"manifests are signed with their key (fednode signs at every export)")
+    return manifest
 
 
 def checked_open(copy: Path, checked: str | None) -> str:
@@ -374,6 +427,15 @@ def warnings_before(hub: Hub) -> list[str]:
         if warning:
             said.append(f"Warning: {member.name}: {warning.removeprefix('Warning: ')}")
     return said
+
+
+def key_notes(statuses: list[Status]) -> list[str]:
+    """What the operator should check of the members' keys: one pinned on first use, or a
+    rotation followed."""
+    return [f"Note: {status.member}: {note}" + (
+                ": check this fingerprint with its publisher (`fednode identity` prints it)"
+                if "first use" in note else "")
+            for status in statuses if status.ok for note in status.key_notes]
 
 
 def warnings_after(statuses: list[Status]) -> list[str]:

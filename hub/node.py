@@ -23,6 +23,7 @@ import aiohttp
 from yarl import URL
 
 from .errors import SyncError, one_line
+from .messages import Manifest
 from .waits import backoff, retry_after
 
 log = logging.getLogger("fednode.hub")
@@ -96,6 +97,10 @@ class Node:
         self.limits = limits
         self.sleep = sleep
         self.roots: tuple[str, ...] = ()  # the node's own base_url and sidecar_url
+        # Called with every manifest read before anything of it is used: raises SyncError
+        # for one the caller does not trust (a hub's pinned key and node id).
+        self.trust: Callable[[Manifest], None] | None = None
+        self.manifest: Manifest | None = None  # the last one read and trusted
 
     def url(self, path: str) -> URL:
         """The URL of a path (with its query) on the node's address."""

@@ -106,6 +106,7 @@ class Served:
     source: Source | None = None
     records: Republished | None = None
     note: str = ""  # why nothing of it is served, when nothing is
+    manifest: str | None = None  # its signed manifest, as its last sync followed it
 
     def line(self) -> str:
         """What the operator reads of the member at an export."""
@@ -155,6 +156,9 @@ def network(served: list[Served], present: Counter[str]) -> dict[str, Any]:
             entry.update(node_id=one.source.node_id, node_name=one.source.node_name)
             if one.source.licence is not None:
                 entry["licence"] = one.source.licence
+            if one.status.key_fingerprint is not None and one.manifest is not None:
+                entry.update(key_fingerprint=one.status.key_fingerprint,
+                             manifest=one.manifest)
         records = one.records
         entry["records"] = records.total if records else 0
         entry["counts"] = dict(records.counts) if records else {}

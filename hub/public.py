@@ -30,7 +30,10 @@ async def read_manifest(node: Node, node_id: str | None = None) -> Manifest:
     if node_id is not None and manifest.node_id != node_id:
         raise SyncError(f"{url}: the node's id changed from {node_id} to {manifest.node_id} "
                         f"during the sync; check the address")
+    if node.trust is not None:
+        node.trust(manifest)
     node.roots = roots_of(manifest.roots)
+    node.manifest = manifest
     return manifest
 
 

@@ -12,6 +12,7 @@ class SyncReport:
     removed: int = 0
     total: int = 0
     notes: list[str] = field(default_factory=list)  # what the operator should know
+    manifest: bytes = b""  # the node's manifest the run followed, as the node sent it
 
     def count(self, added: int, updated: int, removed: int) -> None:
         self.added += added

@@ -64,6 +64,14 @@ class Source:
     node_id: str
     node_name: str
     licence: str | None  # None: the node's manifest names none
+    base_url: str | None = None  # the node's base URL, as its signed manifest names it
+
+
+    def holds(self, url: str) -> bool:
+        """Whether `url` lies under the node's own base URL: a record's `source_url` must
+        (a member cannot point its records at another node's)."""
+        base = (self.base_url or "").rstrip("/")
+        return bool(base) and url.startswith(base + "/")
 
 
 # What the last export made of each of a member's records, by the record's id: the MD5 of
@@ -201,7 +209,7 @@ def _rows(copy: Path, node_id: str, wanted: Callable[[tuple[str, str, str]], boo
 def memo_key(source: Source) -> str:
     """What a memo of a member's records is valid for: its source and `rules`."""
     return hashlib.sha256(json.dumps([rules(), source.name, source.node_id, source.node_name,
-                                      source.licence]).encode()).hexdigest()
+                                      source.licence, source.base_url]).encode()).hexdigest()
 
 
 @functools.cache
@@ -227,7 +235,7 @@ def hub_fields(source: Source, collection: Collection, data: dict[str, Any]
     # Where the hub found it, whatever the record says of itself: a member cannot pass its
     # records off as another node's.
     given["source_node"], given["source_node_name"] = source.node_id, source.node_name
-    if isinstance(data.get("url"), str):
+    if isinstance(data.get("url"), str) and source.holds(data["url"]):
         given["source_url"] = data["url"]
     # The licence it carries; else its node's, for a node's own record (one a member hub
     # republished, with a source of its own, carries its licence or has none known).

@@ -53,6 +53,13 @@ class Status:
     # last found to hold open records only: a run that finds the same version does not
     # read every record again (`network.checked_open`).
     checked: str | None = None
+    # Who the node is, as its last successful sync found it (hub/trust.py): the
+    # fingerprint of the key its manifest was signed by, the hub.toml fingerprint in force
+    # then (`key_anchor`: a key reached by rotation from it), and its base URL.
+    key_fingerprint: str | None = None
+    key_anchor: str | None = None
+    base_url: str | None = None
+    key_notes: list[str] = field(default_factory=list)  # a key pinned or rotated, that run
 
     def unlicensed(self) -> bool:
         """Whether the copy, as of its last success, is of a node that names no licence."""
@@ -96,13 +103,14 @@ def read_status(path: Path, member: str, url: str, private: bool) -> Status:
 
 def _typed(status: Status) -> bool:
     texts = (status.last_attempt, status.last_success, status.last_error, status.node_id,
-             status.node_name, status.licence, status.last_change, status.checked)
+             status.node_name, status.licence, status.last_change, status.checked,
+             status.key_fingerprint, status.key_anchor, status.base_url)
     counts = (status.added, status.updated, status.removed, status.changes)
     return (all(t is None or isinstance(t, str) for t in texts)
             and all(isinstance(n, int) for n in counts)
             and (status.records is None or isinstance(status.records, int))
-            and isinstance(status.notes, list) and all(isinstance(n, str)
-                                                      for n in status.notes))
+            and all(isinstance(notes, list) and all(isinstance(n, str) for n in notes)
+                    for notes in (status.notes, status.key_notes)))
 
 
 def copy_version(copy: Path) -> str:

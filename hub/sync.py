@@ -24,6 +24,7 @@ from exporter.contract.wire import format_time
 from . import keyed, public
 from .errors import SyncError, one_line
 from .index import Index, discard
+from .messages import Manifest
 from .node import Limits, connect, parse_address
 from .report import SyncReport
 
@@ -33,21 +34,24 @@ log = logging.getLogger("fednode.hub")
 
 async def sync(base_url: str, into: Path, key: str | None = None, *,
                limits: Limits | None = None,
-               sleep: Callable[[float], Any] = asyncio.sleep) -> SyncReport:
+               sleep: Callable[[float], Any] = asyncio.sleep,
+               trust: Callable[[Manifest], None] | None = None) -> SyncReport:
     """Bring the index at `into` up to date with the node at `base_url`. The hub file, and
     every file DuckDB makes beside it, is its owner's alone (0600): with a key that holds
-    groups it holds restricted records."""
+    groups it holds restricted records. `trust` is called with every manifest read, before
+    anything of it is used, and raises SyncError for one it refuses."""
     address = parse_address(base_url)
     existed = into.exists()
     umask = os.umask(0o077)
     try:
-        return await _sync(address, into, key, existed, limits, sleep)
+        return await _sync(address, into, key, existed, limits, sleep, trust)
     finally:
         os.umask(umask)
 
 
 async def _sync(address: URL, into: Path, key: str | None, existed: bool,
-                limits: Limits | None, sleep: Callable[[float], Any]) -> SyncReport:
+                limits: Limits | None, sleep: Callable[[float], Any],
+                trust: Callable[[Manifest], None] | None) -> SyncReport:
     completed = False
     # DuckDB spills beside the file, into <file>.tmp: a first run that fails removes it
     # with the file, unless the name was taken before (the user's own folder, say).
@@ -55,6 +59,7 @@ async def _sync(address: URL, into: Path, key: str | None, existed: bool,
     index = Index.open(into) if existed else None
     try:
         async with connect(address, key, limits or Limits(), sleep) as node:
+            node.trust = trust
             log.info("reading %s/api/manifest", node.base)
             manifest = await public.read_manifest(node)
             info = await keyed.read_key(node) if key else None
@@ -69,6 +74,7 @@ async def _sync(address: URL, into: Path, key: str | None, existed: bool,
                 await keyed.follow(node, index, manifest.node_id, info, report)
             index.set_state({"synced_at": format_time(datetime.now(UTC))})
             report.total = index.total()
+            report.manifest = node.manifest.body if node.manifest else b""
             completed = True
             return report
     except duckdb.Error as exc:  # the file, not the node: a full disk, a damaged file

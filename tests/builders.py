@@ -17,6 +17,8 @@ from typing import Any
 
 from aiohttp import web
 
+from exporter.contract.signing import Identity, signed_manifest
+from exporter.contract.wire import encode
 from exporter.project.config import Project, load_node_config
 from sidecar import keys as keyring
 from sidecar.app import NodeRunner, SidecarConfig, create_app
@@ -472,3 +474,14 @@ def raw_pdf(path: Path, contents: list[bytes], *, labels: bytes = b"",
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (size, xref)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(bytes(out))
+
+
+def resigned(manifest: dict[str, Any], root: Path) -> bytes:
+    """A manifest a test edited (as a node whose content says so would publish it), signed
+    again with the key of the node at `root`, as that node's export signs its own."""
+    identity = Identity.load(Project(root).private)
+    node = {name: value for name, value in manifest["node"].items()
+            if name not in ("public_key", "key_fingerprint", "key_rotations")}
+    unsigned = {**{name: value for name, value in manifest.items() if name != "signature"},
+                "node": node}
+    return encode(signed_manifest(unsigned, identity.key, identity.rotations))

@@ -28,6 +28,7 @@ from exporter.contract.feed import (
 )
 from exporter.contract.layout import record_file
 from exporter.contract.page_urls import record_href
+from exporter.contract.signing import Identity
 from exporter.contract.wire import (
     COLLECTIONS,
     LIST_LIMIT_DEFAULT,
@@ -92,6 +93,7 @@ class Parts:
     takes the last export's (`kept`) with the parts its edits change made again."""
 
     node: NodeConfig
+    identity: Identity  # what the manifest is signed with
     known: dict[str, Collection]
     counts: dict[str, int]  # public records by collection
     public: dict[str, Public]
@@ -128,7 +130,8 @@ class Parts:
         """The manifest, in site_out/api/ and in the bundle."""
         node, counts = self.node, self.counts
         return manifest(node, self.known, counts, self.changes.updated_at, self.sync[1],
-                        downloads.manifest_section(node, counts, list(self.known)))
+                        downloads.manifest_section(node, counts, list(self.known)),
+                        self.identity)
 
     def kept(self) -> Parts:
         """These parts as the next delta export starts from them: without the downloads,

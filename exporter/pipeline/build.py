@@ -19,6 +19,7 @@ from datetime import datetime
 
 from exporter.contract.feed import PublicChanges, public_changes
 from exporter.contract.layout import FOLDER_LIMIT
+from exporter.contract.signing import Identity
 from exporter.contract.wire import COLLECTIONS, PUBLIC, encode
 from exporter.indexing import search_index
 from exporter.library import documents as library
@@ -228,6 +229,7 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     # ledger behind the content) does before anything is staged or forked: a refused export
     # leaves every file as it was, the build not current included.
     progress("ledger", 0, len(content.records))
+    identity = Identity.load(project.private)  # (the first export makes the node's key)
     catch_up(project.ledger, published_pending(project.private))
     ledger = Ledger.load(project.ledger)
     events = stamped_events(project, ledger, (
@@ -255,7 +257,7 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
         aside.callback(passages.cancel)
         from_ledger = Aside(_from_ledger, ledger.events, content.node.base_url)
         aside.callback(from_ledger.cancel)
-        report = _write_trees(project, content, ordered, ledger, events, release,
+        report = _write_trees(project, content, identity, ordered, ledger, events, release,
                               from_ledger, index, passages, aside, progress=progress,
                               folder_limit=folder_limit, keep=keep, pending=pending)
     ledger.write(events)
@@ -267,7 +269,8 @@ def _from_ledger(events: list[Event], base_url: str) -> tuple[PublicChanges, byt
     return public_changes(events, base_url), bundle_writer.events_table(events)
 
 
-def _write_trees(project: Project, content: Content, ordered: list[SourceRecord],
+def _write_trees(project: Project, content: Content, identity: Identity,
+                 ordered: list[SourceRecord],
                  ledger: Ledger, events: list[Event], release: Release,
                  from_ledger: Aside[tuple[PublicChanges, bytes]], index: search_index.Index,
                  passages: library.Building, aside: ExitStack, *, progress: Progress,
@@ -279,7 +282,7 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     for r in rendered:
         (report.public if r.public else report.restricted)[r.collection] += 1
     changes, events_table = from_ledger.result()
-    parts = _parts(content, rendered, dict(report.public), changes, release, aside)
+    parts = _parts(content, identity, rendered, dict(report.public), changes, release, aside)
     site = assemble(SITE, parts)
     # The whole public tree is known: refuse it before any tree is written.
     layout.check_folders((f.path for f in site), folder_limit)
@@ -317,7 +320,8 @@ def _write_trees(project: Project, content: Content, ordered: list[SourceRecord]
     return report
 
 
-def _parts(content: Content, rendered: list[Rendered], counts: dict[str, int],
+def _parts(content: Content, identity: Identity, rendered: list[Rendered],
+           counts: dict[str, int],
            changes: PublicChanges, release: Release, aside: ExitStack) -> Parts:
     """Every part the outputs are made from (`assembly.Parts`). The download parts the
     cache lacks are made aside (`aside` stops that work if the export fails) while the
@@ -331,7 +335,8 @@ def _parts(content: Content, rendered: list[Rendered], counts: dict[str, int],
     sources = {r.id: r for r in content.records if r.access == PUBLIC}
     related = pages.relations({name: group.records for name, group in public.items()},
                               sources, cache)
-    return Parts(node, known, counts, public, sources, related, people, content.documents,
+    return Parts(node, identity, known, counts, public, sources, related, people,
+                 content.documents,
                  changes, hashlib.sha256(changes.body), chunks, offered,
                  schema_document(known), encode(openapi.document(node, known)),
                  pages.home(people))

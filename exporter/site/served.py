@@ -9,6 +9,7 @@ from typing import Any
 
 from exporter import __version__
 from exporter.contract.endpoints import access_lists, capabilities, manifest_endpoints
+from exporter.contract.signing import Identity, signed_manifest
 from exporter.contract.wire import (
     API_VERSION,
     LIST_LIMIT_DEFAULT,
@@ -129,10 +130,12 @@ def render_record(record: SourceRecord, entry: Entry, collection: Collection,
 
 
 def manifest(node: NodeConfig, collections: dict[str, Collection], counts: dict[str, int],
-             updated_at: str | None, sync: dict[str, Any], downloads: dict[str, Any]) -> bytes:
+             updated_at: str | None, sync: dict[str, Any], downloads: dict[str, Any],
+             identity: Identity) -> bytes:
+    """The manifest, signed with the node's key (`signing.signed_manifest`)."""
     base = node.base_url
     open_names, keyed_names = access_lists()
-    return encode({
+    return encode(signed_manifest({
         "fednode": {"api_version": API_VERSION, "software": f"fednode {__version__}"},
         "node": {
             "id": node.id, "name": node.name, "description": node.description,
@@ -173,7 +176,7 @@ def manifest(node: NodeConfig, collections: dict[str, Collection], counts: dict[
             "search_limit_default": SEARCH_LIMIT_DEFAULT, "search_limit_max": SEARCH_LIMIT_MAX,
             "tool_limit_default": TOOL_LIMIT_DEFAULT,
         },
-    })
+    }, identity.key, identity.rotations))
 
 
 def schema_document(collections: dict[str, Collection]) -> bytes:

@@ -38,6 +38,7 @@ from builders import (
     issue_key,
     make_pdf,
     record_text,
+    resigned,
     species,
     team,
 )
@@ -122,8 +123,9 @@ class Unlicensed:
     """A real aiohttp server in front of a node, answering as the node does but with the
     licence taken out of its manifest (a node that names none)."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, root: Path) -> None:
         self.target = target
+        self.root = root
         app = web.Application()
         app.router.add_route("GET", "/{tail:.*}", self.answer)
         self.server = ServerThread(app, runner=web.AppRunner)
@@ -135,7 +137,7 @@ class Unlicensed:
         if request.path == "/api/manifest":
             manifest = json.loads(body)
             del manifest["node"]["licence"]
-            body = json.dumps(manifest).encode()
+            body = resigned(manifest, self.root)  # as a node naming no licence signs it
         return web.Response(body=body, status=status, content_type=kind)
 
 
@@ -194,7 +196,7 @@ def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
                for name, m in members.items()}
     for server in servers.values():
         server.__enter__()
-    proxy = Unlicensed(servers["gamma"].url)
+    proxy = Unlicensed(servers["gamma"].url, members["gamma"].node.root)
     proxy.server.__enter__()
     try:
         for name, member in members.items():

@@ -22,7 +22,16 @@ import aiohttp
 import duckdb
 import pytest
 from aiohttp import web
-from builders import NODE_TOML, REPO, Node, ServerThread, app_for, issue_key, species
+from builders import (
+    NODE_TOML,
+    REPO,
+    Node,
+    ServerThread,
+    app_for,
+    issue_key,
+    resigned,
+    species,
+)
 from click.testing import CliRunner, Result
 from processes import ENV, FEDNODE, free_port
 from worlds import hub_view, node_view
@@ -489,7 +498,7 @@ def test_a_key_holding_groups_is_kept_private_or_refused(tmp_path: Path,
     env = {"PARTNER_KEY": grouped, "PLAIN_KEY": plain}
     with ServerThread(app_for(node.root, reload_interval=0)) as server:
         playing.targets.update(node=server.url, again=server.url)
-        playing.edits["/api/manifest"] = without_licence
+        playing.edits["/api/manifest"] = without_licence(node.root)
         write_hub(folder, [
             {"name": "partner", "url": server.url, "key_env": "PARTNER_KEY"},
             {"name": "plain", "url": playing.url("to/node"), "key_env": "PLAIN_KEY"},
@@ -528,10 +537,14 @@ def test_a_key_holding_groups_is_kept_private_or_refused(tmp_path: Path,
                    (v.decode() for v in hub_view(folder / "members" / "plain.duckdb").values()))
 
 
-def without_licence(body: bytes) -> bytes:
-    manifest = json.loads(body)
-    del manifest["node"]["licence"]
-    return json.dumps(manifest).encode()
+def without_licence(root: Path) -> Callable[[bytes], bytes]:
+    """The manifest of the node at `root` as that node publishes it when it names no
+    licence (signed with its key)."""
+    def edit(body: bytes) -> bytes:
+        manifest = json.loads(body)
+        del manifest["node"]["licence"]
+        return resigned(manifest, root)
+    return edit
 
 
 def test_a_copy_in_members_holding_a_restricted_record_is_deleted(
@@ -553,7 +566,7 @@ def test_a_copy_in_members_holding_a_restricted_record_is_deleted(
             for entry in manifest["sync"]["snapshots"]:
                 if URL(entry["url"]).path == snapshot:
                     entry["sha256"] = hashlib.sha256(marked).hexdigest()
-            return json.dumps(manifest).encode()
+            return resigned(manifest, node.root)
 
         playing.edits = {"/api/manifest": rehashed, snapshot: lambda body: marked}
         folder = tmp_path / "hub"
