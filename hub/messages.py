@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporter.contract.signing import SignatureError, Signed, check_manifest
-from exporter.contract.wire import COLLECTIONS, TIME_PATTERN, UUID_PATTERN, decode, encode
+from exporter.contract.wire import (
+    COLLECTIONS,
+    TIME_PATTERN,
+    UUID_PATTERN,
+    TooLong,
+    decode,
+    encode,
+    shown,
+)
 
 from .errors import SyncError, one_line
 
@@ -22,13 +30,21 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _TOKEN = re.compile(r"[A-Za-z0-9._:-]{1,200}")  # a node id, key id or content hash
 OPS = ("upsert", "delete")
 SYNC_SCOPES = ("read", "changes")
+# The largest count or position the hub takes from a node: the index keeps them as DuckDB's
+# BIGINT. A node has far fewer events than this; a larger number is a broken or hostile node.
+LARGEST = 2**63 - 1
 
 
-def decode_json(body: bytes, where: str, what: str, hint: str = "") -> Any:
+def decode_json(body: bytes, where: str, what: str, hint: str = "", *,
+                free: bool = False) -> Any:
     """Strict JSON (`wire.decode`): UTF-8, no member twice, no lone surrogate, no NaN or
-    Infinity."""
+    Infinity. A whole number too long to read is refused by the check of its field
+    (`_integer`), or here in a message with `free` fields (a record's own)."""
     try:
-        return decode(body.decode("utf-8"))
+        return decode(body.decode("utf-8"), long_numbers=not free)
+    except TooLong as exc:
+        raise SyncError(f"{where}: {what} holds {exc.args[0]}: tell the node's publisher"
+                        ) from None
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise SyncError(f"{where}: {what} is not JSON ({one_line(str(exc), 80)})"
                         + (f"; {hint}" if hint else "")) from None
@@ -58,11 +74,17 @@ def _text(obj: dict[str, Any], name: str, where: str, pattern: re.Pattern[str] |
 
 
 def _integer(obj: dict[str, Any], name: str, where: str, low: int = 0) -> int:
+    """A whole number from `low` to LARGEST; a number of any length (10**5000, which
+    Python cannot even print) is refused in words, by its length."""
     value = obj.get(name)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SyncError(f"{where}: {name}: expected an integer, got {_kind(value)}")
+        got = shown(value) if isinstance(value, float) else _kind(value)
+        raise SyncError(f"{where}: {name}: expected a whole number, got {got}")
     if value < low:
-        raise SyncError(f"{where}: {name}: {value} is below {low}")
+        raise SyncError(f"{where}: {name}: {shown(value)} is below {low}")
+    if value > LARGEST:
+        raise SyncError(f"{where}: {name}: {shown(value)}, past the largest a hub takes "
+                        f"({LARGEST}); no node counts that high: tell its publisher")
     return value
 
 
@@ -257,7 +279,7 @@ class ListPage:
 
 
 def parse_list_page(body: bytes, where: str, collection: str) -> ListPage:
-    data = _object(decode_json(body, where, "the list page"), where)
+    data = _object(decode_json(body, where, "the list page", free=True), where)
     records = [record_of(item, f"{where}: items[{n}]", collection)
                for n, item in enumerate(_list(data, "items", where))]
     return ListPage(records, _text(data, "next", where, optional=True),
@@ -295,7 +317,7 @@ def record_of(value: Any, where: str, collection: str, record_id: str | None = N
 def parse_record(body: bytes, where: str, collection: str,
                  record_id: str | None = None) -> Record:
     """A record from its bytes (a fetched record, a snapshot line), kept as served."""
-    value = decode_json(body, where, "the record")
+    value = decode_json(body, where, "the record", free=True)
     return record_of(value, where, collection, record_id, body.decode("utf-8"))
 
 

@@ -30,6 +30,21 @@ _STATE = 'data-state="static"'
 _LIMIT = re.compile(r'data-limit="([1-9][0-9]*)"')
 _OPTION = re.compile(r'<option value="([a-z]+)">([^<]*)</option>')
 _MARKS = re.compile(r"(<mark>|</mark>)")
+# What the page writes of a reader's words (the form's box, the results' heading) holds no
+# C0 or C1 control character but the tab and the line feed (a NUL, an ESC: no reader shows
+# one, a terminal or a copy may act on it), and no bidirectional control (the marks U+061C,
+# U+200E and U+200F, the embeddings and overrides U+202A to U+202E, the isolates U+2066 to
+# U+2069), which would show the words, and the page after them, in another order than they
+# were typed: each is replaced with U+FFFD, so the reader sees that something was there.
+# search.js writes the words by the same rule (`plain`).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def plain(text: str) -> str:
+    """A reader's words as the page writes them: controls dropped, bidirectional controls
+    replaced with U+FFFD (other letters, accents, "×" and every script kept)."""
+    return _BIDI.sub("\ufffd", _CONTROLS.sub("", text))
 
 
 def _escaped(text: str) -> str:
@@ -57,7 +72,7 @@ class SearchPage:
         attributes = self.region.group(1).replace(_STATE, 'data-state="server"')
         text = (self.text[:self.region.start()] + f'<section id="results"{attributes}>'
                 + results + "</section>" + self.text[self.region.end():])
-        text = text.replace(_BOX, f'{_BOX} value="{_escaped(q)}"', 1)
+        text = text.replace(_BOX, f'{_BOX} value="{_escaped(plain(q))}"', 1)
         if collection in self.titles:
             option = f'<option value="{collection}">'
             text = text.replace(option, f'<option value="{collection}" selected>', 1)
@@ -73,7 +88,7 @@ class SearchPage:
         q, counts, items = found["query"], found["counts"], found["items"]
         total = sum(counts.values())
         where = f" in {self.titles.get(collection, collection)}" if collection else ""
-        parts = [heading(f"Results for “{q}”{where}")]
+        parts = [heading(f"Results for “{plain(q)}”{where}")]
         if not total:
             parts.append('<p class="summary">No public record matches these words.</p>')
         else:
@@ -138,4 +153,4 @@ async def answer(view: View, page: SearchPage, q: str, collection: str) -> bytes
 def refused(page: SearchPage, q: str, collection: str, message: str) -> bytes:
     """The page saying why a search was not made, or failed, its words kept in the form."""
     return page.filled(q, collection,
-                       heading("Results") + f'<p class="error">{_escaped(message)}</p>')
+                       heading("Results") + f'<p class="error">{_escaped(plain(message))}</p>')

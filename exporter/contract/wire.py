@@ -39,19 +39,21 @@ def encode(obj: Any) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def decode(data: bytes | str) -> Any:
+def decode(data: bytes | str, *, long_numbers: bool = True) -> Any:
     """JSON as the node takes it from others (request bodies; a hub, a node's answers):
     I-JSON (RFC 7493), so that every reader sees the same value: UTF-8, no member named
     twice in one object (Python keeps the last, DuckDB the first), no string holding a
     surrogate escape that is not half of a pair (it is no character, and cannot be written
     back as UTF-8), no NaN or Infinity. (A UTF-8 byte-order mark is passed over, as RFC 8259
-    allows; UTF-16 and UTF-32, which Python's reader would take, are refused.) Raises
-    ValueError saying what was wrong."""
+    allows; UTF-16 and UTF-32, which Python's reader would take, are refused.) A whole
+    number of more digits than Python reads is a LongNumber, for the field's own check to
+    refuse, or, without `long_numbers` (a value of free fields, such as a record), TooLong.
+    Raises ValueError saying what was wrong."""
     if isinstance(data, bytes) and json.detect_encoding(data) not in ("utf-8", "utf-8-sig"):
         raise ValueError(f"the JSON is {json.detect_encoding(data).upper()}, not UTF-8: send "
                          f"it as UTF-8")
     value = json.loads(data, object_pairs_hook=_members, parse_constant=_not_a_number,
-                       parse_int=_whole_number)
+                       parse_int=_whole_number if long_numbers else _readable_number)
     # Half a pair reaches the value through a \\u escape, or as the text holds it (json reads
     # bytes with surrogatepass): a text without an escape is checked as text, a fraction of
     # the cost of writing the value back (a hub reads every record through here).
@@ -96,13 +98,32 @@ class LongNumber(int):
     digits: int
 
 
+READABLE_DIGITS = 4000  # of a whole number read from text (Python reads 4,300)
+
+
 def _whole_number(text: str) -> int:
     digits = len(text.lstrip("-"))
-    if digits <= 4000:
+    if digits <= READABLE_DIGITS:
         return int(text)
     number = LongNumber(-(10 ** (digits - 1)) if text.startswith("-") else 10 ** (digits - 1))
     number.digits = digits
     return number
+
+
+class TooLong(ValueError):
+    """A whole number of more digits than Python reads, where no field's check is there to
+    refuse it by name."""
+
+    def __init__(self, digits: int) -> None:
+        super().__init__(f"a whole number of {digits} digits, more than any field holds")
+        self.digits = digits
+
+
+def _readable_number(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > READABLE_DIGITS:
+        raise TooLong(digits)
+    return int(text)
 
 
 def _not_a_number(constant: str) -> Any:
@@ -224,10 +245,9 @@ def shown(value: Any) -> str:
     number too long to read is said by its length (10**400 is not echoed as forty digits
     that look like a number), and a float keeps its own form: 1e308 is "1e+308", not the
     309 digits of the whole number it also is."""
-    if isinstance(value, LongNumber):
-        return f"a whole number of {value.digits} digits"
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 15:
-        return f"a whole number of {len(str(abs(value)))} digits"
+        digits = value.digits if isinstance(value, LongNumber) else len(str(abs(value)))
+        return f"a{' negative' * (value < 0)} whole number of {digits} digits"
     if isinstance(value, str):
         return repr(value[:SHOWN_CHARS]) + ("…" if len(value) > SHOWN_CHARS else "")
     text = json.dumps(value, ensure_ascii=False)

@@ -6,16 +6,19 @@ and a short README.md for the publisher, and never overwrites a node that exists
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from pathlib import Path
 
 from exporter.contract.wire import COLLECTIONS
 from exporter.project.config import NODE_FILE, Project
 from exporter.project.tomltext import toml_string
-from exporter.shared.errors import ExportError
+from exporter.shared.errors import ExportError, without_controls
 
 # Where the sidecar answers by default (`fednode serve`): the first export links there.
 LOCAL_URL = "http://127.0.0.1:8000"
+# How Python names a byte of a file name that is not UTF-8 (os.fsdecode), or no character.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 NODE_TEMPLATE = """\
 # The node's identity and settings. Edit them, then run `fednode check` and
@@ -72,16 +75,24 @@ def init_node(folder: Path) -> list[Path]:
         raise ExportError(f"{folder} is a file; give `fednode init` a folder")
     for name in (*COLLECTIONS, "library"):
         (project.content / name).mkdir(parents=True, exist_ok=True)
-    name = folder.resolve().name.replace("-", " ").replace("_", " ").strip() or "My node"
+    name = node_name(folder)
     written = [node_file]
     with node_file.open("x", encoding="utf-8") as handle:  # never an existing file
         handle.write(NODE_TEMPLATE.format(id=toml_string(str(uuid.uuid4())),
-                                          name=toml_string(name.capitalize()),
-                                          base_url=LOCAL_URL))
-    for path, text in ((folder / "README.md", README.format(name=name.capitalize(),
-                                                            base_url=LOCAL_URL)),
+                                          name=toml_string(name), base_url=LOCAL_URL))
+    for path, text in ((folder / "README.md", README.format(name=name, base_url=LOCAL_URL)),
                        (folder / ".gitignore", GITIGNORE)):
         if not os.path.lexists(path):  # the publisher's own file stays as it is
             path.write_text(text, encoding="utf-8")
             written.append(path)
     return written
+
+
+def node_name(folder: Path) -> str:
+    """The node's name from its folder's ("weeds-of-the-north" is "Weeds of the north"), of
+    the form `fednode check` takes (`without_controls`): no control character, no
+    bidirectional control, no byte that is not UTF-8 (a surrogate in Python's name of it),
+    white space made single spaces; "My node" when nothing is left."""
+    raw = _SURROGATE.sub("", folder.resolve().name)
+    words = without_controls(raw).replace("-", " ").replace("_", " ").split()
+    return " ".join(words).capitalize() or "My node"

@@ -65,6 +65,12 @@ def control_character(text: str) -> str | None:
     return found.group() if found else None
 
 
+def without_controls(text: str) -> str:
+    """Text with every character removed that `control_character` finds: a text of this
+    form passes the check that content and node.toml are held to."""
+    return CONTROL.sub("", text)
+
+
 def control_problem(found: str) -> str:
     if _REORDERING.match(found):
         return (f"holds U+{ord(found):04X} ({unicodedata.name(found).lower()}), which makes "

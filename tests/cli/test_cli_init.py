@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import subprocess
 import tomllib
 import uuid
@@ -16,11 +17,14 @@ from types import SimpleNamespace
 import pytest
 from builders import copy_sample
 from click.testing import CliRunner, Result
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from processes import ENV, FEDNODE
 
 from cli.main import main
 from cli.progress import Progress
 from exporter.contract.wire import COLLECTIONS
+from exporter.shared.errors import control_character
 from sidecar import serve
 
 
@@ -63,6 +67,48 @@ def test_init_keeps_the_publishers_own_readme(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("mine\n")
     assert run("init", str(tmp_path)).exit_code == 0
     assert (tmp_path / "README.md").read_text() == "mine\n"
+
+
+# A folder's name as a file system takes it: any text without "/" and NUL (nor "." and
+# "..", which name folders that are there), of at most 255 bytes, controls, bidirectional
+# controls and bytes that are not UTF-8 (Python's surrogates U+DC80..U+DCFF) among them.
+ODD = list("\x1b\x07\x7f\x85\x9b\x1c\r\n\t\u202a\u202e\u2066\u2069\u200e\u200f -_ é×")
+FOLDER_NAMES = st.text(
+    st.sampled_from(ODD) | st.characters(exclude_categories=["Cs"], exclude_characters="/\x00")
+    | st.characters(min_codepoint=0xDC80, max_codepoint=0xDCFF), min_size=1, max_size=40,
+).filter(lambda name: name not in (".", "..") and len(os.fsencode(name)) <= 255)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(name=FOLDER_NAMES)
+@example(name="weeds\x1b[31m-of-the\u202enorth")
+@example(name="\x1b\u202e\u2066 \r\n")
+@example(name="caf\udce9")
+def test_init_then_check_succeeds_whatever_the_folder_is_named(
+        name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The node's name comes from its folder's, without what `fednode check` refuses in a
+    name (controls, bidirectional controls) or cannot write (a byte that is not UTF-8)."""
+    root = tmp_path_factory.mktemp("init") / name
+    made = run("init", str(root))
+    assert made.exit_code == 0, made.output
+    checked = run("check", "--project", str(root))
+    assert checked.exit_code == 0 and "ok: 0 records valid" in checked.output, checked.output
+    node = tomllib.loads((root / "content" / "node.toml").read_text("utf-8"))["node"]
+    assert node["name"] == " ".join(node["name"].split()) != ""
+    assert control_character(node["name"]) is None
+    readme = (root / "README.md").read_text("utf-8")
+    assert readme.startswith(f"# {node['name']}\n")
+
+
+@pytest.mark.parametrize("folder, name", [
+    ("weeds-of-the_north", "Weeds of the north"), ("Renouée du Japon", "Renouée du japon"),
+    ("Fallopia × bohemica", "Fallopia × bohemica"), ("イタドリ", "イタドリ"),
+    ("\u202eknot\x1b[0mweed", "Knot[0mweed"), ("\x1b\u2066", "My node")])
+def test_the_nodes_name_is_its_folders_in_plain_words(folder: str, name: str,
+                                                     tmp_path: Path) -> None:
+    assert run("init", str(tmp_path / folder)).exit_code == 0
+    node = tomllib.loads((tmp_path / folder / "content" / "node.toml").read_text("utf-8"))
+    assert node["node"]["name"] == name
 
 
 def _manifest_base(root: Path) -> str:

@@ -609,6 +609,148 @@ def test_json_that_readers_could_read_two_ways_is_refused(
         assert rows(into) == before
 
 
+# --- numbers of any size -----------------------------------------------------------------
+
+
+NUMBER = "@number@"  # a placeholder that the text of a JSON number replaces
+
+
+def with_number(body: bytes, text: str) -> bytes:
+    return body.replace(json.dumps(NUMBER).encode(), text.encode())
+
+
+def number_in_manifest(files: dict[str, bytes], path: str, text: str) -> dict[str, bytes]:
+    """The files with the manifest field at `path` ("sync.seq", "collections.public_count":
+    the first item of a list) written as the number `text`."""
+    manifest = manifest_of(files)
+    *parents, name = path.split(".")
+    target: Any = manifest
+    for part in parents:
+        target = target[part][0] if isinstance(target[part], list) else target[part]
+    target[name] = NUMBER
+    return {**files, "/api/manifest": with_number(json.dumps(manifest).encode(), text)}
+
+
+def test_cli_a_number_too_long_to_read_is_one_line(states: States, crafted: Crafted,
+                                                   tmp_path: Path) -> None:
+    """A sync.seq of 5,000 digits (more than Python reads from text) from `fednode sync`
+    and from `fednode hub sync`: one line naming the field, nothing written."""
+    crafted.reset(number_in_manifest(states.a, "sync.seq", "9" * 5000))
+    says = "sync: seq: a whole number of 5000 digits, past the largest a hub takes"
+    assert_one_error_line(cli(crafted.url, "--into", str(tmp_path / "a.duckdb")), says)
+    folder = tmp_path / "hub"
+    folder.mkdir()
+    (folder / "hub.toml").write_text(
+        f'[hub]\nname = "Hub"\n\n[[member]]\nname = "big"\nurl = "{crafted.url}"\n')
+    result = CliRunner().invoke(main, ["hub", "sync", "--hub", str(folder)])
+    assert result.exit_code == 1
+    line = result.stdout.splitlines()[0]
+    assert line.startswith("big: failed: ") and says in line, result.stdout
+    assert "unexpected error" not in result.output and "Traceback" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hub"]
+    assert not (folder / "members" / "big.duckdb").exists()
+
+
+def fits(text: str, low: int = 0) -> bool:
+    """Whether the hub takes the JSON number `text` as a count or position: a whole number
+    from `low` to the largest a DuckDB BIGINT holds."""
+    return re.fullmatch(r"-?[0-9]{1,19}", text) is not None and low <= int(text) <= 2**63 - 1
+
+
+# JSON numbers as a broken or hostile node writes them: about 2**63 and 2**64, negative, of
+# more digits than Python reads from text (4,300) or than wire.decode reads (4,000), with a
+# fraction or an exponent.
+NUMBERS = st.one_of(
+    st.integers(2**63 - 3, 2**64 + 3).map(str), st.integers(-2**64, -1).map(str),
+    st.integers(16, 6000).flatmap(lambda n: st.sampled_from(
+        ["9" * n, "-" + "9" * n, "1" + "0" * (n - 1)])),
+    st.sampled_from(["1e400", "-1e400", "1E19", "9.2e18", "12.0", "-0", "0.5", "9" * 4000,
+                     "9" * 4001, "9" * 4300, "9" * 4301, "-" + "9" * 4301]))
+NUMBER_FIELDS = ("sync.seq", "sync.snapshots.records", "collections.public_count",
+                 "change seq", "record field", "list total", "list record field")
+
+
+def numbered_node(where: str, text: str, states: States, crafted: Crafted) -> None:
+    """The crafted node serving `text` as the number at `where`: the manifest's (state A),
+    the newest change's seq or a field of a record it names (state B), or the keyed list
+    page's total or a field of its record."""
+    if where.startswith(("sync.", "collections.")):
+        crafted.reset(number_in_manifest(states.a, where, text))
+    elif where == "change seq":
+        files = dict(states.b)
+        changes = URL(manifest_of(files)["sync"]["changes"]["url"]).path
+        files[changes] = with_number(_edit_line(
+            files[changes], 10_000, lambda item: _set(item, "seq", NUMBER)), text)
+        crafted.reset(rehashed(files))
+    elif where == "record field":
+        path = _pending_upserts(states)[0]
+        record = {**json.loads(states.b[path]), "height": NUMBER}
+        crafted.reset({**states.b, path: with_number(json.dumps(record).encode(), text)})
+    else:
+        def edit(at: str, body: dict[str, Any]) -> None:
+            if at == "list" and where == "list total":
+                body["total"] = NUMBER
+            elif at == "list":
+                body["items"] = [{**body["items"][0], "height": NUMBER}]
+        keyed_answers(states, crafted, edit)
+        listing = crafted.handlers["/api/species"]
+
+        async def numbered(request: web.Request) -> web.StreamResponse:
+            response = await listing(request)
+            assert isinstance(response, web.Response) and isinstance(response.body, bytes)
+            return web.Response(body=with_number(response.body, text),
+                                content_type="application/json")
+        crafted.handlers["/api/species"] = numbered
+
+
+def refused_at(where: str, text: str) -> str | None:
+    """What the error names when the hub must refuse `text` at `where`, or None when it
+    may take it (and the sync may still fail for another reason, in one line)."""
+    long = re.fullmatch(r"-?[0-9]{4001,}", text) is not None
+    if where.startswith(("record", "list")) and long:  # beside a record's own fields
+        return "holds a whole number of"
+    if where.endswith("record field"):
+        return None
+    name = where.split(".")[-1].removeprefix("change ").removeprefix("list ")
+    return None if fits(text, low=1 if where == "change seq" else 0) else f"{name}: "
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
+@given(where=st.sampled_from(NUMBER_FIELDS), text=NUMBERS)
+@example(where="sync.seq", text="9" * 5000)
+@example(where="sync.seq", text="-" + "9" * 5000)
+@example(where="sync.seq", text=str(2**63))
+@example(where="sync.seq", text=str(2**63 - 1))
+@example(where="sync.snapshots.records", text="9" * 30)
+@example(where="collections.public_count", text="1e400")
+@example(where="change seq", text="9" * 4200)
+@example(where="record field", text="9" * 5000)
+@example(where="record field", text="9" * 4001)
+@example(where="list total", text="9" * 5000)
+@example(where="list record field", text="9" * 5000)
+def test_numbers_of_any_size_give_one_line(where: str, text: str, states: States,
+                                           crafted: Crafted, baseline: Path,
+                                           tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A count, position or record field of any size is taken or refused in one line
+    naming it; a hub file being made is left out, an existing one unchanged."""
+    numbered_node(where, text, states, crafted)
+    first = where.startswith(("sync.", "collections.", "list"))
+    folder = tmp_path_factory.mktemp("numbers")
+    into = folder / "hub.duckdb" if first else hub_copy(baseline, folder)
+    before = None if first else rows(into)
+    key = "key" if where.startswith("list") else None
+    says = refused_at(where, text)
+    try:
+        run_sync(crafted.url, into, key)
+    except SyncError as exc:
+        message = str(exc)
+        assert "\n" not in message and len(message) < 400, message
+        assert says is None or says in message, message
+        assert not into.exists() if first else rows(into) == before
+    else:
+        assert says is None, f"{where} = {text[:30]}… was taken"
+
+
 def keyed_answers(states: States, crafted: Crafted,
                   edit: Callable[[str, dict[str, Any]], None] = lambda where, body: None
                   ) -> None:

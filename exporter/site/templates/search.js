@@ -66,6 +66,12 @@
     return shown;
   };
 
+  // A reader's words as the page writes them (sidecar/search_page.py, `plain`): C0 and C1
+  // controls but the tab and the line feed dropped, and each bidirectional control, which
+  // would show the words in another order than they were typed, replaced with U+FFFD.
+  const plain = (text) => text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, "")
+    .replace(/[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, "\ufffd");
+
   const heading = (text) => element("h2", { id: "results-title", tabindex: "-1" }, text);
 
   const counts = (answer, collection) => {
@@ -87,7 +93,7 @@
     const total = Object.values(answer.counts).reduce((sum, count) => sum + count, 0);
     const shown = answer.items.length;
     const where = collection ? ` in ${titles[collection] || collection}` : "";
-    const parts = [heading(`Results for “${answer.query}”${where}`)];
+    const parts = [heading(`Results for “${plain(answer.query)}”${where}`)];
     if (!total) {
       parts.push(element("p", { class: "summary" }, "No public record matches these words."));
     } else {
@@ -129,7 +135,7 @@
       const body = await answer.json();
       if (!answer.ok) {
         const message = (body.error && body.error.message) || `error ${answer.status}`;
-        show([heading("Results"), element("p", { class: "error" }, message)], "script");
+        show([heading("Results"), element("p", { class: "error" }, plain(message))], "script");
         return;
       }
       show(await found(body, collection), "script");
@@ -144,7 +150,7 @@
     const q = (query.get("q") || "").trim();
     const collection = query.get("collections") || "";
     if (q) {
-      box.value = q;
+      box.value = plain(q);
       choice.value = collection in titles ? collection : "";
       search(q, choice.value);
     }

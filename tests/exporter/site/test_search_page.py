@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import pytest
 from aiohttp.test_utils import TestClient
@@ -28,6 +28,8 @@ from builders import (
     issue_key,
     npm_tool,
 )
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from processes import free_port
 from test_browser import ARGS, _no_serious_violation, _served
 
@@ -110,6 +112,83 @@ async def test_what_the_page_shows_is_escaped_and_mistakes_are_said_on_it(
                       ).text()
     assert '<option value="treatments" selected>' in narrowed
     assert set(re.findall(r'<p class="where">([^<]+)</p>', narrowed)) == {"Treatments"}
+
+
+# What the page never writes raw: C0 and C1 control characters but the tab and the line
+# feed, and the bidirectional controls (marks, embeddings, overrides, isolates).
+UNSHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                     "\u2066-\u2069]")
+CONTROLS = list("\x00\x07\x1b\r\x7f\x85\x9b\u061c\u200e\u200f\u202a\u202b\u202c"
+                "\u202d\u202e\u2066\u2067\u2068\u2069")
+WORDS = st.text(st.sampled_from(CONTROLS) | st.characters(exclude_categories=["Cs"]),
+                min_size=1, max_size=40).filter(lambda text: UNSHOWN.search(text) is not None)
+
+
+@pytest.fixture(scope="module")
+def sample_server(sample_root: Path) -> Iterator[ServerThread]:
+    with ServerThread(app_for(sample_root, anonymous_rate=0)) as server:
+        yield server
+
+
+def search_page(server: ServerThread, **query: str) -> tuple[int, str]:
+    status, _, body = http_get(f"{server.url}/search/?{urlencode(query)}")
+    return status, body.decode("utf-8")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(words=WORDS, collection=st.sampled_from(["", "species", "plants"]))
+@example(words="\u202eknotweed", collection="")
+@example(words="\x1b[31mknotweed\x00", collection="species")
+@example(words="\u2066\u200f", collection="")
+def test_the_page_writes_no_control_or_bidi_character_of_the_words(
+        words: str, collection: str, sample_server: ServerThread) -> None:
+    """Words holding controls or bidirectional controls, searched (200) or refused (400):
+    the page, its form and its heading, holds none of them."""
+    status, page = search_page(sample_server, q=words,
+                               **({"collections": collection} if collection else {}))
+    assert status in (200, 400), page[:2000]
+    found = UNSHOWN.search(page)
+    assert found is None, (found.group(), page[max(found.start() - 80, 0):found.end() + 80])
+
+
+def test_the_page_keeps_the_words_letters_and_marks_what_it_replaced(
+        sample_server: ServerThread) -> None:
+    for words in ("Fallopia × bohemica", "renouée du Japon", "イタドリ", "حشيشة", "Ἀρχή"):
+        status, page = search_page(sample_server, q=words)
+        assert status == 200
+        assert f'value="{words}"' in page and f"Results for “{words}”" in results_of(page)
+    status, page = search_page(sample_server, q="\x1b[2Jknot\u202eweed\x00")
+    assert status == 200
+    assert 'value="[2Jknot\ufffdweed"' in page
+    assert "Results for “[2Jknot\ufffdweed”" in results_of(page)
+
+
+@pytest.mark.slow
+def test_the_pages_script_writes_no_control_or_bidi_character_of_the_words(
+        sample_server: ServerThread) -> None:
+    """The exported page's script (a static copy of the site) writes the words by the
+    sidecar's rule: in the heading of the results it writes, and in the form's box when
+    they come from the address (back, forward, a counts' link)."""
+    browser_path = debian_tool("chromium", "chromium")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    words, shown = "\x1b[2Jknot\u202eweed\u2066", "[2Jknot\ufffdweed\ufffd"
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(browser_path), args=ARGS)
+        page = browser.new_page()
+        page.goto(f"{sample_server.url}/search/")
+        page.get_by_label("Words to search for", exact=True).fill(words)
+        page.get_by_role("button", name="Search").click()
+        page.wait_for_selector('#results[data-state="script"]')
+        assert page.locator("#results-title").inner_text() == f"Results for “{shown}”"
+        page.evaluate("""words => {
+            history.pushState(null, "", "/search/?q=" + encodeURIComponent(words));
+            dispatchEvent(new PopStateEvent("popstate"));
+        }""", words)
+        assert page.locator("#q").input_value() == shown
+        page.wait_for_function(
+            'document.getElementById("results-title").textContent.includes("\ufffd")')
+        assert UNSHOWN.search(page.locator("#results").inner_text()) is None
+        browser.close()
 
 
 @pytest.mark.slow
