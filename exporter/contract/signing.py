@@ -40,6 +40,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 from .errors import FednodeError
 
 KEY_FILE = "signing_key.pem"  # in .fednode/
+KEY_ENV = "FEDNODE_SIGNING_KEY"  # the key's PEM text, in place of the file (a CDN's build)
 ROTATIONS_FILE = "key_rotations.json"  # in .fednode/: the statements the manifest publishes
 ALGORITHM = "Ed25519"
 PREFIX = "ed25519:"
@@ -109,7 +110,11 @@ class NodeKey:
 
     @classmethod
     def load(cls, private: Path, *, create: bool = False) -> NodeKey | None:
-        """The key in `private` (.fednode/); with `create`, one is made there if none is."""
+        """The node's key: the environment variable FEDNODE_SIGNING_KEY, else the file in
+        `private` (.fednode/); with `create`, one is made there if there is neither."""
+        from_env = os.environ.get(KEY_ENV, "").strip()
+        if from_env:
+            return cls._parsed(from_env.encode("utf-8"), f"the environment variable {KEY_ENV}")
         path = private / KEY_FILE
         try:
             data = path.read_bytes()
@@ -119,13 +124,17 @@ class NodeKey:
             key = cls.generate()
             key.save(path)
             return key
+        return cls._parsed(data, str(path))
+
+    @classmethod
+    def _parsed(cls, data: bytes, where: str) -> NodeKey:
         try:
             loaded = serialization.load_pem_private_key(data, password=None)
         except (ValueError, TypeError) as exc:
-            raise SignatureError(f"{path}: not a PEM private key ({exc}); restore it from a "
+            raise SignatureError(f"{where}: not a PEM private key ({exc}); restore it from a "
                                  f"backup (docs/hub.md, Trust: a lost key)") from None
         if not isinstance(loaded, Ed25519PrivateKey):
-            raise SignatureError(f"{path}: not an Ed25519 key; restore it from a backup")
+            raise SignatureError(f"{where}: not an Ed25519 key; restore it from a backup")
         return cls(loaded)
 
     def save(self, path: Path) -> None:
@@ -250,10 +259,15 @@ class Identity:
     rotations: list[dict[str, Any]]
 
     @classmethod
-    def load(cls, private: Path) -> Identity:
-        """The node's key (made now if it has none) and its statements, from `private`."""
-        key = NodeKey.load(private, create=True)
-        assert key is not None
+    def load(cls, private: Path, *, frozen: bool = False) -> Identity:
+        """The node's key (made now if it has none, unless `frozen`: a build from committed
+        files never makes one) and its statements, from `private`."""
+        key = NodeKey.load(private, create=not frozen)
+        if key is None:
+            raise SignatureError(
+                f"{private / KEY_FILE}: no signing key, and a --frozen export never makes one "
+                f"(hubs know the node by it): set {KEY_ENV} to the text of the node's "
+                f"signing_key.pem, or copy that file here")
         return cls(key, read_rotations(private))
 
 

@@ -229,7 +229,6 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
     # ledger behind the content) does before anything is staged or forked: a refused export
     # leaves every file as it was, the build not current included.
     progress("ledger", 0, len(content.records))
-    identity = Identity.load(project.private)  # (the first export makes the node's key)
     catch_up(project.ledger, published_pending(project.private))
     ledger = Ledger.load(project.ledger)
     events = stamped_events(project, ledger, (
@@ -237,6 +236,7 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
         now=now, frozen=frozen, whole=True)
     if events:
         ledger.writable()  # refused now, before anything is published
+    identity = Identity.load(project.private, frozen=frozen)  # (a first export makes the key)
     pending = ledger.pending(events)  # written to the file once the build is published
     ledger.apply(events)  # in memory only, until then
     progress("ledger", len(content.records), len(content.records))

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import shutil
 import subprocess
 import sys
 import time
@@ -157,6 +158,8 @@ def test_same_content_and_ledger_give_same_bytes_elsewhere(node: Node, export: E
             subprocess.run(["cp", "-r", str(source), str(other / name)], check=True)
         else:
             (other / name).write_bytes(source.read_bytes())
+    (other / ".fednode").mkdir()  # the node's signing key goes with it (the manifest's)
+    shutil.copy(node.root / ".fednode" / "signing_key.pem", other / ".fednode")
     export(other)  # a later clock: the ledger, not the clock, decides
     assert tree(other / "site_out") == tree(node.root / "site_out")
 
