@@ -82,6 +82,13 @@ class Node:
         self.path(collection, slug).unlink()
 
 
+def same_key(root: Path, other: Path) -> None:
+    """The signing key of the node at `root` in `other` too: the same node elsewhere (its
+    export signs the manifest as the node's does)."""
+    (other / ".fednode").mkdir(parents=True, exist_ok=True)
+    shutil.copy(root / ".fednode" / "signing_key.pem", other / ".fednode" / "signing_key.pem")
+
+
 def copy_sample(destination: Path) -> Path:
     """The bundled sample node (content and ledger) copied into a fresh folder."""
     shutil.copytree(REPO / "content", destination / "content")

@@ -182,7 +182,16 @@ def _schemas(collections: dict[str, Collection]) -> dict[str, Any]:
                      "limit": {"type": "integer"}, "offset": {"type": "integer"},
                      "updated_since": {"type": "string"},
                      "next": {"type": ["string", "null"]}}},
-        "Manifest": {"type": "object", "required": ["node", "collections", "capabilities"]},
+        "Manifest": {
+            "type": "object", "required": ["node", "collections", "capabilities", "signature"],
+            "properties": {"signature": {
+                "type": "object", "required": ["algorithm", "key_fingerprint", "value"],
+                "description": "Ed25519 signature, by the key in node.public_key, of the "
+                               "manifest without this member in the JSON Canonicalization "
+                               "Scheme (RFC 8785); docs/hub.md, Trust",
+                "properties": {"algorithm": {"const": "Ed25519"},
+                               "key_fingerprint": {"type": "string"},
+                               "value": {"type": "string"}}}}},
         "Taxon": TAXON,
         "SchemaDocument": {"type": "object", "required": ["collections"]},
         "KeyInfo": {"type": "object", "required": ["id", "scopes"]},

@@ -469,3 +469,21 @@ def test_a_manifest_signed_by_no_one_or_changed_is_refused() -> None:
     with pytest.raises(SyncError):
         parse_manifest(encode(huge), "m")
 
+
+
+def test_a_source_url_outside_the_members_base_url_is_left_out() -> None:
+    """A member's record that points at another node's record (its `url` set to beta's) is
+    served without a source_url; one under the member's own base URL keeps it."""
+    from exporter.project.schemas import collections
+    from hub.republish import Source, hub_fields
+
+    source = Source("liar", ident(9), "Liar node", "CC0-1.0", "https://liar.example.org")
+    record = {"id": ident(7), "access": "public", "title": "Liar weed",
+              "scientificName": "Liar weed"}
+    kind = collections()["species"]
+    for url, kept in (("https://beta.example.org/api/species/" + ident(7), False),
+                      ("https://liar.example.org.evil/api/species/" + ident(7), False),
+                      ("https://liar.example.org/api/species/" + ident(7), True)):
+        fields = hub_fields(source, kind, {**record, "url": url})
+        assert ("source_url" in fields) is kept, url
+        assert fields["source_node"] == ident(9) and fields["source_node_name"] == "Liar node"

@@ -20,7 +20,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from builders import REPO, THOROUGH, copy_sample, examples, exported_sample, multiply, search_ids
+from builders import (
+    REPO,
+    THOROUGH,
+    copy_sample,
+    examples,
+    exported_sample,
+    multiply,
+    same_key,
+    search_ids,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -252,6 +261,7 @@ def assert_whole(root: Path, elsewhere: Path, queries: tuple[tuple[str, tuple[st
     shutil.rmtree(elsewhere, ignore_errors=True)
     shutil.copytree(root / "content", elsewhere / "content")
     shutil.copy(root / "ledger.jsonl", elsewhere / "ledger.jsonl")
+    same_key(root, elsewhere)
     build(Project(elsewhere))
     for name in ("site_out", ".fednode/bundle"):
         ours, theirs = tree(root / name), tree(elsewhere / name)
@@ -310,6 +320,7 @@ def assert_as_whole(root: Path, reference: Path) -> None:
             path.with_name(path.name + ".new").write_bytes(data)
             os.replace(path.with_name(path.name + ".new"), path)
     shutil.copy(root / "ledger.jsonl", reference / "ledger.jsonl")
+    same_key(root, reference)
     build(Project(reference), now=NOW)
     for name in ("site_out", ".fednode/bundle"):
         exported, whole = tree(root / name), tree(reference / name)

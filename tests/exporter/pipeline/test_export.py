@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import shutil
 import subprocess
 import sys
 import time
@@ -19,7 +18,17 @@ from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient
-from builders import NODE_TOML, REPO, Node, app_for, copy_sample, multiply, species, team
+from builders import (
+    NODE_TOML,
+    REPO,
+    Node,
+    app_for,
+    copy_sample,
+    multiply,
+    same_key,
+    species,
+    team,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -158,8 +167,7 @@ def test_same_content_and_ledger_give_same_bytes_elsewhere(node: Node, export: E
             subprocess.run(["cp", "-r", str(source), str(other / name)], check=True)
         else:
             (other / name).write_bytes(source.read_bytes())
-    (other / ".fednode").mkdir()  # the node's signing key goes with it (the manifest's)
-    shutil.copy(node.root / ".fednode" / "signing_key.pem", other / ".fednode")
+    same_key(node.root, other)  # the node's signing key goes with it (the manifest's)
     export(other)  # a later clock: the ledger, not the clock, decides
     assert tree(other / "site_out") == tree(node.root / "site_out")
 

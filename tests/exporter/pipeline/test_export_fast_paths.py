@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from builders import Node, engine_file, search_ids, species, team
+from builders import Node, engine_file, same_key, search_ids, species, team
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import ledgers
@@ -93,6 +93,7 @@ def test_reused_renderings_give_the_bundle_a_fresh_export_gives(node: Node, expo
     other = tmp_path / "elsewhere"
     shutil.copytree(node.root / "content", other / "content")
     shutil.copy(node.root / "ledger.jsonl", other / "ledger.jsonl")
+    same_key(node.root, other)
     export(other)  # renders everything
     assert tree(other / ".fednode" / "bundle") == tree(node.root / ".fednode" / "bundle")
     assert tree(other / "site_out") == tree(node.root / "site_out")
@@ -118,6 +119,7 @@ def test_work_done_aside_in_a_process_equals_work_done_on_a_thread(
         shutil.rmtree(threaded / "content", ignore_errors=True)
         shutil.copytree(node.root / "content", threaded / "content")
         shutil.copy(node.root / "ledger.jsonl", threaded / "ledger.jsonl")  # the same times
+        same_key(node.root, threaded)
         with monkeypatch.context() as patched:
             patched.setattr(aside, "forks", lambda: False)
             export(threaded)

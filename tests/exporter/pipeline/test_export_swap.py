@@ -28,6 +28,7 @@ from builders import (
     examples,
     exported_sample,
     multiply,
+    same_key,
     search_ids,
     species,
 )
@@ -170,6 +171,7 @@ def test_builds_take_turns_and_each_is_complete(node: Node, export: Export,
     fresh.mkdir()
     subprocess.run(["cp", "-r", str(node.root / "content"), str(fresh / "content")], check=True)
     (fresh / "ledger.jsonl").write_bytes((node.root / "ledger.jsonl").read_bytes())
+    same_key(node.root, fresh)
     export(fresh)
     assert tree(node.root / "site_out") == tree(fresh / "site_out")
     assert tree(node.root / ".fednode" / "bundle") == tree(fresh / ".fednode" / "bundle")
