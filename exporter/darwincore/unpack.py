@@ -146,6 +146,21 @@ def _placed(name: str, into: Path, shown: str) -> Path:
     return into.joinpath(*parts)
 
 
+def folder_bounded(folder: Path, tables: list[Path]) -> None:
+    """A folder of CSV files, bounded as an archive is: it holds no link (a table linked
+    from elsewhere, `/etc/passwd` as vernacularname.csv, would put that file's lines into
+    records, problems and notes), and the `tables` it holds have at most UNPACKED_MAX bytes
+    in all, counted before any is read."""
+    for path in sorted(folder.iterdir()):
+        if path.is_symlink():
+            raise refused(str(path), "a link, not a file: a checklist folder holds its own "
+                                     "files and folders only, as an archive does; copy the "
+                                     "file into the folder")
+    if sum(path.stat().st_size for path in tables) > UNPACKED_MAX:
+        raise refused(str(folder), f"its tables hold more than {UNPACKED_MAX >> 20} MiB: too "
+                                   f"large for a checklist")
+
+
 def table_name(source: Path, location: str) -> str:
     """How problems name a table of an archive: `folder/taxon.txt`, `archive.zip!taxon.txt`."""
     return f"{source}/{location}" if source.is_dir() else f"{source}!{location}"

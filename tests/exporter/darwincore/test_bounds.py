@@ -1,5 +1,6 @@
 """What a checklist from someone else may make this machine do: a tar's headers are bounded
-before they are read (exporter/darwincore/unpack.py)."""
+before they are read, and a folder of CSV files holds no links and is bounded as an archive
+is (exporter/darwincore/unpack.py, source.py)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,22 @@ import struct
 import subprocess
 import sys
 import tarfile
+import tempfile
 import textwrap
 import zlib
 from pathlib import Path
 
 import pytest
 from builders import REPO, Node
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporter.darwincore import unpack
+from cli.main import main
+from exporter.darwincore import source, unpack
 from exporter.darwincore.source import read_checklist
 from exporter.shared.errors import ContentError
+from exporter.site.csv_lines import csv_lines
 
 TAXON = b"taxonID,scientificName\nt1,Impatiens glandulifera Royle\n"
 META = (b'<archive xmlns="http://rs.tdwg.org/dwc/text/"><core encoding="UTF-8" '
@@ -177,3 +182,142 @@ def test_a_sparse_member_is_refused_before_its_map_is_read(tmp_path: Path,
     [problem] = caught.value.problems
     assert problem.message == "'taxon.txt' is a sparse file: an archive holds files and " \
                               "folders only", problem.message
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+# ---- a folder of CSV files -----------------------------------------------------------------
+
+SECRET = "secret-column,hunter2\nroot,x:0:0:root:/root:/bin/bash\n"
+VERNACULAR = "taxonID,vernacularName\nt1,Himalayan balsam\n"
+
+
+def csv_folder(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "taxon.csv").write_bytes(TAXON)
+    (folder / "vernacularname.csv").write_text(VERNACULAR)
+    return folder
+
+
+def test_a_link_out_of_a_csv_folder_is_refused_and_never_read(node: Node,
+                                                              tmp_path: Path) -> None:
+    """`/etc/passwd` linked as vernacularname.csv had its lines imported, and shown in the
+    import's notes (its first line, as columns left out): a link refuses the folder, and
+    nothing of the file it links to is shown."""
+    outside = tmp_path / "passwd"
+    outside.write_text(SECRET)
+    folder = csv_folder(tmp_path / "checklist")
+    (folder / "vernacularname.csv").unlink()
+    (folder / "vernacularname.csv").symlink_to(outside)
+    code, output = run("import", "dwc", str(folder), "--project", str(node.root))
+    assert code == 1, output
+    assert output.splitlines()[0] == (
+        f"{folder}/vernacularname.csv: a link, not a file: a checklist folder holds its own "
+        f"files and folders only, as an archive does; copy the file into the folder")
+    assert "secret-column" not in output and "hunter2" not in output and "bash" not in output
+    assert not list((node.root / "content").rglob("*.md"))
+
+
+PLACES = ["taxon.csv", "vernacularname.csv", "distribution.tsv", "references.csv",
+          "notes.txt", "README.md", "data"]  # read, left out, unknown, never read, a folder
+TARGETS = ["a file outside", "a folder outside", "a file inside", "nothing", "the folder"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(links=st.dictionaries(st.sampled_from(PLACES), st.sampled_from(TARGETS), min_size=1,
+                             max_size=3))
+def test_any_link_in_a_csv_folder_refuses_it(links: dict[str, str]) -> None:
+    """A link anywhere in the folder, whatever it names and whatever it links to (outside,
+    inside, nothing, the folder itself), refuses the folder, naming the first link; nothing
+    of a file it links to is read."""
+    with tempfile.TemporaryDirectory() as scratch:
+        outside = Path(scratch) / "outside"
+        outside.mkdir()
+        (outside / "passwd").write_text(SECRET)
+        folder = csv_folder(Path(scratch) / "checklist")
+        for place, target in links.items():
+            path = folder / place
+            if path.exists():
+                path.unlink()
+            path.symlink_to({"a file outside": outside / "passwd", "a folder outside": outside,
+                             "a file inside": folder / "taxon.csv",
+                             "nothing": outside / "gone.csv", "the folder": folder}[target])
+        with pytest.raises(ContentError) as caught:
+            read_checklist(folder)
+    [problem] = caught.value.problems
+    assert problem.path == str(folder / min(links)), problem
+    assert problem.message.startswith("a link, not a file: ")
+    assert not getattr(caught.value, "notes", [])
+    assert "secret-column" not in str(problem) and "hunter2" not in str(problem)
+
+
+def test_a_csv_folder_is_bounded_as_an_archive_is(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its tables hold at most UNPACKED_MAX bytes in all, counted before any is read (one
+    checklist of 200 MB took 2 GB); files it does not read are not counted."""
+    folder = csv_folder(tmp_path / "checklist")
+    size = sum(path.stat().st_size for path in folder.iterdir())
+    (folder / "references.csv").write_text("x" * 10_000)  # left out: never read
+    (folder / "README.md").write_text("x" * 10_000)
+    monkeypatch.setattr(unpack, "UNPACKED_MAX", size)
+    assert [taxon.taxon_id for taxon in read_checklist(folder).taxa] == ["t1"]
+    monkeypatch.setattr(unpack, "UNPACKED_MAX", size - 1)
+    with pytest.raises(ContentError) as caught:
+        read_checklist(folder)
+    assert [str(problem) for problem in caught.value.problems] == [
+        f"{folder}: its tables hold more than 0 MiB: too large for a checklist"]
+
+
+@pytest.mark.parametrize("lines", [1, 2_000])
+def test_a_row_longer_than_the_bound_is_an_error_of_its_line(tmp_path: Path,
+                                                             lines: int) -> None:
+    """A cell is read whole into memory (a cell of 200 MB took 2 GB): a row of more than
+    ROW_MAX characters, on one line or many (a quote left open), is an error of the line it
+    starts on, and ends its table."""
+    folder = csv_folder(tmp_path / "checklist")
+    cell = "\n".join(["a" * (source.ROW_MAX // lines)] * lines)
+    with open(folder / "vernacularname.csv", "a") as table:
+        table.write(f't1,"{cell}"\nt1,after it\n')
+    with pytest.raises(ContentError) as caught:
+        read_checklist(folder)
+    assert [str(problem) for problem in caught.value.problems] == [
+        f"{folder}/vernacularname.csv:3: a row of more than {source.ROW_MAX:,} characters "
+        f"starts here (a quote left open?): a checklist's row holds at most 1 MiB"]
+
+
+def _read_bounded(texts: list[str], bound: int) -> tuple[list[object], list[object]]:
+    """The vernacular names read from a folder of these rows, and the problems found, with
+    rows of at most `bound` characters."""
+    with tempfile.TemporaryDirectory() as scratch, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(source, "ROW_MAX", bound)
+        folder = Path(scratch)
+        (folder / "taxon.csv").write_bytes(TAXON)
+        (folder / "vernacularname.csv").write_text(
+            "taxonID,vernacularName\n" + "".join(texts), newline="")
+        try:
+            [taxon] = read_checklist(folder).taxa
+        except ContentError as refused:
+            return [], [(Path(p.path).name, p.line, p.message) for p in refused.problems]
+        return [(row.line, row.terms) for row in taxon.extensions["vernacularname"]], []
+
+
+@settings(max_examples=100, deadline=None)
+@given(cells=st.lists(st.text(st.sampled_from('ab ",\n\r'), max_size=40), min_size=1,
+                      max_size=8),
+       bound=st.integers(40, 90))
+def test_each_row_is_bounded_alone(cells: list[str], bound: int) -> None:
+    """The bound is a row's: a table whose every row (its text, line ends and quotes
+    included) is within it reads as it would with no bound, however long the table; a row
+    past it is refused at the line it starts on."""
+    texts = [csv_lines([["t1", cell]], "\n") for cell in cells]
+    bounded = _read_bounded(texts, bound)
+    over = [n for n, text in enumerate(texts) if len(text) > bound]
+    if not over:
+        assert bounded == _read_bounded(texts, 1 << 40)
+        return
+    start = 2 + sum(len(io.StringIO(text, newline="").readlines()) for text in texts[:over[0]])
+    assert ("vernacularname.csv", start, f"a row of more than {bound:,} characters starts "
+            f"here (a quote left open?): a checklist's row holds at most 0 MiB") in bounded[1]
