@@ -6,12 +6,14 @@ message`; nothing is written. A column fednode has no field for, a standard term
 and an extension it keeps nothing of, are named in the checklist's notes (one line a file)
 and left out: they never stop an import. A checklist that cannot be read is refused with
 its problems and those notes (`ChecklistRefused`): a column left out as no term is often
-why a term is missing. An archive is unpacked within bounds (`unpack`)."""
+why a term is missing. An archive is unpacked within bounds (`unpack`); a folder of CSV files
+is bounded as an archive is (no links, UNPACKED_MAX bytes of tables), and read a row at a
+time, each of at most ROW_MAX characters."""
 
 from __future__ import annotations
 
 import csv
-import io
+import os
 import shutil
 import tarfile
 import tempfile
@@ -19,6 +21,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from dwca.exceptions import InvalidArchive
 from dwca.read import DwCAReader
@@ -38,9 +41,11 @@ from exporter.darwincore.terms import (
     short,
     standard_terms,
 )
-from exporter.darwincore.unpack import contained, table_name, unpacked
+from exporter.darwincore.unpack import contained, folder_bounded, table_name, unpacked
 from exporter.project.tables import table_rows
 from exporter.shared.errors import ContentError, Problem, control_character, control_problem
+
+ROW_MAX = 1024 * 1024  # characters of one row of a CSV folder's table
 
 
 @dataclass
@@ -131,6 +136,7 @@ def read_checklist(source: Path) -> Checklist:
 def _csv_tables(folder: Path) -> _Found:
     found = _Found([])
     others = other_extensions()
+    read: list[tuple[Path, Extension | None]] = []
     for path in sorted(folder.iterdir()):
         if path.suffix.lower() not in (".csv", ".txt", ".tsv") or not path.is_file():
             continue
@@ -146,7 +152,10 @@ def _csv_tables(folder: Path) -> _Found:
                                                         f"taxon.csv and extensions "
                                                         f"{', '.join([*EXTENSIONS, *others])}"))
             continue
-        table = _csv_table(path, EXTENSIONS.get(kind), found.problems)
+        read.append((path, EXTENSIONS.get(kind)))
+    folder_bounded(folder, [path for path, _ in read])
+    for path, extension in read:
+        table = _csv_table(path, extension, found.problems)
         if table:
             found.tables.append(table)
     if not any(t.extension is None for t in found.tables):
@@ -159,34 +168,95 @@ def _csv_tables(folder: Path) -> _Found:
 def _csv_table(path: Path, extension: Extension | None,
                problems: list[Problem]) -> _Table | None:
     shown = str(path)
-    try:
-        text = path.read_text("utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        problems.append(Problem(shown, 0, "", f"cannot read as UTF-8 text: {exc}"))
+    cells = _csv_cells(path, problems)
+    header = next(cells, None)
+    if header is None:
         return None
-    delimiter = "\t" if path.suffix.lower() == ".tsv" or "\t" in text.split("\n", 1)[0] \
-        else ","
-    # strict: a quote left open is an error, not the rows after it read as one cell (with
-    # --prune, the taxa in them would be deleted as gone from the checklist)
-    # lines end at \n or \r only, as csv counts them (splitlines also broke at U+2028,
-    # U+0085 and form feeds inside cells)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
-    try:
-        header = [short(name.strip()) for name in next(reader)]
-    except StopIteration:
-        problems.append(Problem(shown, 1, "", "empty: the first line names the terms"))
-        return None
-    except csv.Error as exc:
-        problems.append(Problem(shown, 1, "", f"not valid CSV: {exc}"))
-        return None
+    names = [short(name.strip()) for name in header[1]]
 
     def rows() -> Iterator[Row]:
-        for start, cells in table_rows(reader, shown, len(header), problems):
-            terms = {name: cell.strip() for name, cell in zip(header, cells, strict=True)
+        for start, row in cells:
+            terms = {name: cell.strip() for name, cell in zip(names, row, strict=True)
                      if cell.strip()}
             yield Row(shown, start, terms, terms.get(TAXON_ID, ""))
 
-    return _Table(shown, extension, header, rows())
+    return _Table(shown, extension, names, rows())
+
+
+def _csv_cells(path: Path, problems: list[Problem]) -> Iterator[tuple[int, list[str]]]:
+    """A CSV folder's table read as it goes: its header, then its rows (`table_rows`), each
+    with the line it starts on. A problem (not UTF-8, not valid CSV, a row over ROW_MAX
+    characters) is added to `problems`, and ends the table."""
+    shown = str(path)
+    try:
+        with open(path, encoding="utf-8-sig", newline="", opener=_not_followed) as handle:
+            first = handle.readline(ROW_MAX)
+            handle.seek(0)
+            tabs = path.suffix.lower() == ".tsv" or "\t" in first
+            reader = _Bounded(handle, "\t" if tabs else ",")
+            header = next(reader, None)
+            if header is None:
+                problems.append(Problem(shown, 1, "", "empty: the first line names the terms"))
+                return
+            yield 1, header
+            yield from table_rows(reader, shown, len(header), problems)
+    except OSError as exc:
+        problems.append(Problem(shown, 0, "", f"cannot be read: {exc}"))
+    except UnicodeDecodeError as exc:  # (of a block read ahead: no line to name)
+        problems.append(Problem(shown, 0, "", f"cannot read as UTF-8 text ({exc.reason}): "
+                                              f"save the table as UTF-8"))
+    except csv.Error as exc:  # (in the header: table_rows reports those of rows)
+        problems.append(Problem(shown, 1, "", f"not valid CSV: {exc}"))
+    except _RowTooLong as exc:
+        problems.append(Problem(shown, exc.line, "", f"a row of more than {ROW_MAX:,} "
+                                                     f"characters starts here (a quote left "
+                                                     f"open?): a checklist's row holds at "
+                                                     f"most {ROW_MAX >> 20} MiB"))
+
+
+def _not_followed(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW)
+
+
+class _RowTooLong(Exception):
+    """A row of more than ROW_MAX characters, starting at `line`."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+class _Bounded:
+    """A CSV folder's table, read by the csv module a line at a time, each row at most
+    ROW_MAX characters: the reader holds a row whole in memory (a cell of 200 MB took 2 GB).
+    Strict: a quote left open is an error, not the rows after it read as one cell (with
+    --prune, the taxa in them would be deleted as gone from the checklist). Lines end at
+    \\n or \\r only, as csv counts them (U+2028, U+0085 and form feeds are text of a cell)."""
+
+    def __init__(self, handle: TextIO, delimiter: str) -> None:
+        self._handle = handle
+        self._held = 0  # characters of the row being read
+        self._start = 1  # the line it starts on
+        self._reader = csv.reader(self._lines(), delimiter=delimiter, strict=True)
+
+    @property
+    def line_num(self) -> int:
+        return self._reader.line_num
+
+    def __iter__(self) -> _Bounded:
+        return self
+
+    def __next__(self) -> list[str]:
+        self._held = 0
+        self._start = self._reader.line_num + 1
+        return next(self._reader)
+
+    def _lines(self) -> Iterator[str]:
+        while line := self._handle.readline(ROW_MAX + 1 - self._held):
+            self._held += len(line)
+            if self._held > ROW_MAX:
+                raise _RowTooLong(self._start)
+            yield line
 
 
 def _framed(path: Path, descriptor: object, shown: str, skip: int) -> None:

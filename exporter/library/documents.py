@@ -311,7 +311,7 @@ def _build_learning(bundle: Path, live: Path | None,
 
 
 def _group(folder: Path, live: Path | None, documents: list[Document], mark: str) -> None:
-    if live is not None and _mark(live) == mark:
+    if live is not None and _mark(live) == mark and _sound(live):
         writing.link_tree(live, folder)
         return
     rows: list[list[object]] = []
@@ -353,10 +353,11 @@ def _senses(texts: list[str], live: Path | None, *, sentences: bool = False) -> 
             rows = state["rows"]
             made = [s.weighed for s in table(rows)] if sentences else [str(r[3]) for r in rows]
             vectors = np.load(live / (SENTENCE_SENSES if sentences else search.SENSES))
-            # made by this encoder (another version's vectors mean something else)
-            if state.get("senses") == encoder.VERSION and \
-                    vectors.shape == (len(made), encoder.DIMENSIONS):
-                known.update(zip(made, vectors, strict=True))
+            # made by this encoder (another version's vectors mean something else), and
+            # each one sound (a NaN one is encoded again, never carried on)
+            if state.get("senses") == encoder.VERSION and len(vectors) == len(made):
+                known.update((text, vector) for text, vector, usable in zip(
+                    made, vectors, vector_cache.sound(vectors), strict=True) if usable)
         except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
             pass  # none there (an older build), or unreadable: encoded again
     out = np.zeros((len(texts), encoder.DIMENSIONS), np.float32)
@@ -383,6 +384,18 @@ def _learn(encoded: dict[str, np.ndarray]) -> None:
     if len(_encoded) + len(encoded) > ENCODED_KEPT:
         _encoded.clear()
     _encoded.update(dict(list(encoded.items())[:ENCODED_KEPT]))
+
+
+def _sound(folder: Path) -> bool:
+    """Whether a live group's sentence vectors may be linked as they are: every one sound
+    (`vector_cache.sound`: a build made from a damaged cache may hold NaN, and a NaN
+    passage answers nothing)."""
+    try:
+        matrices = [np.load(folder / name, mmap_mode="r")
+                    for name in (search.SENSES, SENTENCE_SENSES)]
+    except (OSError, ValueError):
+        return False
+    return all(matrix.ndim == 2 and vector_cache.sound(matrix).all() for matrix in matrices)
 
 
 def _mark(folder: Path) -> str | None:

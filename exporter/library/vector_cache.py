@@ -13,6 +13,10 @@ version and the text, in one SQLite file:
   restricted documents' text as well as public;
 - a vector is what the encoder made for that text, to the bit; another version of the
   encoder has other keys, so its vectors are never taken;
+- an entry is taken only when it is a vector the encoder could have made (`sound`): one
+  of another length or type, or holding NaN or an infinity (a NaN passage is near no
+  question: the library would answer nothing), is passed by, its text encoded again and
+  the entry written anew;
 - the cache never stops an export: a file that cannot be opened, read or written (damaged,
   locked, a full disk, a read-only home) is passed by, and the texts are encoded."""
 
@@ -93,15 +97,36 @@ def look_up(texts: Sequence[str]) -> dict[int, np.ndarray]:
                 f"SELECT key, vector FROM vectors WHERE key IN ({','.join('?' * len(chunk))})",
                 chunk).fetchall()
             for key, blob in rows:
-                if len(blob) == _ROW_BYTES:  # (a row of another length is passed by)
-                    vector = np.frombuffer(blob, "<f4").astype(np.float32)
+                vector = _vector(blob)
+                if vector is not None:
                     for n in positions[key]:
                         found[n] = vector
     return found
 
 
+def _vector(blob: object) -> np.ndarray | None:
+    """The vector an entry holds, or None when it is not one the encoder could make."""
+    if not isinstance(blob, bytes) or len(blob) != _ROW_BYTES:
+        return None
+    vector = np.frombuffer(blob, "<f4").astype(np.float32)
+    return vector if sound(vector[np.newaxis])[0] else None
+
+
+def sound(vectors: np.ndarray) -> np.ndarray:
+    """Which rows of `vectors`, read back from this cache or from a build, are vectors the
+    encoder could have made: float32, of its DIMENSIONS, every value finite. None are when
+    the matrix is of another shape or type."""
+    if vectors.ndim != 2 or vectors.shape[1] != encoder.DIMENSIONS or \
+            vectors.dtype != np.float32:
+        return np.zeros(len(vectors) if vectors.ndim else 0, bool)
+    # a row's sum is finite when all its values are (a float64 sum of float32 values cannot
+    # overflow), and needs no copy of the matrix
+    return np.isfinite(vectors.sum(axis=1, dtype=np.float64))
+
+
 def keep(texts: Sequence[str], vectors: np.ndarray) -> None:
-    """Keep the vectors the encoder made for these texts (a row a text)."""
+    """Keep the vectors the encoder made for these texts (a row a text), over any entry
+    they had (one `look_up` passed by as damaged)."""
     where = folder()
     if where is None or not texts:
         return
@@ -109,4 +134,4 @@ def keep(texts: Sequence[str], vectors: np.ndarray) -> None:
             for text, vector in zip(texts, vectors, strict=True)]
     with suppress(OSError, sqlite3.Error), closing(_connect(where)) as connection:
         with connection:  # one transaction
-            connection.executemany("INSERT OR IGNORE INTO vectors VALUES (?, ?)", rows)
+            connection.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)

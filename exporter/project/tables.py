@@ -3,14 +3,13 @@ each cell turned into the type its field's schema asks for."""
 
 from __future__ import annotations
 
-import _csv
 import csv
 import difflib
 import io
 import re
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from exporter.project.records import SourceFile, SourceRecord
 from exporter.project.schemas import Collection
@@ -18,7 +17,16 @@ from exporter.project.validation import OUT_OF_RANGE, WHOLE, WHOLE_MAX, WHOLE_MI
 from exporter.shared.errors import Problem
 
 
-def table_rows(reader: _csv.Reader, rel: str, width: int, problems: list[Problem]
+class Rows(Protocol):
+    """What `table_rows` reads: a csv reader, or one that wraps it."""
+
+    @property
+    def line_num(self) -> int: ...
+
+    def __next__(self) -> list[str]: ...
+
+
+def table_rows(reader: Rows, rel: str, width: int, problems: list[Problem]
                ) -> Iterator[tuple[int, list[str]]]:
     """The rows after a CSV table's header, each with the line it starts on; blank rows are
     skipped, and a row of another width or broken CSV is a problem (broken CSV ends the

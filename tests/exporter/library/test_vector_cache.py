@@ -1,6 +1,7 @@
 """The machine's cache of the sentence encoder's vectors (exporter/library/vector_cache.py):
 a first export in a new process takes the vectors another export made, to the bit, without
-loading the encoder; a damaged cache or none at all changes nothing but the time."""
+loading the encoder; a damaged cache or none at all changes nothing but the time, and a
+damaged vector, in the cache or in the build before, is never carried into a build."""
 
 from __future__ import annotations
 
@@ -10,15 +11,21 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
 import pytest
 from builders import NODE_TOML, REPO, Node, make_pdf, record_text
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from exporter.library import vector_cache
 from exporter.shared import encoder
+from sidecar.library import answer
+from sidecar.store import Snapshot
 
 PAGES = ["Cut knotweed stems in June, below the first node.",
          "Inject three millilitres into each cane. Keep ten metres from any watercourse.",
@@ -130,3 +137,82 @@ def test_vectors_of_another_encoder_or_another_length_are_never_taken(
     monkeypatch.setenv(vector_cache.ENV, str(blocked / "cache"))
     vector_cache.keep(texts, vectors)  # cannot be kept: passed by
     assert vector_cache.look_up(texts) == {}
+
+
+def damaged(vector: np.ndarray, kind: str) -> bytes | str | int:
+    """A cache entry where `vector` was, damaged in this way."""
+    if kind in ("NaN", "infinity"):
+        vector = vector.copy()
+        vector[len(vector) // 2] = np.nan if kind == "NaN" else -np.inf
+        return vector.astype("<f4").tobytes()
+    return {"short": vector[:-1].astype("<f4").tobytes(),
+            "long": vector.astype("<f4").tobytes() + bytes(4),
+            "float64": vector.astype("<f8").tobytes(),
+            "text": "a vector", "number": 7}[kind]
+
+
+DAMAGE = ["NaN", "infinity", "short", "long", "float64", "text", "number"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(damage=st.lists(st.sampled_from(DAMAGE) | st.none(), min_size=1, max_size=6))
+def test_a_damaged_entry_is_never_taken_and_is_written_anew(damage: list[str | None]) -> None:
+    """An entry holding NaN or an infinity, of another length, or not bytes at all, is
+    passed by (its text is encoded again), and the vector kept for that text replaces it."""
+    texts = [f"Sentence {n} of the field guide." for n in range(len(damage))]
+    vectors = np.random.default_rng(len(damage)).standard_normal(
+        (len(texts), encoder.DIMENSIONS)).astype(np.float32)
+    with tempfile.TemporaryDirectory() as scratch, pytest.MonkeyPatch.context() as patch:
+        patch.setenv(vector_cache.ENV, scratch)
+        vector_cache.keep(texts, vectors)
+        with closing(sqlite3.connect(Path(scratch) / vector_cache.FILE)) as connection, \
+                connection:
+            for vector, kind in zip(vectors, damage, strict=True):
+                if kind is not None:
+                    connection.execute("UPDATE vectors SET vector = ? WHERE vector = ?",
+                                       (damaged(vector, kind), vector.tobytes()))
+        found = vector_cache.look_up(texts)
+        assert sorted(found) == [n for n, kind in enumerate(damage) if kind is None]
+        vector_cache.keep([t for t, kind in zip(texts, damage, strict=True) if kind],
+                          vectors[[kind is not None for kind in damage]])
+        found = vector_cache.look_up(texts)
+    assert [found[n].tobytes() for n in range(len(texts))] == [v.tobytes() for v in vectors]
+
+
+@pytest.mark.slow
+def test_a_damaged_vector_is_never_carried_into_the_next_build(tmp_path: Path) -> None:
+    """Cache entries holding NaN (or an infinity, or of another length) were taken as they
+    were: every vector of the build NaN, and the library answered nothing; an export
+    without the cache then kept them, from the build before. Each is encoded again, the
+    cache's entry rewritten, and the next build's vectors are all finite."""
+    cache = tmp_path / "cache"
+    first = library(tmp_path / "a")
+    made = export(first, str(cache))
+    with closing(sqlite3.connect(cache / vector_cache.FILE)) as connection, connection:
+        entries = connection.execute("SELECT key, vector FROM vectors").fetchall()
+        for n, (key, blob) in enumerate(entries):
+            vector = np.frombuffer(blob, "<f4")
+            connection.execute("UPDATE vectors SET vector = ? WHERE key = ?",
+                               (damaged(vector, ["NaN", "infinity", "short"][n % 3]), key))
+    second = library(tmp_path / "b")
+    assert export(second, str(cache)) == made  # every one encoded again
+    for mine, theirs in zip(senses(second), senses(first), strict=True):
+        assert np.isfinite(mine).all() and np.abs(mine - theirs).max() < 1e-5
+    assert export(library(tmp_path / "c"), str(cache)) == 0  # the entries written anew
+
+    # A build holding NaN (as one made from a damaged cache did) is not linked or copied
+    # into the next, made without the cache: its damaged vectors are encoded again.
+    folder = second / ".fednode" / "bundle" / "passages" / "public"
+    for name in ("senses.npy", "sentences.npy"):
+        matrix = np.load(folder / name)
+        matrix[0, 7] = np.nan
+        np.save(folder / name, matrix)
+    guide = second / "content" / "library" / "guide.md"
+    guide.write_text(guide.read_text().replace("Control and sowing.", "Control; sowing."))
+    (second / "encoded.txt").unlink()  # (counted afresh)
+    assert 0 < export(second, "") < made
+    for mine, theirs in zip(senses(second), senses(first), strict=True):
+        assert np.isfinite(mine).all() and np.abs(mine - theirs).max() < 1e-5
+    found = answer(Snapshot(second / ".fednode" / "bundle"), ["public"],
+                   "How many weeks do cowslip seeds need before sowing?", 3)
+    assert found["grounded"] and "eight to twelve weeks" in found["answer"], found
