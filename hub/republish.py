@@ -6,9 +6,10 @@ content file of the hub's node: the member's fields as its node served them, und
 the hub's own (`hub_id`: stable, made from the member node's id and the record's id, so
 that two members' records never share one), with its provenance (`schemas.PROVENANCE`): the
 member node's id and name, the record's URL at the member, and the licence the record is
-published under (its own, else the member node's). The node is always the member the hub
-read it from: a record that came to the member from another hub names that member, and its
-URL there leads on to the node that published it first.
+published under (its own, else the member node's); and its times (`created_at`,
+`updated_at`) as the member served them. The node is always the member the hub read it from:
+a record that came to the member from another hub names that member, and its URL there leads
+on to the node that published it first.
 
 A library document keeps its metadata and links to its PDF at the member (`link`): a hub
 serves records, not the members' files. Fields this fednode does not know (a member running
@@ -33,13 +34,13 @@ from typing import Any
 import duckdb
 
 from exporter import __version__
-from exporter.contract.wire import COLLECTIONS, PUBLIC
+from exporter.contract.wire import COLLECTIONS, PUBLIC, is_time
 from exporter.project import frontmatter, records, tomltext
 from exporter.project import validation as validation_module
 from exporter.project.content import RULES
 from exporter.project.frontmatter import parse_markdown
 from exporter.project.records import SourceFile
-from exporter.project.schemas import PROVENANCE, Collection, collections
+from exporter.project.schemas import PROVENANCE, SOURCE_TIMES, Collection, collections
 from exporter.project.tomltext import toml_string
 from exporter.project.validation import validate
 
@@ -237,6 +238,8 @@ def hub_fields(source: Source, collection: Collection, data: dict[str, Any]
         None if republished else source.licence)
     if licence is not None:
         given["license"] = licence
+    if all(is_time(data.get(name)) for name in SOURCE_TIMES):  # its times at the member
+        given.update((name, data[name]) for name in SOURCE_TIMES)
     document = data.get("document_url")  # a library document's PDF, at the member
     if collection.name == "resources" and "link" not in given and \
             isinstance(document, str) and document.startswith(("https://", "http://")):

@@ -895,3 +895,66 @@ def test_rows_a_copy_should_not_hold_are_left_out_and_said(tmp_path: Path) -> No
         [path] = (hub_project(folder).content / "species").glob("*.md")
         assert "Heracleum mantegazzianum" in path.read_text()
         assert not list((hub_project(folder).content / "treatments").glob("*.md"))
+
+
+# --- what a member sends is bounded: licences, and each record's own times -------------------
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*")
+            if path.is_file()}
+
+
+@pytest.mark.slow
+def test_a_record_keeps_its_members_times(tmp_path: Path) -> None:
+    """A member's record created at T1 and edited at T2, exported by the hub at T3: the
+    hub serves it with the member's created_at (T1) and updated_at (T2), in its JSON and
+    on its page; the hub's changes feed says when the hub's record changed (T3). An export
+    that makes another record and takes this one from the last export (T4), and one of the
+    same copies again (T5), keep them: the second writes the same bytes."""
+    fields = species("Heracleum mantegazzianum")
+    member = solo(tmp_path, 95, fields)  # T1: 2026-03-01T08:00:00Z
+    member.add("one", "species", dict(fields, vernacularName="Giant hogweed"), "Solofield.")
+    build(Project(member.node.root), now=datetime(2026, 3, 2, 9, tzinfo=UTC))
+    folder = tmp_path / "hub"
+    with solo_hub(member, folder) as node:
+        at_member = json.loads(http_get(f"{node.url}/api/species/{fields['id']}")[2])
+        assert (at_member["created_at"], at_member["updated_at"]) == (
+            "2026-03-01T08:00:00Z", "2026-03-02T09:00:00Z")
+        export_hub(folder, now=datetime(2026, 3, 5, 10, tzinfo=UTC))
+        _served_with_times(hub_project(folder), member, fields["id"], at_member)
+        member.add("two", "species", species("Impatiens glandulifera"), "Solofield.")
+        build(Project(member.node.root), now=datetime(2026, 3, 7, 9, tzinfo=UTC))
+        node.settle()
+        synced = hub_cli("sync", "--hub", str(folder))
+        assert synced.exit_code == 0 and "exported species 2" in synced.stdout, synced.output
+    project = hub_project(folder)
+    times = {record["title"]: (record["created_at"], record["updated_at"]) for record in (
+        json.loads(path.read_bytes()) for path in
+        (project.site_out / "api" / "species").rglob("*.json") if len(path.stem) == 36)}
+    assert times == {"Heracleum mantegazzianum": (at_member["created_at"],
+                                                  at_member["updated_at"]),
+                     "Impatiens glandulifera": ("2026-03-07T09:00:00Z",) * 2}
+    before = tree(project.site_out)
+    build(project, now=datetime(2026, 3, 8, 10, tzinfo=UTC))
+    assert tree(project.site_out) == before
+
+
+def _served_with_times(project: Project, member: Member, record_id: str,
+                       at_member: dict[str, Any]) -> None:
+    """The hub's record of the member's record, read, listed and shown with the member's
+    times; its event in the changes feed at the hub's export (T3)."""
+    served = hub_id(member.node_id, record_id)
+    key, _ = issue_key(project.root, "reader")
+    with ServerThread(app_for(project.root, reload_interval=0)) as hub:
+        record = json.loads(http_get(f"{hub.url}/api/species/{served}")[2])
+        listed = json.loads(http_get(f"{hub.url}/api/species")[2])["items"]
+        changes = json.loads(http_get(f"{hub.url}/api/changes?since={EPOCH}",
+                                      {"X-API-Key": key})[2])
+    assert (record["created_at"], record["updated_at"]) == (
+        at_member["created_at"], at_member["updated_at"])
+    assert listed == [record] and record["vernacularName"] == "Giant hogweed"
+    assert [(item["id"], item["updated_at"]) for item in changes["items"]] == [
+        (served, "2026-03-05T10:00:00Z")]
+    page = (project.site_out / record_href("species", served).lstrip("/")).read_bytes()
+    assert b"2026-03-02T09:00:00Z" in page and b"2026-03-05T10:00:00Z" not in page
