@@ -36,7 +36,17 @@ from .project import (
     read_identity,
     warnings,
 )
-from .republish import CopyUnreadable, Entry, Source, copy_identity, memo_key, republish, rules
+from .republish import (
+    ENTRY_SIZE,
+    CopyUnreadable,
+    Entry,
+    Source,
+    copy_identity,
+    memo_key,
+    node_licence,
+    republish,
+    rules,
+)
 from .status import copy_version, read_status
 
 EXPORTED = "hub-export.json"  # in the project's .fednode/: what the last export was made of
@@ -153,11 +163,10 @@ def _served(hub: Hub, member: Member, project: Project, present: frozenset[str],
                         f"key was checked for; `fednode hub sync` checks it again")
             return one
         # (a node's name and licence as one line of printable text: they go into records,
-        # node.toml and the operator's terminal)
+        # node.toml and the operator's terminal; a known licence as its id)
         name = one_line(status.node_name or node_name or member.name, 200)
         licence = status.licence if status.node_id == node_id else None
-        one.source = Source(member.name, node_id, name,
-                            None if licence is None else one_line(licence, 200),
+        one.source = Source(member.name, node_id, name, node_licence(licence),
                             status.base_url)
         one.records = republish(one.source, copy, _memo(project, one.source), present)
     except CopyUnreadable as exc:
@@ -252,7 +261,7 @@ def _memo(project: Project, source: Source) -> dict[str, Entry] | None:
             not isinstance(data.get("records"), dict):
         return None
     records = data["records"]
-    if not all(isinstance(entry, list) and len(entry) == 5 and
+    if not all(isinstance(entry, list) and len(entry) == ENTRY_SIZE and
                all(isinstance(part, str) for part in entry) for entry in records.values()):
         return None
     return records

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from exporter.contract.licences import KNOWN
+
 from .members import Hub, HubError, Member
 from .republish import Republished, Source, toml_key, toml_value
 from .status import Status
@@ -32,6 +34,7 @@ IDENTITY = "node.toml"  # <hub>/node.toml: the hub's identity as a node
 # licence (its members').
 NODE_SETTINGS = ("id", "description", "publisher", "contact", "base_url", "sidecar_url",
                  "key_request", "language", "mcp_origins")
+LISTED = 6  # licences the hub's own licence names at most; any others are counted
 
 IDENTITY_TEMPLATE = """\
 # The hub as a node: the identity and settings of the node `fednode hub export` makes of the
@@ -118,10 +121,18 @@ class Served:
         if self.status.last_success is not None:
             said += ("; stale since " if self.status.stale else "; synced ") + \
                 self.status.last_success
+        if self.records.relicensed:
+            said += f"; {self.records.relicensed} {_relicensed(self.source)}"
         if self.records.refused:
             said += (f"; {len(self.records.refused)} left out, e.g. "
                      f"{self.records.refused[0]}")
         return said
+
+
+def _relicensed(source: Source) -> str:
+    """What became of the records that name a licence the hub does not know."""
+    instead = "without one" if source.licence is None else "under their node's instead"
+    return f"records name a licence the hub does not know, served {instead}"
 
 
 def licences(served: list[Served]) -> Counter[str]:
@@ -178,15 +189,24 @@ def network(served: list[Served], present: Counter[str]) -> dict[str, Any]:
 
 
 def licence_text(present: Counter[str]) -> str:
-    """The hub's own `licence` (node.toml): the one licence of all its records, or what
-    each record carries."""
-    named = sorted(licence for licence in present if licence)
+    """The hub's own `licence` (node.toml, and the footer of every page): the one licence
+    of all its records, or what each record carries, naming at most LISTED of the known
+    licences (`contract.licences`), the most used first, and counting the others. So it is
+    bounded, and names no member's licence on the pages of another's records."""
+    named = [licence for licence in present if licence]
     if len(named) == 1 and not present.get(""):
         return named[0]
     if not named:
         return "none named: no member names a licence"
-    return (f"the licence of each record (its license field): {', '.join(named)}"
-            + ("; some records name none" if present.get("") else ""))
+    listed = sorted((name for name in named if name in KNOWN),
+                    key=lambda name: (-present[name], name))[:LISTED]
+    others = len(named) - len(listed)
+    if not listed:
+        said = "the licence of each record (its license field), as its node names it"
+    else:
+        said = f"the licence of each record (its license field): {', '.join(listed)}"
+        said += f" and {others} other{'s' if others > 1 else ''}" if others else ""
+    return said + ("; some records name none" if present.get("") else "")
 
 
 def node_toml(hub: Hub, identity: dict[str, Any], served: list[Served]) -> str:

@@ -6,9 +6,11 @@ content file of the hub's node: the member's fields as its node served them, und
 the hub's own (`hub_id`: stable, made from the member node's id and the record's id, so
 that two members' records never share one), with its provenance (`schemas.PROVENANCE`): the
 member node's id and name, the record's URL at the member, and the licence the record is
-published under (its own, else the member node's). The node is always the member the hub
-read it from: a record that came to the member from another hub names that member, and its
-URL there leads on to the node that published it first.
+published under (its own where it is a licence the hub knows, `contract.licences`, else the
+member node's); and its times (`created_at`, `updated_at`) as the member served them. The
+node is always the member the hub read it from: a record that came to the member from
+another hub names that member, and its URL there leads on to the node that published it
+first.
 
 A library document keeps its metadata and links to its PDF at the member (`link`): a hub
 serves records, not the members' files. Fields this fednode does not know (a member running
@@ -33,13 +35,15 @@ from typing import Any
 import duckdb
 
 from exporter import __version__
-from exporter.contract.wire import COLLECTIONS, PUBLIC
+from exporter.contract import licences as licence_table
+from exporter.contract.licences import LICENCE_MAX, licence_id
+from exporter.contract.wire import COLLECTIONS, PUBLIC, is_time
 from exporter.project import frontmatter, records, tomltext
 from exporter.project import validation as validation_module
 from exporter.project.content import RULES
 from exporter.project.frontmatter import parse_markdown
 from exporter.project.records import SourceFile
-from exporter.project.schemas import PROVENANCE, Collection, collections
+from exporter.project.schemas import PROVENANCE, SOURCE_TIMES, Collection, collections
 from exporter.project.tomltext import toml_string
 from exporter.project.validation import validate
 
@@ -63,9 +67,8 @@ class Source:
     name: str  # the member's name in hub.toml
     node_id: str
     node_name: str
-    licence: str | None  # None: the node's manifest names none
+    licence: str | None  # None: the node's manifest names none (`node_licence`)
     base_url: str | None = None  # the node's base URL, as its signed manifest names it
-
 
     def holds(self, url: str) -> bool:
         """Whether `url` lies under the node's own base URL: a record's `source_url` must
@@ -74,10 +77,21 @@ class Source:
         return bool(base) and url.startswith(base + "/")
 
 
+def node_licence(text: str | None) -> str | None:
+    """A member node's licence as the hub serves it: a known licence's id
+    (`contract.licences`), else its text as one line of at most LICENCE_MAX characters;
+    None where it names none."""
+    if text is None or not text.strip():
+        return None
+    return licence_id(text) or one_line(text, LICENCE_MAX)
+
+
 # What the last export made of each of a member's records, by the record's id: the MD5 of
 # its JSON in the copy, its collection, its file ("" where it was refused), its licence
-# ("" for none) and why it was refused ("" where it was not).
+# ("" for none), why it was refused ("" where it was not) and "unknown" where the licence it
+# names is not one the hub knows, so it carries another ("" where it does not).
 Entry = list[str]
+ENTRY_SIZE = 6
 
 
 @dataclass
@@ -90,6 +104,7 @@ class Republished:
     kept: set[str] = field(default_factory=set)
     counts: dict[str, int] = field(default_factory=dict)  # records by collection
     licences: Counter[str] = field(default_factory=Counter)  # records by license ("": none)
+    relicensed: int = 0  # records whose own licence is not one the hub knows
     refused: list[str] = field(default_factory=list)  # why records were left out
     memo: dict[str, Entry] = field(default_factory=dict)  # by record id, for the next export
     digest: str = ""  # of the source, this code's rules and every record's JSON
@@ -144,7 +159,8 @@ def republish(source: Source, copy: Path, memo: dict[str, Entry] | None = None,
             if entry[2]:
                 out.kept.add(entry[2])
         else:  # its JSON is not a public record of this id
-            entry = [md5, collection, "", "", "its JSON is not a public record of this id"]
+            entry = [md5, collection, "", "", "its JSON is not a public record of this id",
+                     ""]
             out.remade = True
         out.memo[record_id] = entry
         if entry[4]:
@@ -152,6 +168,7 @@ def republish(source: Source, copy: Path, memo: dict[str, Entry] | None = None,
             continue
         out.counts[collection] += 1
         out.licences[entry[3]] += 1
+        out.relicensed += bool(entry[5])
     out.digest = made.hexdigest()
     out.remade = out.remade or len(out.memo) != len(before)
     return out
@@ -171,12 +188,13 @@ def _made(source: Source, collection: Collection, data: dict[str, Any],
     try:
         text = record_text(fields)
     except ValueError as exc:  # a value TOML cannot hold (hub sync's checks keep them out)
-        return [row[2], row[0], "", "", str(exc)]
+        return [row[2], row[0], "", "", str(exc), ""]
     problem = refusal(text, rel, collection)
     if problem is not None:
-        return [row[2], row[0], "", "", problem]
+        return [row[2], row[0], "", "", problem, ""]
     out.files[rel] = text
-    return [row[2], row[0], rel, str(fields.get("license", "")), ""]
+    unknown = "unknown" if _unknown_licence(data.get("license")) else ""
+    return [row[2], row[0], rel, str(fields.get("license", "")), "", unknown]
 
 
 def _rows(copy: Path, node_id: str, wanted: Callable[[tuple[str, str, str]], bool]
@@ -215,10 +233,11 @@ def memo_key(source: Source) -> str:
 @functools.cache
 def rules() -> str:
     """What the text and the checks of a republished record follow: fednode's version,
-    this module, the modules that read and check a record file, and the collections'
-    schemas. Another version of them makes every record again."""
+    this module, the licences the hub knows, the modules that read and check a record file,
+    and the collections' schemas. Another version of them makes every record again."""
     made = hashlib.sha256(f"{__version__}\0{RULES}".encode())
-    for module in (sys.modules[__name__], validation_module, frontmatter, records, tomltext):
+    for module in (sys.modules[__name__], licence_table, validation_module, frontmatter, records,
+                   tomltext):
         made.update(Path(str(module.__file__)).read_bytes())
     made.update(json.dumps([c.schema for c in collections().values()], sort_keys=True,
                            default=str).encode())
@@ -237,14 +256,11 @@ def hub_fields(source: Source, collection: Collection, data: dict[str, Any]
     given["source_node"], given["source_node_name"] = source.node_id, source.node_name
     if isinstance(data.get("url"), str) and source.holds(data["url"]):
         given["source_url"] = data["url"]
-    # The licence it carries; else its node's, for a node's own record (one a member hub
-    # republished, with a source of its own, carries its licence or has none known).
-    own = data.get("license")
-    republished = isinstance(data.get("source_node"), str)
-    licence = own if isinstance(own, str) and own.strip() else (
-        None if republished else source.licence)
+    licence = _licence(source, data)
     if licence is not None:
         given["license"] = licence
+    if all(is_time(data.get(name)) for name in SOURCE_TIMES):  # its times at the member
+        given.update((name, data[name]) for name in SOURCE_TIMES)
     document = data.get("document_url")  # a library document's PDF, at the member
     if collection.name == "resources" and "link" not in given and \
             isinstance(document, str) and document.startswith(("https://", "http://")):
@@ -255,6 +271,23 @@ def hub_fields(source: Source, collection: Collection, data: dict[str, Any]
     if "body" in given:
         fields["body"] = given["body"]
     return fields
+
+
+def _licence(source: Source, data: dict[str, Any]) -> str | None:
+    """The licence the hub's record carries: the record's own where it is a licence the hub
+    knows, written as its id; else its node's, for a node's own record (one a member hub
+    republished, with a source of its own, carries a known licence or has none known)."""
+    own = licence_id(data.get("license"))
+    if own is not None:
+        return own
+    return None if isinstance(data.get("source_node"), str) else source.licence
+
+
+def _unknown_licence(value: object) -> bool:
+    """Whether a record names a licence (anything but none or blank text) that the hub does
+    not know."""
+    named = value is not None and not (isinstance(value, str) and not value.strip())
+    return named and licence_id(value) is None
 
 
 def record_text(fields: dict[str, Any]) -> str:

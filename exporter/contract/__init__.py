@@ -10,4 +10,5 @@ jsonschema or renderer), so that the sidecar and the hub load it cheaply:
 - `builds`: which build a reader reads, and the locks that keep exports out of it.
 - `errors`: `FednodeError`, the base of every error a user can cause and fix.
 - `addresses`: the addresses and networks of the proxies the sidecar trusts.
+- `licences`: the licences a hub knows by name (SPDX ids and their URLs).
 """

@@ -171,6 +171,21 @@ def parse_time(text: str) -> datetime:
         raise ValueError("the time is outside the years 1 to 9999 once in UTC") from None
 
 
+_TIME = re.compile(TIME_PATTERN, re.ASCII)
+
+
+def is_time(value: object) -> bool:
+    """Whether a value is a time as a node serves one (`format_time`): RFC 3339 in UTC to
+    the second, and one that exists (not 2026-02-30T25:00:00Z)."""
+    if not isinstance(value, str) or _TIME.fullmatch(value) is None:
+        return False
+    try:
+        parse_time(value)
+    except ValueError:
+        return False
+    return True
+
+
 def document_url(base_url: str, record_id: str) -> str:
     """Where a library document's PDF is served (a static file when it is public)."""
     return f"{base_url}/library/{record_id}.pdf"

@@ -5,6 +5,7 @@ bytes are never read at all (the records table copies them, column to column).""
 from __future__ import annotations
 
 import hashlib
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +15,8 @@ from exporter.contract.bundle import DIGEST_SIZE, ITEM_END, RECORDS, Items, read
 
 
 class Renderings:
-    """id -> (render key, title, bytes) of each record of the previous export; empty when
-    there is no readable bundle (the export then renders everything)."""
+    """id -> (render key, title, times, bytes) of each record of the previous export; empty
+    when there is no readable bundle (the export then renders everything)."""
 
     def __init__(self, tables: list[pa.Table]) -> None:
         self.tables = tables  # the records table's segments (`contract.bundle.segments`)
@@ -43,6 +44,18 @@ class Renderings:
         """The row of the record's previous rendering if it was rendered from `key`."""
         row = self.rows.get(record_id)
         return row if row is not None and self.keys[row] == key else None
+
+    def times(self, row: int) -> tuple[str, str]:
+        """A row's `created_at` and `updated_at`, as rendered from its key."""
+        return self._created[row], self._updated[row]
+
+    @cached_property
+    def _created(self) -> list[str]:  # (read when a rendering is first reused)
+        return self.table.column("created_at").to_pylist()
+
+    @cached_property
+    def _updated(self) -> list[str]:
+        return self.table.column("updated_at").to_pylist()
 
     def bytes_of(self, rows: list[int]) -> list[bytes]:
         """Rows' served bytes, sliced from the map (Arrow's `take` would load

@@ -14,7 +14,7 @@ from functools import cache, cached_property
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from exporter.contract.wire import COLLECTIONS
+from exporter.contract.wire import COLLECTIONS, is_time
 
 # fastjsonschema is imported when a record is first validated, and jsonschema only when a
 # record is found invalid (to say why): importing jsonschema takes 0.2-0.3 s, which every
@@ -39,6 +39,12 @@ def _is_date(value: object) -> bool:
     return True
 
 
+def _is_time(value: object) -> bool:
+    """A time as a node serves one (`wire.is_time`); a format says nothing of values that
+    are not text."""
+    return not isinstance(value, str) or is_time(value)
+
+
 def _unchecked(value: object) -> bool:
     return True
 
@@ -48,9 +54,11 @@ def _unchecked(value: object) -> bool:
 # every install: jsonschema's own checker checks some formats only where an optional package
 # is installed (`uri` with rfc3987, `date-time` with rfc3339-validator), which would make what
 # is valid depend on the machine. `uri` is not checked as a format: the one field using it
-# (`resources.link`) has a pattern that asks for http(s). A content schema using a format
-# not named here is refused when its validator is made (`Collection.formats`).
-FORMATS: dict[str, Callable[[object], bool]] = {"date": _is_date, "uri": _unchecked}
+# (`resources.link`) has a pattern that asks for http(s). `date-time` is a time as nodes
+# serve it (`SOURCE_TIMES`). A content schema using a format not named here is refused when
+# its validator is made (`Collection.formats`).
+FORMATS: dict[str, Callable[[object], bool]] = {"date": _is_date, "date-time": _is_time,
+                                                "uri": _unchecked}
 
 # A record's provenance: where a hub found it (docs/hub.md, "Serving the network"). Served
 # fields (readOnly) that content may nevertheless set: a hub's records are the content of the
@@ -58,6 +66,10 @@ FORMATS: dict[str, Callable[[object], bool]] = {"date": _is_date, "uri": _unchec
 # node's own records do not have them (`fednode check` takes them from content all the same:
 # a node may republish a record from elsewhere).
 PROVENANCE = ("source_node", "source_node_name", "source_url", "license")
+# A republished record's times: served fields that a record naming its source (`source_node`)
+# may carry from it, in place of the ledger's (a hub's record keeps its member's times; the
+# export serves them, `exporter.site.served`). Any other record's times are the ledger's.
+SOURCE_TIMES = ("created_at", "updated_at")
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,6 +154,12 @@ class Collection:
     def served_by_node(self, name: str) -> bool:
         return name in self._served
 
+    def set_by_content(self, name: str, fields: dict[str, Any]) -> bool:
+        """Whether a record of these fields may set this field in content: any but those the
+        node serves, and a republished record's times (`SOURCE_TIMES`) where it names its
+        source."""
+        return name not in self._served or (name in SOURCE_TIMES and "source_node" in fields)
+
     @cached_property
     def _served(self) -> frozenset[str]:
         """The readOnly fields content may not set (asked of every field of every record):
@@ -225,11 +243,11 @@ def _load(name: str) -> Collection:
     schema = json.loads(text)
     meta = schema["x-fednode"]
     # Validation is against the content form: served (readOnly) fields are not allowed there,
-    # but for a record's provenance.
+    # but for a record's provenance and its source's times (`Collection.set_by_content`).
     content_schema = _matching_ecma(schema)
     content_schema["properties"] = {
         key: value for key, value in content_schema["properties"].items()
-        if not value.get("readOnly") or key in PROVENANCE
+        if not value.get("readOnly") or key in (*PROVENANCE, *SOURCE_TIMES)
     }
     return Collection(
         name=name, title=schema["title"], description=schema["description"], tool=meta["tool"],

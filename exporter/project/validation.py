@@ -39,10 +39,11 @@ def validate(record: SourceRecord, collection: Collection, *, controls: bool = T
     its fields are known to hold no control character)."""
     problems = []
     for name in record.fields:
-        if collection.served_by_node(name):
+        if not collection.set_by_content(name, record.fields):
             problems.append(Problem(record.path, record.line_of(name), name,
                                     "set by the node, not by content: remove it"))
-    fields = {k: v for k, v in record.fields.items() if not collection.served_by_node(k)}
+    fields = {k: v for k, v in record.fields.items()
+              if collection.set_by_content(k, record.fields)}
     for error in collection.errors(fields):
         problems.extend(_describe(error, record, collection))
     for name in _numeric(collection):

@@ -96,7 +96,8 @@ def _field_order(collection: Collection) -> tuple[str, ...]:
 def render_record(record: SourceRecord, entry: Entry, collection: Collection,
                   node: NodeConfig, previous: Renderings) -> Rendered:
     """A record's served form. Its bytes are taken from the previous export when nothing
-    they depend on has changed."""
+    they depend on has changed. Its times are the ledger's (`entry`), or its source's where
+    it is republished with them (`schemas.SOURCE_TIMES`: in its fields, so in its hash)."""
     # Everything the bytes depend on, spelled out (cheaper than hashing it per record).
     in_library = record.path.startswith(LIBRARY_PATH)
     key = "|".join((RENDER_VERSION, record.hash, entry.created_at, entry.updated_at,
@@ -104,18 +105,20 @@ def render_record(record: SourceRecord, entry: Entry, collection: Collection,
                     f"library {node.sidecar_url}" if in_library else ""))
     row = previous.find(record.id, key)
     if row is not None:
+        created, updated = previous.times(row)
         return Rendered(collection.name, record.id, record.access, previous.titles[row],
-                        entry.created_at, entry.updated_at, record.hash, None, key, row,
-                        previous)
+                        created, updated, record.hash, None, key, row, previous)
     fields = record.fields
     title = str(fields.get(collection.title_field, ""))
+    created = fields.get("created_at", entry.created_at)
+    updated = fields.get("updated_at", entry.updated_at)
     out: dict[str, Any] = {
         "id": record.id,
         "collection": collection.name,
         "title": title,
         "access": record.access,
-        "created_at": entry.created_at,
-        "updated_at": entry.updated_at,
+        "created_at": created,
+        "updated_at": updated,
         "url": record_url(node.base_url, collection.name, record.id),
         "content_hash": record.hash,
     }
@@ -125,8 +128,8 @@ def render_record(record: SourceRecord, entry: Entry, collection: Collection,
     if in_library:  # a restricted PDF is served by the sidecar only
         root = node.base_url if record.access == PUBLIC else node.sidecar_url
         out["document_url"] = document_url(root, record.id)
-    return Rendered(collection.name, record.id, record.access, title, entry.created_at,
-                    entry.updated_at, record.hash, encode(out), key)
+    return Rendered(collection.name, record.id, record.access, title, created, updated,
+                    record.hash, encode(out), key)
 
 
 def manifest(node: NodeConfig, collections: dict[str, Collection], counts: dict[str, int],

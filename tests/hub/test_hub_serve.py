@@ -897,3 +897,155 @@ def test_rows_a_copy_should_not_hold_are_left_out_and_said(tmp_path: Path) -> No
         [path] = (hub_project(folder).content / "species").glob("*.md")
         assert "Heracleum mantegazzianum" in path.read_text()
         assert not list((hub_project(folder).content / "treatments").glob("*.md"))
+
+
+# --- what a member sends is bounded: licences, and each record's own times -------------------
+
+
+def filled(root: Path, number: int, name: str, licence: str,
+           own: list[str | None]) -> Member:
+    """A member of as many species records as `own`, each with that licence of its own
+    (None: none), exported."""
+    member = make_member(root, number, name, licence)
+    for n, one in enumerate(own):
+        extra = {} if one is None else {"license": one}
+        member.add(f"s{n:03d}", "species", species(f"Planta {n:03d}", **extra), "Fieldnotes.")
+    build(Project(member.node.root), now=datetime(2026, 3, 1, 8, tzinfo=UTC))
+    return member
+
+
+def hub_of(folder: Path, members: list[Member]) -> Result:
+    """A hub in `folder` following the members (served), synced and exported."""
+    with contextlib.ExitStack() as stack:
+        assert hub_cli("init", str(folder)).exit_code == 0
+        for member in members:
+            server = stack.enter_context(ServerThread(app_for(member.node.root,
+                                                              reload_interval=0)))
+            added = hub_cli("add", server.url, "--hub", str(folder), "--name", member.name)
+            assert added.exit_code == 0, added.output
+        synced = hub_cli("sync", "--hub", str(folder))
+        assert synced.exit_code == 0, synced.output
+    exported = hub_cli("export", "--hub", str(folder))
+    assert exported.exit_code == 0, exported.output
+    return exported
+
+
+def site_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in hub_project(folder).site_out.rglob("*")
+               if path.is_file())
+
+
+def footer(page: bytes) -> str:
+    text = page.decode("utf-8")
+    return text[text.index("<footer>"):text.index("</footer>")]
+
+
+@pytest.mark.slow
+def test_a_members_licences_cannot_fill_the_hub(tmp_path: Path) -> None:
+    """A member whose 300 records each name a licence of 1,000 characters of its own, and
+    whose manifest names one of 5,000: the hub is about the size of one whose member's
+    records name none. A record's licence is one the hub knows, as its id, or its node's
+    (cut to LICENCE_MAX characters); a known licence's URL is its id; the hub's licence on
+    every page names known licences only and counts the others; the member's line says
+    once how many of its records named a licence the hub does not know."""
+    words = "Terms of reuse drafted by the node's own lawyers, clause "
+    hostile = [f"{n:04d} " + (words * 20)[:995] for n in range(300)]
+    terms = "Terms: " + "y" * 5000
+    other = make_member(tmp_path, 1, "other", "https://creativecommons.org/publicdomain/zero/1.0/")
+    other.add("a", "species", species("Fallopia japonica"), "Otherfield.")
+    other.add("b", "species", species("Impatiens glandulifera", license=(
+        "http://creativecommons.org/licenses/by/4.0/legalcode")), "Otherfield.")
+    build(Project(other.node.root), now=datetime(2026, 3, 1, 8, tzinfo=UTC))
+    bad = hub_of(tmp_path / "bad", [filled(tmp_path, 2, "hostile", terms, list(hostile)),
+                                    other])
+    good = hub_of(tmp_path / "good", [filled(tmp_path, 3, "honest", "CC-BY-4.0", [None] * 300),
+                                      other])
+    assert site_bytes(tmp_path / "bad") <= 1.5 * site_bytes(tmp_path / "good")
+    assert "does not know" not in good.stderr
+    line = next(line for line in bad.stderr.splitlines() if line.startswith("hostile:"))
+    assert "300 records name a licence the hub does not know, served under their node's " \
+           "instead" in line and line.count("300 records") == 2
+    project = hub_project(tmp_path / "bad")
+    manifest = json.loads((project.site_out / "api" / "manifest.json").read_bytes())
+    kept = "Terms: " + "y" * 192 + "…"
+    assert [m.get("licence") for m in manifest["network"]["members"]] == [kept, "CC0-1.0"]
+    assert manifest["network"]["licences"] == [
+        {"licence": "CC-BY-4.0", "records": 1}, {"licence": "CC0-1.0", "records": 1},
+        {"licence": kept, "records": 300}]
+    assert manifest["node"]["licence"] == ("the licence of each record (its license field): "
+                                           "CC-BY-4.0, CC0-1.0 and 1 other")
+    records = [json.loads(path.read_bytes()) for path in
+               (project.site_out / "api" / "species").rglob("*.json") if len(path.stem) == 36]
+    by_name = {record["scientificName"]: record for record in records}
+    assert by_name["Impatiens glandulifera"]["license"] == "CC-BY-4.0"
+    assert by_name["Fallopia japonica"]["license"] == "CC0-1.0"
+    assert by_name["Planta 007"]["license"] == kept
+    page = (project.site_out / record_href("species", by_name["Fallopia japonica"]["id"])
+            .lstrip("/")).read_bytes()
+    assert footer(page) == ("<footer><p>Published by bad under the licence of each record "
+                            "(its license field): CC-BY-4.0, CC0-1.0 and 1 other. Contact: "
+                            "hub@example.org.</p>")
+    for path in project.site_out.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert words.encode() not in data and b"y" * 200 not in data, path
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in folder.rglob("*")
+            if path.is_file()}
+
+
+@pytest.mark.slow
+def test_a_record_keeps_its_members_times(tmp_path: Path) -> None:
+    """A member's record created at T1 and edited at T2, exported by the hub at T3: the
+    hub serves it with the member's created_at (T1) and updated_at (T2), in its JSON and
+    on its page; the hub's changes feed says when the hub's record changed (T3). An export
+    that makes another record and takes this one from the last export (T4), and one of the
+    same copies again (T5), keep them: the second writes the same bytes."""
+    fields = species("Heracleum mantegazzianum")
+    member = solo(tmp_path, 95, fields)  # T1: 2026-03-01T08:00:00Z
+    member.add("one", "species", dict(fields, vernacularName="Giant hogweed"), "Solofield.")
+    build(Project(member.node.root), now=datetime(2026, 3, 2, 9, tzinfo=UTC))
+    folder = tmp_path / "hub"
+    with solo_hub(member, folder) as node:
+        at_member = json.loads(http_get(f"{node.url}/api/species/{fields['id']}")[2])
+        assert (at_member["created_at"], at_member["updated_at"]) == (
+            "2026-03-01T08:00:00Z", "2026-03-02T09:00:00Z")
+        export_hub(folder, now=datetime(2026, 3, 5, 10, tzinfo=UTC))
+        _served_with_times(hub_project(folder), member, fields["id"], at_member)
+        member.add("two", "species", species("Impatiens glandulifera"), "Solofield.")
+        build(Project(member.node.root), now=datetime(2026, 3, 7, 9, tzinfo=UTC))
+        node.settle()
+        synced = hub_cli("sync", "--hub", str(folder))
+        assert synced.exit_code == 0 and "exported species 2" in synced.stdout, synced.output
+    project = hub_project(folder)
+    times = {record["title"]: (record["created_at"], record["updated_at"]) for record in (
+        json.loads(path.read_bytes()) for path in
+        (project.site_out / "api" / "species").rglob("*.json") if len(path.stem) == 36)}
+    assert times == {"Heracleum mantegazzianum": (at_member["created_at"],
+                                                  at_member["updated_at"]),
+                     "Impatiens glandulifera": ("2026-03-07T09:00:00Z",) * 2}
+    before = tree(project.site_out)
+    build(project, now=datetime(2026, 3, 8, 10, tzinfo=UTC))
+    assert tree(project.site_out) == before
+
+
+def _served_with_times(project: Project, member: Member, record_id: str,
+                       at_member: dict[str, Any]) -> None:
+    """The hub's record of the member's record, read, listed and shown with the member's
+    times; its event in the changes feed at the hub's export (T3)."""
+    served = hub_id(member.node_id, record_id)
+    key, _ = issue_key(project.root, "reader")
+    with ServerThread(app_for(project.root, reload_interval=0)) as hub:
+        record = json.loads(http_get(f"{hub.url}/api/species/{served}")[2])
+        listed = json.loads(http_get(f"{hub.url}/api/species")[2])["items"]
+        changes = json.loads(http_get(f"{hub.url}/api/changes?since={EPOCH}",
+                                      {"X-API-Key": key})[2])
+    assert (record["created_at"], record["updated_at"]) == (
+        at_member["created_at"], at_member["updated_at"])
+    assert listed == [record] and record["vernacularName"] == "Giant hogweed"
+    assert [(item["id"], item["updated_at"]) for item in changes["items"]] == [
+        (served, "2026-03-05T10:00:00Z")]
+    page = (project.site_out / record_href("species", served).lstrip("/")).read_bytes()
+    assert b"2026-03-02T09:00:00Z" in page and b"2026-03-05T10:00:00Z" not in page

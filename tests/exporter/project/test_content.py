@@ -157,6 +157,24 @@ def test_served_fields_cannot_be_set_by_content(node: Node) -> None:
         "content/species/a.md:7: updated_at: set by the node, not by content: remove it"]
 
 
+def test_a_republished_record_may_carry_its_sources_times(node: Node) -> None:
+    """A record that names its source (`source_node`, as a hub's records do) may carry the
+    times its source serves it with, in the form nodes serve them; no other record may."""
+    times = {"created_at": "2020-01-01T00:00:00Z", "updated_at": "2021-06-30T12:00:00Z"}
+    node.write("species", "a", species("Fallopia japonica", source_node="n1", **times))
+    assert [r.fields["updated_at"] for r in load(Project(node.root)).records] == [
+        "2021-06-30T12:00:00Z"]
+    node.write("species", "a", species("Fallopia japonica", source_node="n1",
+                                       created_at="2020-02-30T00:00:00Z"))
+    node.write("species", "b", species("Impatiens glandulifera", **times))
+    found = problems(node.root)
+    assert len(found) == 3 and found[0].startswith(
+        "content/species/a.md:8: created_at: '2020-02-30T00:00:00Z' is not a valid date-time")
+    assert found[1:] == [
+        "content/species/b.md:7: created_at: set by the node, not by content: remove it",
+        "content/species/b.md:8: updated_at: set by the node, not by content: remove it"]
+
+
 def test_unknown_collection_and_stray_files(node: Node) -> None:
     (node.root / "content" / "specie").mkdir()
     (node.root / "content" / "team").mkdir()
