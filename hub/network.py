@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -67,6 +67,7 @@ class Facts:
     licence: str | None
     groups: tuple[str, ...]  # the key's access groups (none without a key)
     base_url: str | None  # the node's base URL, as its signed manifest names it
+    manifest: Manifest
 
 
 async def sync_members(hub: Hub, *, concurrency: int | None = None,
@@ -333,7 +334,7 @@ async def sync_member(hub: Hub, member: Member, limits: Limits, checked: str | N
     open records only (`checked_open`: `checked` is the last such version)."""
     key = member_key(member)
     async with connect(parse_address(member.url), key, limits) as node:
-        facts = await read_facts(node, key, trust)
+        facts = await read_facts(node, key)
     if facts.groups and not member.private:
         raise SyncError(
             f"its key (from {member.key_env}) holds the access group"
@@ -341,6 +342,7 @@ async def sync_member(hub: Hub, member: Member, limits: Limits, checked: str | N
             f"records stay with whoever holds the key, and members/ is what the hub serves: "
             f"set private = true for {member.name} in hub.toml to keep its copy in private/ "
             f"(never served), or give it a key without groups")
+    trust(facts.manifest)
     copy = hub.copy(member)
     before = copy_version(copy)
     report = await sync(member.url, copy, key, limits=limits, trust=trust)
@@ -350,17 +352,13 @@ async def sync_member(hub: Hub, member: Member, limits: Limits, checked: str | N
     return report, facts, checked_open(copy, copy_version(copy) if same else None)
 
 
-async def read_facts(node: Node, key: str | None,
-                     trust: Callable[[Manifest], None] | None = None) -> Facts:
-    """The node's id, name and licence (its manifest, checked by `trust`) and the key's
-    access groups."""
+async def read_facts(node: Node, key: str | None) -> Facts:
+    """The node's id, name and licence (its manifest) and the key's access groups."""
     where = f"{node.base}/api/manifest"
     log.info("reading %s", where)
-    body = await node.get(node.url("/api/manifest"), cap=node.limits.json_bytes)
+    body = await node.get(node.url("/api/manifest"), cap=node.limits.manifest_bytes)
     assert body is not None
     manifest = parse_manifest(body, where)
-    if trust is not None:
-        trust(manifest)
     licence = decode_json(body, where, "the manifest")["node"].get("licence")
     groups: tuple[str, ...] = ()
     if key is not None:
@@ -375,7 +373,7 @@ async def read_facts(node: Node, key: str | None,
         groups = tuple(one_line(group, 60) for group in found)
     return Facts(manifest.node_id, manifest.name,
                  one_line(licence, 200) if isinstance(licence, str) and licence.strip()
-                 else None, groups, manifest.roots[0] or None)
+                 else None, groups, manifest.roots[0] or None, manifest)
 
 
 async def identify(url: str) -> Manifest:
@@ -384,7 +382,7 @@ async def identify(url: str) -> Manifest:
     limits = Limits(attempts=1, read_timeout=30.0, request_timeout=60.0)
     async with connect(parse_address(url), None, limits) as node:
         where = f"{node.base}/api/manifest"
-        body = await node.get(node.url("/api/manifest"), cap=limits.json_bytes)
+        body = await node.get(node.url("/api/manifest"), cap=limits.manifest_bytes)
         assert body is not None
         manifest = parse_manifest(body, where)
     if manifest.signed is None:

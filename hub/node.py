@@ -36,7 +36,10 @@ REDIRECTS = (301, 302, 303, 307, 308)
 class Limits:
     """The bounds of one sync run (docs/hub.md lists them)."""
 
-    json_bytes: int = 64 * MiB  # a manifest, key description, list or feed page, record
+    json_bytes: int = 64 * MiB  # a key description, list or feed page, record
+    # A manifest: a hub republishes each member's in its own (docs/hub.md, Trust), so one
+    # member cannot make the hub's large.
+    manifest_bytes: int = 4 * MiB
     file_bytes: int = 512 * MiB  # a snapshot file or the public change list
     connect_timeout: float = 10.0  # to open a connection
     read_timeout: float = 60.0  # with no byte received: the node stalled

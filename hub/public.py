@@ -24,7 +24,7 @@ ROUNDS = 3  # passes over a node that changes while it is read, before giving up
 
 async def read_manifest(node: Node, node_id: str | None = None) -> Manifest:
     url = node.url("/api/manifest")
-    body = await node.get(url, cap=node.limits.json_bytes)
+    body = await node.get(url, cap=node.limits.manifest_bytes)
     assert body is not None
     manifest = parse_manifest(body, str(url))
     if node_id is not None and manifest.node_id != node_id:

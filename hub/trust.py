@@ -154,7 +154,6 @@ class MemberTrust:
         if path is None:
             raise SyncError(
                 f"its manifest is signed by the key {fingerprint}, not its pinned key "
-                f"{self.pinned}, and no rotation signed by the pinned key leads to it; if its "
-                f"publisher changed keys, check the new one with them and put it in hub.toml "
-                f"(fingerprint)")
+                f"{self.pinned}, and no rotation signed by it leads there; check the new key "
+                f"with its publisher and set it as fingerprint in hub.toml")
         return f"followed its key's rotation from {self.pinned} to {fingerprint}"

@@ -988,7 +988,17 @@ def test_a_members_licences_cannot_fill_the_hub(tmp_path: Path) -> None:
     for path in project.site_out.rglob("*"):
         if path.is_file():
             data = path.read_bytes()
+            if path.name == "manifest.json":  # each member's signed manifest, republished as
+                data = json.dumps(without_members_manifests(json.loads(data))).encode()
             assert words.encode() not in data and b"y" * 200 not in data, path
+
+
+def without_members_manifests(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The hub's manifest without the members' signed manifests it republishes (each the
+    member's own words, as it signed them, for clients to verify: docs/hub.md, Trust)."""
+    members = [{name: value for name, value in member.items() if name != "manifest"}
+               for member in manifest["network"]["members"]]
+    return {**manifest, "network": {**manifest["network"], "members": members}}
 
 
 def tree(folder: Path) -> dict[str, bytes]:

@@ -218,7 +218,7 @@ def test_a_changed_key_is_refused_until_the_operator_pins_it(tmp_path: Path) -> 
         line = refused.stdout.splitlines()[0]
         assert f"is signed by the key {new.public.fingerprint}, not its pinned key " \
                f"{old.public.fingerprint}" in line and "stale since" in line, line
-        assert "put it in hub.toml (fingerprint)" in line
+        assert "set it as fingerprint in hub.toml; stale since" in line
         text = (folder / "hub.toml").read_text()
         (folder / "hub.toml").write_text(text.replace(old.public.fingerprint,
                                                       new.public.fingerprint))
