@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 from exporter.contract.feed import EVENT_FIELDS, OPS, Event
-from exporter.contract.wire import COLLECTIONS, TIME_PATTERN, UUID_PATTERN, format_time, parse_time
+from exporter.contract.wire import (
+    COLLECTIONS,
+    TIME_PATTERN,
+    UUID_PATTERN,
+    format_time,
+    is_time,
+    parse_time,
+)
 from exporter.shared.errors import ExportError
 from exporter.shared.fileversion import version_at
 
@@ -243,22 +250,11 @@ _HASH = re.compile(r"sha256:[0-9a-f]{64}")
 SEQ_DIGITS = 18  # a seq is below 10**18: it fits in 64 bits, as readers of the feed keep it
 
 
-def _a_time(value: object) -> bool:
-    """A time as the ledger writes it, and one that exists (not 2026-02-30T25:00:00Z)."""
-    if not isinstance(value, str) or _TIME.fullmatch(value) is None:
-        return False
-    try:
-        parse_time(value)
-    except ValueError:
-        return False
-    return True
-
-
 # field -> (check, what the value must be)
 _FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
     "seq": (lambda v: type(v) is int and 0 <= v < 10**SEQ_DIGITS,
             f"a whole number of at most {SEQ_DIGITS} digits"),
-    "at": (_a_time, "a time like 2026-01-31T12:00:00Z"),
+    "at": (is_time, "a time like 2026-01-31T12:00:00Z"),
     "op": (lambda v: v in OPS, f"one of {', '.join(OPS)}"),
     "collection": (lambda v: v in COLLECTIONS, f"one of {', '.join(COLLECTIONS)}"),
     "id": (lambda v: isinstance(v, str) and _ID.fullmatch(v) is not None,
@@ -288,7 +284,7 @@ def _written(data: bytes) -> list[Event] | None:
     found = _LINE.findall(text)  # a match is a whole line: one per line at most
     if len(found) != text.count("\n"):
         return None
-    if not all(_a_time(at) for at in {f[1] for f in found}):  # each second once
+    if not all(is_time(at) for at in {f[1] for f in found}):  # each second once
         return None
     events = [Event(int(f[0]), f[1], f[2], f[3], f[4], f[5], f[6]) for f in found]
     previous = 0

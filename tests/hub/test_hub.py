@@ -1049,7 +1049,7 @@ def test_bodies_over_the_cap_are_refused(size: str, states: States, crafted: Cra
     crafted.reset(states.a)
     crafted.handlers["/api/manifest"] = huge
     message = sync_error(crafted.url, tmp_path / "hub.duckdb",
-                         limits=Limits(json_bytes=2 ** 15, attempts=2, backoff=0.01))
+                         limits=Limits(manifest_bytes=2 ** 15, attempts=2, backoff=0.01))
     assert ("announces a body of 10240 MiB" if size == "declared" else
             "over the hub's limit of 32768 bytes") in message
     assert not (tmp_path / "hub.duckdb").exists()

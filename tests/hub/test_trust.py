@@ -7,7 +7,9 @@ it, with the real `fednode hub sync`, `hub export` and sidecars."""
 from __future__ import annotations
 
 import json
+import shutil
 import tomllib
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -103,12 +105,13 @@ def hub_species(folder: Path) -> list[dict[str, Any]]:
     return [record for record in found if "items" not in record]
 
 
-class Replay:
-    """A real aiohttp server answering, at its own address, exactly what another node
-    serves: that node's signed manifest and files, replayed."""
+class Proxy:
+    """A real aiohttp server answering, at its own address, what another node serves:
+    replayed as it is, or with its records' answers changed by `edit`."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, edit: Callable[[str, bytes], bytes] | None = None) -> None:
         self.target = target
+        self.edit = edit or (lambda path, body: body)
         app = web.Application()
         app.router.add_route("GET", "/{tail:.*}", self.answer)
         self.server = ServerThread(app, runner=web.AppRunner)
@@ -116,7 +119,8 @@ class Replay:
     async def answer(self, request: web.Request) -> web.Response:
         async with aiohttp.ClientSession() as session, session.get(
                 self.target + request.path_qs) as answer:
-            return web.Response(body=await answer.read(), status=answer.status,
+            body = self.edit(request.path, await answer.read())
+            return web.Response(body=body, status=answer.status,
                                 content_type=answer.content_type)
 
 
@@ -162,7 +166,7 @@ def test_no_member_takes_another_members_place(tmp_path: Path) -> None:
             f"usurper: failed: its manifest claims the node id {hub_id}, which the hub itself "
             f"holds")
         beta.start(stack)
-        replay = Replay(beta.url)
+        replay = Proxy(beta.url)
         stack.enter_context(replay.server)
         add_by_hand(folder, "mirror", replay.server.url)
         second = cli("hub", "sync", "--hub", str(folder))
@@ -363,24 +367,12 @@ def test_a_rotation_is_followed_only_from_the_key_that_signed_it() -> None:
 # --- a record back through two hubs ------------------------------------------------------
 
 
-class Tamper:
-    """A real aiohttp server in front of a hub that changes the title of the records it
-    serves one by one: a hub altering what its members signed, as a client sees it."""
-
-    def __init__(self, target: str) -> None:
-        self.target = target
-        app = web.Application()
-        app.router.add_route("GET", "/{tail:.*}", self.answer)
-        self.server = ServerThread(app, runner=web.AppRunner)
-
-    async def answer(self, request: web.Request) -> web.Response:
-        async with aiohttp.ClientSession() as session, session.get(
-                self.target + request.path_qs) as answer:
-            body = await answer.read()
-            status, kind = answer.status, answer.content_type
-        if request.path.startswith("/api/species/"):  # the record, not the sync files
-            body = body.replace(b'"title":"Alpha plant"', b'"title":"Alpha plant (ours)"')
-        return web.Response(body=body, status=status, content_type=kind)
+def retitled(path: str, body: bytes) -> bytes:
+    """A record served one by one with its title changed (not the sync files): a hub
+    altering what its member signed, as a client sees it."""
+    if path.startswith("/api/species/"):
+        return body.replace(b'"title":"Alpha plant"', b'"title":"Alpha plant (ours)"')
+    return body
 
 
 def export_hub_at(folder: Path, port: int) -> None:
@@ -430,7 +422,7 @@ def test_a_record_is_verified_through_two_hubs_to_the_node_that_wrote_it(
         assert "member inner: Inner hub" in whole.stdout
         wrong = cli("verify", url, "--fingerprint", alpha_key.public.fingerprint)
         assert wrong.exit_code == 1 and "not by " + alpha_key.public.fingerprint in wrong.stderr
-        tamper = Tamper(f"http://127.0.0.1:{ports['outer']}")
+        tamper = Proxy(f"http://127.0.0.1:{ports['outer']}", retitled)
         stack.enter_context(tamper.server)
         altered = cli("verify", tamper.server.url + url.split(str(ports["outer"]), 1)[1])
         assert altered.exit_code == 1
@@ -487,3 +479,35 @@ def test_a_source_url_outside_the_members_base_url_is_left_out() -> None:
         fields = hub_fields(source, kind, {**record, "url": url})
         assert ("source_url" in fields) is kept, url
         assert fields["source_node"] == ident(9) and fields["source_node_name"] == "Liar node"
+
+
+@pytest.mark.slow
+def test_an_old_signed_manifest_replayed_is_a_restore_said_as_such(tmp_path: Path) -> None:
+    """A member's own older signed state served again (a replay, or a restore from a
+    backup): signed by its key, so followed, and reloaded with a line that says so; the
+    records served are the older ones, still under the member's own name."""
+    at = datetime(2026, 3, 1, 8, tzinfo=UTC)
+    beta = make_node(tmp_path, "beta", ident(2), "Node Beta", ["Beta one"])
+    beta.export(at)
+    old = tmp_path / "beta-old"
+    shutil.copytree(beta.node.root, old, symlinks=True)
+    folder = tmp_path / "hub"
+    assert cli("hub", "init", str(folder)).exit_code == 0
+    with ServerThread(app_for(beta.node.root, reload_interval=0), port=beta.port):
+        assert cli("hub", "add", beta.url, "--hub", str(folder), "--name",
+                   "beta").exit_code == 0
+        assert cli("hub", "sync", "--hub", str(folder)).exit_code == 0
+    beta.node.write("species", "s1", species("Beta two"))
+    beta.export(at + timedelta(minutes=1))
+    with ServerThread(app_for(beta.node.root, reload_interval=0), port=beta.port):
+        newer = cli("hub", "sync", "--hub", str(folder))
+        assert "beta: ok: added 1" in newer.stdout, newer.output
+    with ServerThread(app_for(old, reload_interval=0), port=beta.port):
+        replayed = cli("hub", "sync", "--hub", str(folder))
+    assert replayed.exit_code == 0, replayed.output
+    assert replayed.stdout.startswith(
+        "beta: ok: the node's sync position went back from 2 to 1 (restored from a backup?): "
+        "reloaded everything; added 0, updated 0, removed 1; 1 records"), replayed.stdout
+    assert cli("hub", "export", "--hub", str(folder)).exit_code == 0
+    assert [(r["title"], r["source_node_name"]) for r in hub_species(folder)] == [
+        ("Beta one", "Node Beta")]
