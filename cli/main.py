@@ -269,12 +269,13 @@ def serve(project_dir: Path, host: str, port: int, anonymous_rate: int, workers:
 @click.argument("question")
 @project_option
 @click.option("--limit", default=3, show_default=True, type=click.IntRange(1, 10),
-              help="Sentences (and citations) the answer may draw on.")
+              help="Passages to show, closest first.")
 @click.option("--group", "groups", multiple=True,
               help="Answer as a key holding this access group would (repeatable); without "
                    "it, from public documents only.")
 def ask(question: str, project_dir: Path, limit: int, groups: tuple[str, ...]) -> None:
-    """Answer QUESTION from the library of the last export, citing pages."""
+    """Answer QUESTION from the library of the last export: the closest passages, each
+    with its page, and an answer where one sentence clearly states it."""
     from sidecar.library import answer
     from sidecar.store import Snapshot
 
@@ -282,15 +283,17 @@ def ask(question: str, project_dir: Path, limit: int, groups: tuple[str, ...]) -
                    " ".join(question.split()), limit)
     # The library's words (titles, labels) as the terminal should show them: a title may
     # hold an escape sequence
-    if not found["grounded"]:
-        click.echo(printable(found["message"]))
-        return
-    click.echo(printable(found["answer"]))
-    click.echo()
+    click.echo(printable(found["answer"] if found["grounded"] else found["message"]))
     for citation in found["citations"]:
         click.echo(printable(f"[{citation['n']}] {citation['title']}, page "
                              f"{citation['page_label']} (PDF page {citation['page']}): "
                              f"{citation['url']}"))
+    if found["passages"]:
+        click.echo("\nThe closest passages:")
+    for passage in found["passages"]:
+        click.echo(printable(f"({passage['n']}) {passage['title']}, page "
+                             f"{passage['page_label']} (PDF page {passage['page']}), score "
+                             f"{passage['score']}: {passage['quote']} {passage['url']}"))
 
 
 def _registry(project_dir: Path) -> keyring.Registry:

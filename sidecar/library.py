@@ -37,8 +37,17 @@ FOCUS = 0.15  # what the words naming what is asked weigh (`answer_kinds.focus`)
 KEY_WORDS = 2  # the question's rarest words the library uses (`Score.rare`)
 ANSWER = 0.61  # the best sentence's score (`Score`) at which the question is answered
 SUPPORT = 0.5  # the score at which another sentence is quoted beside it
-NO_ANSWER = ("The library holds no passage that answers this question; try other words, or "
-             "ask about what its documents cover (GET /api/resources lists them).")
+# How a passage is ranked (`_ranked_passages`): the closeness in meaning of its best
+# sentence and of the whole passage (the sentence encoder's), its keyword score (BM25, as a
+# share of the best in its group) and its closeness by word vectors.
+PASSAGE_WEIGHTS = (0.5, 0.3, 0.2, 0.2)
+NEAR = 0.38  # the best sentence's closeness under which the library holds nothing near
+QUOTE_CHARS = 480  # a passage's quote: its best sentence, with neighbours up to this length
+PASSAGE_POOL = 30  # passages each retrieval brings, per group
+NOTHING_NEAR = ("The library holds nothing near this question: its documents are about other "
+                "things (GET /api/resources lists them).")
+NOT_STATED = ("No sentence of the library states the answer clearly; the passages are the "
+              "closest it holds: read them to judge.")
 # Words written in capitals that are common words, not names (`is_name`).
 COMMON_CAPITALS = frozenset({"OK", "OKAY", "I", "ASAP", "DIY", "FAQ", "PS", "TV"})
 _YEAR = re.compile(r"(?:1[89]|2[01])\d\d")
@@ -104,33 +113,124 @@ NOTHING = Weighed(0.0, [])
 
 def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
            ) -> dict[str, Any]:
-    """The answer to a question from the passages of these groups alone: led by the
-    sentence that answers it best, up to `limit` sentences each with its citation; or a
-    refusal (no answer, no citations, a message) where it names something they never
-    mention or no sentence scores ANSWER."""
+    """What the library holds for a question, from the passages of these groups alone: the
+    `limit` passages closest to it, each quoting its best sentence; and an answer, led by
+    the sentence that states it, only where one sentence clearly does (its score reaches
+    ANSWER and the question names nothing the documents never mention). No passages at
+    all where nothing is near (NEAR)."""
     indexes = snapshot.passage_groups(groups)
     asked = search.as_asked(question)  # the response echoes the question as it was sent
+    sense = encoder.Encoder.shared().encode([asked])[0] if indexes else None
+    passages = [] if sense is None else _ranked_passages(indexes, asked, sense, limit)
     unknown = unknown_names(asked, indexes)
+    if not passages:
+        return _reply(question, [], NOTHING_NEAR if not unknown else (
+            f"The library's documents never mention {unknown[0]!r}, and hold nothing near "
+            f"this question (GET /api/resources lists them)."))
+    shown = [_passage(snapshot, indexes, n, found) for n, found in enumerate(passages, 1)]
     if unknown:
-        return _refusal(question, f"The library's documents never mention {unknown[0]!r}, so "
-                                  f"they cannot answer this question; ask about what they "
-                                  f"cover (GET /api/resources lists them).")
+        return _reply(question, shown, f"The library's documents never mention {unknown[0]!r}, "
+                                       f"so none of them states the answer; the passages are "
+                                       f"the closest they hold.")
     found = weigh(indexes, asked)
-    chosen = choose(found.quotes, limit) if found.evidence >= ANSWER else []
+    chosen = choose(found.quotes, 1) if found.evidence >= ANSWER else []
     if not chosen:
-        return _refusal(question, NO_ANSWER)
-    citations = []
-    for n, (sentence, cited, _, _) in enumerate(chosen, start=1):
-        document_id, page, label = str(cited[0]), int(cited[1]), str(cited[2])
-        group = next(g for g in indexes if document_id in g.titles)
-        # A public PDF is a static file; a restricted one is served by the sidecar only.
-        root = snapshot.base_url if group.name == PUBLIC else snapshot.meta.sidecar_url
-        citations.append({"n": n, "document_id": document_id,
-                          "title": group.titles[document_id], "page": page,
-                          "page_label": label, "quote": sentence,
-                          "url": f"{document_url(root, document_id)}#page={page}"})
+        return _reply(question, shown, NOT_STATED)
+    citations = [_citation(snapshot, indexes, n, quote.passage, quote.sentence)
+                 for n, quote in enumerate(chosen, start=1)]
     text = " ".join(f"{quote.sentence} [{n}]" for n, quote in enumerate(chosen, start=1))
-    return {"question": question, "answer": text, "citations": citations, "grounded": True}
+    return {"question": question, "answer": text, "grounded": True, "citations": citations,
+            "passages": shown}
+
+
+class Found(NamedTuple):
+    """A passage found for a question: its group, its row, its score, and its quote."""
+    group: ranking.Passages
+    row: int
+    score: float
+    quote: str
+
+
+def _ranked_passages(indexes: list[ranking.Passages], question: str, sense: np.ndarray,
+                     limit: int) -> list[Found]:
+    """The `limit` passages of these groups closest to the question (PASSAGE_WEIGHTS),
+    each with the quote of its best sentence; none where no sentence comes NEAR."""
+    terms = sorted(set(search.stems(question)) - ASKING)
+    vector = word_vectors.Embedder.embed([question], serving=True)[0]
+    found: list[Found] = []
+    nearest = 0.0
+    for group in indexes:
+        keyword = dict(group.keyword(terms, PASSAGE_POOL))
+        top = max(keyword.values(), default=0.0) or 1.0
+        static = dict(group.semantic(vector, PASSAGE_POOL))
+        closest = group.closest_sentences(sense, PASSAGE_POOL)
+        rows = set(keyword) | set(static) | {group.sentences[n].row for n in closest}
+        for row, members in _sentences_of(group, rows).items():
+            dense = np.asarray(group.sentence_senses[members] @ sense, dtype=np.float64)
+            best = int(np.argmax(dense))
+            nearest = max(nearest, float(dense[best]))
+            parts = (float(dense[best]), float(group.senses[row] @ sense),
+                     keyword.get(row, 0.0) / top,
+                     static.get(row, float(group.vectors[row] @ vector)))
+            score = math.fsum(w * max(0.0, part)
+                              for w, part in zip(PASSAGE_WEIGHTS, parts, strict=True))
+            found.append(Found(group, row, score, _quote(group, members, members[best])))
+    if nearest < NEAR:
+        return []
+    found.sort(key=lambda f: (-f.score, f.group.name, f.row))
+    return found[:limit]
+
+
+def _sentences_of(group: ranking.Passages, rows: set[int]) -> dict[int, list[int]]:
+    """The sentences (indexes into `group.sentences`) of each of these passage rows, by
+    row in ascending order, each row's in the order of its text."""
+    by_row: dict[int, list[int]] = {}
+    for n, sentence in enumerate(group.sentences):
+        if sentence.row in rows:
+            by_row.setdefault(sentence.row, []).append(n)
+    return dict(sorted(by_row.items()))
+
+
+def _quote(group: ranking.Passages, members: list[int], best: int) -> str:
+    """A passage's best sentence with the sentences around it, as they stand on the page,
+    up to QUOTE_CHARS: the one before it first (an answer often follows the sentence that
+    names its subject), then the one after."""
+    at = members.index(best)
+    chosen = [best]
+    for step in (-1, 1):
+        other = at + step
+        if 0 <= other < len(members):
+            text = " ".join(group.sentences[n].quoted for n in sorted([*chosen,
+                                                                       members[other]]))
+            if len(text) <= QUOTE_CHARS:
+                chosen.append(members[other])
+    return " ".join(group.sentences[n].quoted for n in sorted(chosen))
+
+
+def _passage(snapshot: Snapshot, indexes: list[ranking.Passages], n: int,
+             found: Found) -> dict[str, Any]:
+    shown = _citation(snapshot, indexes, n, found.group.rows[found.row], found.quote)
+    shown["score"] = round(found.score, 3)
+    return shown
+
+
+def _citation(snapshot: Snapshot, indexes: list[ranking.Passages], n: int,
+              row: Sequence[Any], quote: str) -> dict[str, Any]:
+    """A quote of the page passage `row` is on: its document, page and link."""
+    document_id, page, label = str(row[0]), int(row[1]), str(row[2])
+    group = next(g for g in indexes if document_id in g.titles)
+    # A public PDF is a static file; a restricted one is served by the sidecar only.
+    root = snapshot.base_url if group.name == PUBLIC else snapshot.meta.sidecar_url
+    return {"n": n, "document_id": document_id, "title": group.titles[document_id],
+            "page": page, "page_label": label, "quote": quote,
+            "url": f"{document_url(root, document_id)}#page={page}"}
+
+
+def _reply(question: str, passages: list[dict[str, Any]], message: str) -> dict[str, Any]:
+    """An answer the library does not give: the passages (none when nothing is near) and
+    why."""
+    return {"question": question, "answer": None, "grounded": False, "citations": [],
+            "passages": passages, "message": message}
 
 
 def weigh(indexes: list[ranking.Passages], question: str,
@@ -262,11 +362,6 @@ def choose(quotes: list[Quote], limit: int) -> list[Quote]:
         if len(chosen) == limit:
             break
     return chosen
-
-
-def _refusal(question: str, message: str) -> dict[str, Any]:
-    return {"question": question, "answer": None, "citations": [], "grounded": False,
-            "message": message}
 
 
 def unknown_names(question: str, indexes: list[ranking.Passages]) -> list[str]:

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.contract.answer import ANSWER
 from exporter.contract.endpoints import BY_NAME
 from exporter.contract.inputs import Field, InputError, from_json, object_schema
 from exporter.contract.wire import (
@@ -140,32 +141,19 @@ async def _ask_library(view: View, arguments: dict[str, Any]) -> Any:
     return await service.ask(view, question=arguments["question"], limit=arguments["limit"])
 
 
-_CITATION = {"type": "object", "properties": {
-    "n": {"type": "integer"}, "document_id": {"type": "string"}, "title": {"type": "string"},
-    "page": {"type": "integer", "description": "the PDF's page, 1 for its first"},
-    "page_label": {"type": "string", "description": "the page's printed number"},
-    "quote": {"type": "string", "description": "the sentence as it stands on the page"},
-    "url": {"type": "string", "description": "the PDF, opened at the page"}},
-    "required": ["n", "document_id", "title", "page", "page_label", "quote", "url"]}
-
 ASK_LIBRARY = Tool(
     name="ask_library", title="Ask the document library",
     description=(
-        "Answers a question from the node's library of PDF documents (manuals, protocols, "
-        "handbooks) by quoting the sentences that state the answer, each with its document, "
-        "page and a link to the page. When no sentence of the library answers it, the answer "
-        "is null with no citations and a message saying so: never a made-up answer. The same "
-        "answer and refusal as POST /api/library/ask, for the documents this key may read."),
+        "Finds the passages of the node's PDF documents (manuals, protocols, handbooks) "
+        "closest to a question, each with its document, page, a quote and a link to the page: "
+        "read them and judge. Where one sentence clearly states the answer, `answer` quotes "
+        "it (grounded: true, with its citation); otherwise `answer` is null and the passages "
+        "still say where to look. No passages for a question the library has nothing near. "
+        "The same as POST /api/library/ask, for the documents this key may read."),
     arguments=(argument("ask", "question"), argument("ask", "limit")),
     said={"question": "the question, in your own words",
-          "limit": "sentences the answer may quote"},
-    output_schema={"type": "object", "required": ["question", "answer", "citations",
-                                                  "grounded"],
-                   "properties": {"question": {"type": "string"},
-                                  "answer": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-                                  "grounded": {"type": "boolean"},
-                                  "citations": {"type": "array", "items": _CITATION},
-                                  "message": {"type": "string"}}},
+          "limit": "passages to return, closest first"},
+    output_schema=ANSWER,
     run=_ask_library, scope="library")
 
 async def _get_taxon(view: View, arguments: dict[str, Any]) -> Any:

@@ -20,6 +20,7 @@ from .wire import (
     CHANGES_LIMIT_DEFAULT,
     CHANGES_LIMIT_MAX,
     COLLECTIONS,
+    LIBRARY_CONTRACT,
     LIST_LIMIT_DEFAULT,
     LIST_LIMIT_MAX,
     QUESTION_MAX,
@@ -49,6 +50,7 @@ class Endpoint:
     public: bool = False  # static: the CDN may serve it from site_out/
     page: bool = False  # for people (HTML, sitemaps): not listed in the manifest
     static: str | None = None  # the file under site_out/ that answers it, if not at `path`
+    version: str | None = None  # the version of what it answers, where that can change
 
     @property
     def params(self) -> tuple[Field, ...]:
@@ -172,10 +174,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              fields=(Field("question", "text", "the question to answer, as text",
                            required=True, longest=QUESTION_MAX, where="body",
                            example="When should knotweed be injected?"),
-                     Field("limit", "integer", "citations the answer draws on",
+                     Field("limit", "integer", "passages to return, closest first",
                            default=ASK_LIMIT_DEFAULT, low=1, high=ASK_LIMIT_MAX,
                            where="body")),
-             result="Answer", capability="library"),
+             result="Answer", capability="library", version=LIBRARY_CONTRACT),
     Endpoint("library_file", "GET", "/library/{file}", "open", "read", "application/pdf",
              "A PDF of the document library", capability="library", fields=(_FILE,),
              public=True),
@@ -231,6 +233,8 @@ def manifest_endpoints(base_url: str, sidecar_url: str) -> dict[str, dict[str, A
             entry["scope"] = e.scope  # a key used here needs it
         if e.params:
             entry["parameters"] = [p.name for p in e.params]
+        if e.version:
+            entry["version"] = e.version  # what its answers hold (docs/api.md)
         root = sidecar_url if e.access == "keyed" else base_url
         entry["url"] = root + e.path
         described[e.name] = entry

@@ -25,8 +25,12 @@ CHANGES_LIMIT_DEFAULT = 200
 CHANGES_LIMIT_MAX = 1000
 BODY_LIMIT = 1024 * 1024  # bytes of a POST body
 QUESTION_MAX = 2000  # characters of a library question
-ASK_LIMIT_DEFAULT = 3  # citations an answer draws on
+ASK_LIMIT_DEFAULT = 3  # passages an answer from the library returns
 ASK_LIMIT_MAX = 10
+# The version of POST /api/library/ask's answer (and the ask_library tool's), which the
+# manifest names: "passages-1" always returns the closest passages, and an answer only
+# where one sentence clearly states it (docs/library.md).
+LIBRARY_CONTRACT = "passages-1"
 PUBLIC = "public"  # the access of a record every caller may read
 SCOPES: tuple[str, ...] = ("read", "search", "changes", "mcp", "library")
 # The forms of ids and times on the wire, in ASCII digits only (`\d` would take any script's).

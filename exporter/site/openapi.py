@@ -8,6 +8,7 @@ import copy
 from typing import Any
 
 from exporter import __version__
+from exporter.contract.answer import ANSWER
 from exporter.contract.endpoints import ENDPOINTS, Endpoint
 from exporter.contract.inputs import Field, json_schema, object_schema
 from exporter.contract.wire import API_VERSION, COLLECTIONS, TIME_PATTERN
@@ -207,11 +208,7 @@ def _schemas(collections: dict[str, Collection]) -> dict[str, Any]:
                                  "collection", "id", "title", "snippet", "score", "url"]}},
                              "counts": {"type": "object", "additionalProperties": {
                                  "type": "integer"}}}},
-        "Answer": {"type": "object", "required": ["question", "answer", "citations",
-                                                  "grounded"], "properties": {
-            "answer": {"type": ["string", "null"]}, "grounded": {"type": "boolean"},
-            "citations": {"type": "array", "items": {"type": "object", "required": [
-                "n", "document_id", "title", "page", "page_label", "quote", "url"]}}}},
+        "Answer": ANSWER,
         "McpAnswer": {"type": "object", "description": "A JSON-RPC response, or {result} "
                                                        "for the seed's form"},
     }

@@ -168,22 +168,26 @@ def test_an_answer_cites_the_page_it_comes_from(site: Site) -> None:
 
 
 @pytest.mark.parametrize(("question", "says"), [
-    ("How many members does the football club have?", "no passage"),
-    ("What is the best way to feed a horse in winter?", "no passage"),
+    # Nothing near: no passages at all.
+    ("How many members does the football club have?", "nothing near"),
+    ("What is the best way to feed a horse in winter?", "nothing near"),
     # A name (a capital inside a sentence, a code, a year) the library never uses: it
     # cannot be what the question is about.
     ("What is the best treatment for Ambrosia allergy?", "never mention 'Ambrosia'"),
     ("What are the dates of the 2031 balsam pulling days?", "never mention '2031'"),
     # A common word the library never uses refuses nothing by itself: the weighing does.
-    ("What is the best treatment for ragweed allergy?", "no passage"),
+    ("What is the best treatment for ragweed allergy?", "states the answer"),
     ("Are knotweed stems injected in Dinant as well?", "never mention 'Dinant'"),
     ("Can a holder of a P1 licence inject knotweed stems?", "never mention 'P1'"),
 ])
 def test_no_support_is_no_answer(site: Site, question: str, says: str) -> None:
+    """No answer where no sentence states it; the closest passages all the same, but none
+    where the library holds nothing near the question."""
     status, body = site.ask({"question": question})
     assert status == 200
     assert body["answer"] is None and body["grounded"] is False and body["citations"] == []
     assert says in body["message"], body["message"]
+    assert (body["passages"] == []) is ("nothing near" in body["message"]), body["passages"]
 
 
 @pytest.mark.slow
@@ -474,7 +478,7 @@ def test_fednode_ask_answers_from_the_local_bundle(site: Site) -> None:
         "page 1 (PDF page 3)" in shown
     hidden = subprocess.run([*command[:2], "What must a team carry for a spill?", *command[3:]],
                             capture_output=True, text=True, check=True).stdout
-    assert "no passage" in hidden
+    assert "spill kit" not in hidden and "Spill protocol" not in hidden
     granted = subprocess.run([*command[:2], "What must a team carry for a spill?",
                               *command[3:], "--group", "sensitive"],
                              capture_output=True, text=True, check=True).stdout
