@@ -13,8 +13,8 @@ For each part, as a caller without access groups:
 - sentence quoted: the share whose evidence sentence is inside one of those passages'
   quotes;
 - grounded: the share given an answer (`grounded: true`);
-- precision: of those answers, the share that state the evidence (the answer holds the
-  evidence sentence, or a quote of it that is most of it);
+- precision: of those answers to questions with an evidence sentence, the share that
+  state it (the answer holds the evidence sentence, or a quote of it that is most of it);
 - unanswerable grounded: of the on-topic questions the library does not answer, the share
   given an answer (goal: at most 0.1);
 - off-topic empty: of the off-topic questions, the share with no passages (goal: 0.9).
@@ -129,7 +129,8 @@ def figures(outcomes: list[Outcome], ids: dict[str, str]) -> dict[str, str]:
         "page in 3": rate(sum(o.page_hit(ids) for o in answerable), len(answerable)),
         "sentence quoted": rate(sum(o.quoted() for o in with_evidence), len(with_evidence)),
         "grounded": rate(len(grounded), len(answerable)),
-        "precision": rate(sum(o.right_answer() for o in grounded), len(grounded)),
+        "precision": rate(sum(o.right_answer() for o in grounded if o.case.evidence),
+                          sum(1 for o in grounded if o.case.evidence)),
         "unanswerable grounded": rate(sum(o.got["grounded"] for o in unanswerable),
                                       len(unanswerable)),
         "off-topic empty": rate(sum(not o.got["passages"] for o in offtopic), len(offtopic)),

@@ -1,11 +1,13 @@
-"""Grounded answers from the document library, on one snapshot, over the access groups the
-service layer chose. A question is answered by a sentence: the sentences closest to it in
-meaning (the sentence encoder's vectors of each sentence, made at export) and those of the
-passages retrieved by keyword and meaning are each scored (`Score`: closeness in meaning,
-share of the question's words, whether it gives the kind of answer asked for, by
-`answer_kinds`), and the answer leads with the best. Where none scores ANSWER or more, or
-the question names something the caller's documents never mention, there is no answer —
-never a made-up one, nor a neighbouring fact presented as one.
+"""The document library's passages and grounded answers, on one snapshot, over the access
+groups the service layer chose. The passages closest to a question are ranked by the
+sentence encoder, keywords and word vectors (`_ranked_passages`), each quoting its best
+sentence; none where nothing comes near. A question is answered by one sentence: the
+sentences closest to it in meaning (the sentence encoder's vectors of each sentence, made
+at export) and those of the passages retrieved by keyword and meaning are each scored
+(`Score`: closeness in meaning, share of the question's words, whether it gives the kind
+of answer asked for, by `answer_kinds`), and the best is the answer where it scores ANSWER
+or more, stands in the closest passage, and the question names nothing the caller's
+documents never mention: never a made-up one, nor a neighbouring fact presented as one.
 
 Everything is weighed over the caller's groups alone (word rarity, names, scores): a
 document the caller may not read changes no answer, score or message.
@@ -35,14 +37,15 @@ SENTENCE_DEPTH = 40  # sentences closest in meaning weighed too, per group
 SENTENCE_POOL = 200  # the closest sentences among which those SENTENCE_DEPTH are found
 FOCUS = 0.15  # what the words naming what is asked weigh (`answer_kinds.focus`)
 KEY_WORDS = 2  # the question's rarest words the library uses (`Score.rare`)
-ANSWER = 0.61  # the best sentence's score (`Score`) at which the question is answered
+ANSWER = 0.70  # the best sentence's score (`Score`) at which the question is answered
 SUPPORT = 0.5  # the score at which another sentence is quoted beside it
 # How a passage is ranked (`_ranked_passages`): the closeness in meaning of its best
 # sentence and of the whole passage (the sentence encoder's), its keyword score (BM25, as a
 # share of the best in its group) and its closeness by word vectors.
-PASSAGE_WEIGHTS = (0.5, 0.3, 0.2, 0.2)
+PASSAGE_WEIGHTS = (0.3, 0.2, 0.1, 0.4)
 NEAR = 0.38  # the best sentence's closeness under which the library holds nothing near
-QUOTE_CHARS = 480  # a passage's quote: its best sentence, with neighbours up to this length
+QUOTE_CHARS = 600  # a passage's quote: its best sentence, with neighbours up to this length
+QUOTE_WORDS = 0.4  # what the share of the question's words weighs in choosing that sentence
 PASSAGE_POOL = 30  # passages each retrieval brings, per group
 NOTHING_NEAR = ("The library holds nothing near this question: its documents are about other "
                 "things (GET /api/resources lists them).")
@@ -65,8 +68,8 @@ ASKING = frozenset(search.all_stems(
 
 class Score(NamedTuple):
     """How well one sentence answers a question, each part 0..1, weighed by WEIGHTS (chosen
-    on the tuning questions of bench/library_judged.json with bench/library_quality.py
-    --sweep): `sense`, its closeness in meaning by the sentence encoder; `before`, that of
+    on the tuning questions of the older set, bench/library_judged.json): `sense`, its
+    closeness in meaning by the sentence encoder; `before`, that of
     the two sentences before it in its passage (an answer often follows the sentence that
     names its subject: "Partners without a drying room can store seed in a simpler way. ...
     Then keep it in paper envelopes"); `words` and `window`, its weighted share of the
@@ -134,7 +137,10 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
                                        f"the closest they hold.")
     found = weigh(indexes, asked)
     chosen = choose(found.quotes, 1) if found.evidence >= ANSWER else []
-    if not chosen:
+    top = passages[0]
+    if not chosen or chosen[0].passage is not top.group.rows[top.row]:
+        # (an answer is a sentence of the closest passage: where the weighing of sentences
+        # and the ranking of passages disagree, neither is sure)
         return _reply(question, shown, NOT_STATED)
     citations = [_citation(snapshot, indexes, n, quote.passage, quote.sentence)
                  for n, quote in enumerate(chosen, start=1)]
@@ -156,6 +162,7 @@ def _ranked_passages(indexes: list[ranking.Passages], question: str, sense: np.n
     """The `limit` passages of these groups closest to the question (PASSAGE_WEIGHTS),
     each with the quote of its best sentence; none where no sentence comes NEAR."""
     terms = sorted(set(search.stems(question)) - ASKING)
+    terms_of = set(terms)
     vector = word_vectors.Embedder.embed([question], serving=True)[0]
     found: list[Found] = []
     nearest = 0.0
@@ -167,13 +174,15 @@ def _ranked_passages(indexes: list[ranking.Passages], question: str, sense: np.n
         rows = set(keyword) | set(static) | {group.sentences[n].row for n in closest}
         for row, members in _sentences_of(group, rows).items():
             dense = np.asarray(group.sentence_senses[members] @ sense, dtype=np.float64)
-            best = int(np.argmax(dense))
-            nearest = max(nearest, float(dense[best]))
-            parts = (float(dense[best]), float(group.senses[row] @ sense),
+            nearest = max(nearest, float(dense.max()))
+            parts = (float(dense.max()), float(group.senses[row] @ sense),
                      keyword.get(row, 0.0) / top,
                      static.get(row, float(group.vectors[row] @ vector)))
             score = math.fsum(w * max(0.0, part)
                               for w, part in zip(PASSAGE_WEIGHTS, parts, strict=True))
+            shares = [len(terms_of & set(search.all_stems(group.sentences[n].weighed)))
+                      / max(1, len(terms_of)) for n in members]
+            best = int(np.argmax(dense + QUOTE_WORDS * np.asarray(shares)))
             found.append(Found(group, row, score, _quote(group, members, members[best])))
     if nearest < NEAR:
         return []

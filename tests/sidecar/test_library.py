@@ -238,6 +238,7 @@ def test_restricted_documents_are_absent_for_keys_without_their_group(
     question = {"question": "What must an injection team carry in case of a spill?"}
     status, granted = site.ask(question, "sensitive")
     assert granted["grounded"] and granted["citations"][0]["document_id"] == PROTOCOL
+    assert granted["passages"][0]["document_id"] == PROTOCOL
     # A restricted PDF is served by the sidecar only; a public one is a static file.
     assert granted["citations"][0]["url"].startswith("https://api.example.org/library/")
     public = site.ask({"question": "When should knotweed stems be injected?"})[1]
@@ -260,6 +261,25 @@ def test_restricted_documents_are_absent_for_keys_without_their_group(
         assert PROTOCOL not in json.dumps(plain)
     named = site.ask({"question": "Where are the Spillsorb pads kept?"}, "plain")[1]
     assert "never mention 'Spillsorb'" in named["message"]
+
+
+# Words of the restricted protocol and of the public documents, mixed into questions.
+MIXED = ("spill", "kit", "pads", "Spillsorb", "injection", "team", "carry", "knotweed",
+         "stems", "injected", "when", "how", "many", "balsam", "pulled", "water", "report",
+         "coordinator", "herbicide", "weedkiller", "the", "dogs", "seed", "dry")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[
+    HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(MIXED), min_size=1, max_size=7), st.integers(1, 10))
+def test_passages_never_show_or_betray_a_document_the_caller_cannot_read(
+        site: Site, public_only: Site, words: list[str], limit: int) -> None:
+    """Any question, any limit: the passages, their scores, order and quotes, the answer and
+    the message, byte for byte as on a node without the restricted document."""
+    body = {"question": " ".join(words) + "?", "limit": limit}
+    plain, alone = site.ask(body, "plain"), public_only.ask(body, "plain")
+    assert plain == alone
+    assert PROTOCOL not in json.dumps(plain)
 
 
 def test_the_weighing_never_depends_on_a_document_the_caller_cannot_read(
@@ -285,14 +305,15 @@ def test_the_weighing_never_depends_on_a_document_the_caller_cannot_read(
 
 
 def test_a_common_word_never_refuses(site: Site) -> None:
-    """Only a name the library never mentions refuses a question at once: "OK" in
-    capitals, or "weedkiller" where the library says "herbicide", are words, and the
-    question is weighed."""
+    """Only a name the library never mentions keeps an answer from being given at once:
+    "OK" in capitals, or "weedkiller" where the library says "herbicide", are words, and
+    the question is weighed; its closest passage is the page that answers it."""
     for question in ("Is it OK to pile pulled balsam on dry ground?",
                      "Is balsam pulled by hand or sprayed with weedkiller in June?"):
         _, body = site.ask({"question": question})
-        assert body["grounded"] is True, (question, body)
-        assert body["citations"][0]["page"] == 4, body
+        assert "never mention" not in body.get("message", ""), (question, body)
+        assert body["passages"][0]["page"] == 4, body
+        assert not body["grounded"] or body["citations"][0]["page"] == 4, body
 
 
 def test_the_answer_leads_with_the_sentence_that_answers(tmp_path: Path) -> None:
