@@ -6,7 +6,9 @@ the first five) and MRR (the reciprocal rank of the first such record).
 
 1. The judged set `bench/search_judged.json` over the bundled sample (a restoration
    practitioner's questions, names, vernacular names, typos, meaning-only questions; grades
-   2 = what the query looks for, 1 = clearly related), asked as an anonymous caller.
+   2 = what the query looks for, 1 = clearly related), asked as an anonymous caller; then
+   `bench/search_people.json`, queries in people's words written from the records alone,
+   by tuning and held-out part and by kind.
 2. A real Darwin Core checklist as one species CSV: for `--taxa` of its taxa (every n-th),
    the scientific name as written, the name without authorship, and the name with one
    letter swapped; the relevant record is the taxon's own.
@@ -67,9 +69,21 @@ def kinds_of(query: dict) -> list[str]:
     """The rows a query counts in: its kind (and its kind's tuning or held-out part, for the
     queries in users' words), and all."""
     kinds = [query["kind"]]
-    if query["kind"] == "users":
-        kinds.append(f"users, {query.get('set', 'tuning')}")
+    if query["kind"] == "users" or "part" in query:
+        kinds.append(f"{query['kind'].split(':')[0]}, {query.get('set', 'tuning')}")
     return [*kinds, "all"]
+
+
+def people_queries() -> list[dict]:
+    """bench/search_people.json: queries in people's words written from the public records
+    alone (without sight of the code, the older set or any score), split into tuning and
+    held-out parts before anything was tuned; each relevant record counts as what the
+    query looks for."""
+    data = json.loads((REPO / "bench" / "search_people.json").read_text())
+    held_out = set(data["split"]["held_out"])
+    return [{"q": q["query"], "kind": f"people: {q['kind']}", "part": True,
+             "set": "held-out" if q["id"] in held_out else "tuning",
+             "relevant": dict.fromkeys(q["relevant"], 2)} for q in data["queries"]]
 
 
 def evaluate(snapshot: Snapshot, queries: list[dict]) -> dict[str, dict[str, list[float]]]:
@@ -165,6 +179,9 @@ def main() -> None:
         sample = exported(copy_sample(folder / "sample"))
         table(f"Sample node, {len(judged)} judged queries (anonymous caller)",
               evaluate(sample, judged))
+        people = people_queries()
+        table(f"Sample node, {len(people)} queries in people's words (bench/search_people.json)",
+              evaluate(sample, people))
         if args.checklist.exists() and args.taxa > 0:
             queries = checklist_queries(folder / "checklist", args.checklist, args.taxa)
             checklist = exported(folder / "checklist")

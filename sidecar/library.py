@@ -130,12 +130,13 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
         return _reply(question, [], NOTHING_NEAR if not unknown else (
             f"The library's documents never mention {unknown[0]!r}, and hold nothing near "
             f"this question (GET /api/resources lists them)."))
-    shown = [_passage(snapshot, indexes, n, found) for n, found in enumerate(passages, 1)]
+    found = weigh(indexes, asked)
+    shown = [_passage(snapshot, indexes, n, one, _best_weighed(found, one.group))
+             for n, one in enumerate(passages, 1)]
     if unknown:
         return _reply(question, shown, f"The library's documents never mention {unknown[0]!r}, "
                                        f"so none of them states the answer; the passages are "
                                        f"the closest they hold.")
-    found = weigh(indexes, asked)
     chosen = choose(found.quotes, 1) if found.evidence >= ANSWER else []
     top = passages[0]
     if not chosen or chosen[0].passage is not top.group.rows[top.row]:
@@ -150,11 +151,13 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
 
 
 class Found(NamedTuple):
-    """A passage found for a question: its group, its row, its score, and its quote."""
+    """A passage found for a question: its group, its row, its score, its sentences
+    (indexes into the group's `sentences`) and the best of them for the question."""
     group: ranking.Passages
     row: int
     score: float
-    quote: str
+    members: list[int]
+    best: int
 
 
 def _ranked_passages(indexes: list[ranking.Passages], question: str, sense: np.ndarray,
@@ -183,11 +186,22 @@ def _ranked_passages(indexes: list[ranking.Passages], question: str, sense: np.n
             shares = [len(terms_of & set(search.all_stems(group.sentences[n].weighed)))
                       / max(1, len(terms_of)) for n in members]
             best = int(np.argmax(dense + QUOTE_WORDS * np.asarray(shares)))
-            found.append(Found(group, row, score, _quote(group, members, members[best])))
+            found.append(Found(group, row, score, members, members[best]))
     if nearest < NEAR:
         return []
     found.sort(key=lambda f: (-f.score, f.group.name, f.row))
     return found[:limit]
+
+
+def _best_weighed(found: Weighed, group: ranking.Passages) -> dict[int, str]:
+    """The sentence the weighing put first in each of the group's passages (by row)."""
+    rows = {id(row): n for n, row in enumerate(group.rows)}
+    best: dict[int, str] = {}
+    for quote in found.quotes:  # (best first)
+        row = rows.get(id(quote.passage))
+        if row is not None:
+            best.setdefault(row, quote.sentence)
+    return best
 
 
 def _sentences_of(group: ranking.Passages, rows: set[int]) -> dict[int, list[int]]:
@@ -200,10 +214,14 @@ def _sentences_of(group: ranking.Passages, rows: set[int]) -> dict[int, list[int
     return dict(sorted(by_row.items()))
 
 
-def _quote(group: ranking.Passages, members: list[int], best: int) -> str:
+def _quote(found: Found, weighed: dict[int, str]) -> str:
     """A passage's best sentence with the sentences around it, as they stand on the page,
     up to QUOTE_CHARS: the one before it first (an answer often follows the sentence that
-    names its subject), then the one after."""
+    names its subject), then the one after. Its best sentence is the one the weighing of
+    sentences put first in the passage (`weighed`, by row), else the closest."""
+    group, members = found.group, found.members
+    best = next((n for n in members if group.sentences[n].quoted == weighed.get(found.row)),
+                found.best)
     at = members.index(best)
     chosen = [best]
     for step in (-1, 1):
@@ -217,8 +235,9 @@ def _quote(group: ranking.Passages, members: list[int], best: int) -> str:
 
 
 def _passage(snapshot: Snapshot, indexes: list[ranking.Passages], n: int,
-             found: Found) -> dict[str, Any]:
-    shown = _citation(snapshot, indexes, n, found.group.rows[found.row], found.quote)
+             found: Found, weighed: dict[int, str]) -> dict[str, Any]:
+    shown = _citation(snapshot, indexes, n, found.group.rows[found.row],
+                      _quote(found, weighed))
     shown["score"] = round(found.score, 3)
     return shown
 
