@@ -1,14 +1,16 @@
 """Library speed: exporting a library of 1,000 PDF pages, exporting it again unchanged, and
 `POST /api/library/ask` latency through the running sidecar.
 
-    .venv/bin/python bench/library_speed.py [--pages 1000] [--requests 200]
+    .venv/bin/python bench/library_speed.py [--pages 1000] [--requests 200] [--folder DIR]
 
 The library is generated: 20 PDFs of `--pages / 20` pages, each page three paragraphs
 of sentences drawn from the bundled sample's record bodies (so the words are the node's),
 written with reportlab. Exports run as their own processes. Then `fednode serve` starts;
 one key asks `--requests` questions (the judged questions of bench/library_judged.json when
 present, else sample titles), one at a time on one kept-alive connection; an aiohttp server
-answering a constant body of the same size runs in the same run as the reference."""
+answering a constant body of the same size runs in the same run as the reference.
+`--folder DIR` keeps the node in DIR; a later run with the same folder asks again without
+generating or exporting."""
 
 from __future__ import annotations
 
@@ -70,18 +72,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=1000)
     parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--folder", type=Path,
+                        help="keep the node here; a node exported there already is asked "
+                             "again without exporting")
     args = parser.parse_args()
     judged = REPO / "bench" / "library_judged.json"
     questions = ([q["q"] for q in json.loads(judged.read_text())["questions"]]
                  if judged.exists() else [s[:80] for s in corpus()[:50]])
     with tempfile.TemporaryDirectory(prefix="fednode-library-") as name:
-        root = copy_sample(Path(name) / "node")
-        started = time.perf_counter()
-        generate(root, args.pages)
-        print(f"library: {DOCUMENTS} PDFs, {args.pages} pages in all, generated in "
-              f"{time.perf_counter() - started:.1f} s (plus the sample's own)")
-        export(root, "export, library read and indexed")
-        export(root, "export again, nothing changed")
+        root = (args.folder or Path(name)) / "node"
+        if not (root / ".fednode" / "current").exists():
+            copy_sample(root)
+            started = time.perf_counter()
+            generate(root, args.pages)
+            print(f"library: {DOCUMENTS} PDFs, {args.pages} pages in all, generated in "
+                  f"{time.perf_counter() - started:.1f} s (plus the sample's own)")
+            export(root, "export, library read and indexed")
+            export(root, "export again, nothing changed")
         token = subprocess.run([FEDNODE, "keys", "create", "--project", str(root), "--name",
                                 "bench", "--scopes", "library", "--rate", str(HUGE)],
                                check=True, capture_output=True, text=True).stdout.strip()

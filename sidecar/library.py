@@ -163,34 +163,48 @@ class Found(NamedTuple):
 def _ranked_passages(indexes: list[ranking.Passages], question: str, sense: np.ndarray,
                      limit: int) -> list[Found]:
     """The `limit` passages of these groups closest to the question (PASSAGE_WEIGHTS),
-    each with the quote of its best sentence; none where no sentence comes NEAR."""
+    each with its best sentence for the question; none where no sentence comes NEAR."""
     terms = sorted(set(search.stems(question)) - ASKING)
-    terms_of = set(terms)
     vector = word_vectors.Embedder.embed([question], serving=True)[0]
-    found: list[Found] = []
+    scored: list[tuple[float, str, int, ranking.Passages]] = []
     nearest = 0.0
     for group in indexes:
+        if not group.sentences:
+            continue
         keyword = dict(group.keyword(terms, PASSAGE_POOL))
         top = max(keyword.values(), default=0.0) or 1.0
         static = dict(group.semantic(vector, PASSAGE_POOL))
-        closest = group.closest_sentences(sense, PASSAGE_POOL)
-        rows = set(keyword) | set(static) | {group.sentences[n].row for n in closest}
-        for row, members in _sentences_of(group, rows).items():
-            dense = np.asarray(group.sentence_senses[members] @ sense, dtype=np.float64)
-            nearest = max(nearest, float(dense.max()))
-            parts = (float(dense.max()), float(group.senses[row] @ sense),
+        dense = group.sentence_closeness(sense)
+        closest = np.argsort(-dense, kind="stable")[:PASSAGE_POOL]
+        nearest = max(nearest, float(dense[closest[0]]))
+        rows = set(keyword) | set(static) | {group.sentences[int(n)].row for n in closest}
+        for row in sorted(rows):
+            members = group.row_sentences[row]
+            if not members:
+                continue
+            parts = (float(dense[members].max()), float(group.senses[row] @ sense),
                      keyword.get(row, 0.0) / top,
                      static.get(row, float(group.vectors[row] @ vector)))
             score = math.fsum(w * max(0.0, part)
                               for w, part in zip(PASSAGE_WEIGHTS, parts, strict=True))
-            shares = [len(terms_of & set(search.all_stems(group.sentences[n].weighed)))
-                      / max(1, len(terms_of)) for n in members]
-            best = int(np.argmax(dense + QUOTE_WORDS * np.asarray(shares)))
-            found.append(Found(group, row, score, members, members[best]))
+            scored.append((-score, group.name, row, group))
     if nearest < NEAR:
         return []
-    found.sort(key=lambda f: (-f.score, f.group.name, f.row))
-    return found[:limit]
+    scored.sort(key=lambda found: found[:3])
+    return [_found(group, row, -negative, set(terms), sense)
+            for negative, _, row, group in scored[:limit]]
+
+
+def _found(group: ranking.Passages, row: int, score: float, terms: set[str],
+           sense: np.ndarray) -> Found:
+    """A passage found, with its best sentence for the question: the closest in meaning,
+    and QUOTE_WORDS times the share of the question's words it holds."""
+    members = group.row_sentences[row]
+    dense = np.asarray(group.sentence_senses[members] @ sense, dtype=np.float64)
+    shares = [len(terms & set(search.all_stems(group.sentences[n].weighed))) / max(1, len(terms))
+              for n in members]
+    best = int(np.argmax(dense + QUOTE_WORDS * np.asarray(shares)))
+    return Found(group, row, score, members, members[best])
 
 
 def _best_weighed(found: Weighed, group: ranking.Passages) -> dict[int, str]:
@@ -202,16 +216,6 @@ def _best_weighed(found: Weighed, group: ranking.Passages) -> dict[int, str]:
         if row is not None:
             best.setdefault(row, quote.sentence)
     return best
-
-
-def _sentences_of(group: ranking.Passages, rows: set[int]) -> dict[int, list[int]]:
-    """The sentences (indexes into `group.sentences`) of each of these passage rows, by
-    row in ascending order, each row's in the order of its text."""
-    by_row: dict[int, list[int]] = {}
-    for n, sentence in enumerate(group.sentences):
-        if sentence.row in rows:
-            by_row.setdefault(sentence.row, []).append(n)
-    return dict(sorted(by_row.items()))
 
 
 def _quote(found: Found, weighed: dict[int, str]) -> str:

@@ -374,6 +374,9 @@ class Passages:
         # Each passage's sentences (`exporter.shared.sentences`), row by row, and their
         # vectors by the sentence encoder.
         self.sentences = table(self.rows)
+        self.row_sentences: list[list[int]] = [[] for _ in self.rows]  # each row's, in order
+        for n, sentence in enumerate(self.sentences):
+            self.row_sentences[sentence.row].append(n)
         self.sentence_senses = np.load(folder / SENTENCE_SENSES, mmap_mode="r")
         if not (self.vectors.shape == (len(self.rows), DIMENSIONS)
                 and self.senses.shape == (len(self.rows), encoder.DIMENSIONS)
@@ -398,9 +401,13 @@ class Passages:
         by the sentence encoder), best first (equals by index)."""
         if not self.sentences:
             return []
-        scores = np.asarray(self.sentence_senses @ sense, dtype=np.float32)
+        scores = self.sentence_closeness(sense)
         best = np.argsort(-scores, kind="stable")[:limit]
         return [int(n) for n in best]
+
+    def sentence_closeness(self, sense: np.ndarray) -> np.ndarray:
+        """Every sentence's closeness in meaning to `sense`, float32, in `sentences`' order."""
+        return np.asarray(self.sentence_senses @ sense, dtype=np.float32)
 
     def semantic(self, vector: np.ndarray, limit: int) -> list[tuple[int, float]]:
         """(row, cosine) of the passages closest in meaning."""
