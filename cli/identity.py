@@ -19,6 +19,7 @@ from exporter.shared.errors import printable
 @click.pass_context
 def identity(context: click.Context, project_dir: Path) -> None:
     """The node's signing key: its fingerprint (the command alone), or `rotate`."""
+    context.obj = project_dir
     if context.invoked_subcommand is not None:
         return
     from exporter.contract.signing import NodeKey
@@ -36,21 +37,24 @@ def identity(context: click.Context, project_dir: Path) -> None:
 
 
 @identity.command("rotate")
-@project_option
+@click.pass_obj
 def identity_rotate(project_dir: Path) -> None:
     """Replace the node's signing key with a new one. The next export publishes a statement,
-    signed by the old key, that names the new one: hubs that pinned the old key follow it."""
-    from exporter.contract.signing import rotate
+    signed by the old key, that names the new one: hubs that pinned the old key follow it.
+    Commit key_rotations.json with the ledger."""
+    from exporter.contract.signing import ROTATIONS_FILE, rotate
     from exporter.contract.wire import format_time
     from exporter.project.config import Project, load_node_config
 
     project = Project(project_dir)
     node = load_node_config(project)
-    old, new = rotate(project.private, node.id, format_time(datetime.now(UTC)))
+    old, new = rotate(project.private, project.root / ROTATIONS_FILE, node.id,
+                      format_time(datetime.now(UTC)))
     click.echo(f"rotated the signing key of {printable(node.name)}: {old.fingerprint} -> "
                f"{new.fingerprint}")
     click.echo("next: `fednode export`, which signs with the new key and publishes the "
-               "statement that the old key signed", err=True)
+               "statement that the old key signed; commit key_rotations.json with the ledger "
+               "(and give a CDN's build the new key)", err=True)
 
 
 @click.command("verify")

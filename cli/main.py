@@ -84,16 +84,17 @@ def main() -> None:
 def init(folder: Path) -> None:
     """Start a node in FOLDER (default: here): content/node.toml with a fresh id, a folder per
     collection and a README.md. Never overwrites an existing node."""
-    from exporter.contract.signing import KEY_FILE, NodeKey
+    from exporter.contract.signing import KEY_ENV, KEY_FILE, NodeKey
     from exporter.project.init import init_node
 
     for path in init_node(folder):
         click.echo(f"wrote {printable(str(path))}", err=True)
     key = NodeKey.load(Project(folder).private, create=True)
     assert key is not None
-    click.echo(f"wrote {printable(str(Project(folder).private / KEY_FILE))}: the node's signing "
-               f"key, {key.public.fingerprint} (keep it and a backup private; never commit "
-               f"it)", err=True)
+    where = (f"the environment variable {KEY_ENV}" if os.environ.get(KEY_ENV, "").strip()
+             else f"{printable(str(Project(folder).private / KEY_FILE))}")
+    click.echo(f"the node's signing key: {key.public.fingerprint}, in {where} (keep it and a "
+               f"backup private; never commit it)", err=True)
     click.echo(f"next: edit {printable(str(folder / 'content' / 'node.toml'))}, then "
                f"`fednode check` and `fednode export` in {printable(str(folder))}", err=True)
 

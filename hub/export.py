@@ -96,7 +96,8 @@ def export_hub(folder: Path, *, base_url: str | None = None, now: datetime | Non
                                      "export")
         from exporter.pipeline.build import build
         present = _present(project.content)
-        hub_id = identity["node"].get("id")
+        given_id = identity["node"].get("id")
+        hub_id = given_id if isinstance(given_id, str) else None
         served = [_served(hub, member, project, present, hub_id) for member in hub.members
                   if not member.private]
         _once_a_node(served)
@@ -140,7 +141,7 @@ def _present(content: Path) -> frozenset[str]:
 
 
 def _served(hub: Hub, member: Member, project: Project, present: frozenset[str],
-            hub_id: object) -> Served:
+            hub_id: str | None) -> Served:
     """A member as the hub serves it: its copy in members/ read, or why it is not."""
     status = read_status(hub.folder / PUBLIC_DIR / f"{member.name}.status.json", member.name,
                          member.url, member.private)
@@ -149,7 +150,7 @@ def _served(hub: Hub, member: Member, project: Project, present: frozenset[str],
     if not copy.exists():
         one.note = "no copy yet; `fednode hub sync` makes it"
         return one
-    one.manifest = signed_manifest(hub, member)
+    one.manifest = republished_manifest(hub, member)
     if status.key_fingerprint is None or one.manifest is None:
         one.note = "its key is not checked yet; `fednode hub sync` checks and pins it"
         return one
@@ -174,7 +175,7 @@ def _served(hub: Hub, member: Member, project: Project, present: frozenset[str],
     return one
 
 
-def signed_manifest(hub: Hub, member: Member) -> str | None:
+def republished_manifest(hub: Hub, member: Member) -> str | None:
     """The member's signed manifest as its last successful sync followed it, written in
     ASCII (its signature covers the canonical form of its value, `signing.canonical`, not
     its bytes); None where there is none to read."""
@@ -271,7 +272,8 @@ def _states(hub: Hub, base_url: str | None) -> str:
     """What an export is made of, told without reading a member's copy: hub.toml, the hub's
     node.toml, the base URL, fednode's version and rules (`republish.rules`), and each
     served member's state as its status file holds it (its result, node, licence, records,
-    how many runs changed its copy and when the last did) with its copy's inode (a copy
+    how many runs changed its copy and when the last did, its key and base URL) and its
+    signed manifest's digest, with its copy's inode (a copy
     replaced by hand) and whether the copy is still at the version its last sync left
     (`checked`: a copy written by anything else since). A sync that brings nothing new
     changes none of them; one that changes a member's records counts one more `changes`."""
@@ -293,10 +295,15 @@ def _states(hub: Hub, base_url: str | None) -> str:
             inode = None
         as_left = copy_version(hub.folder / PUBLIC_DIR / f"{member.name}.duckdb") == \
             status.checked
+        try:  # its signed manifest, which the hub republishes (hub/trust.py)
+            signed = hashlib.sha256(hub.manifest_file(member).read_bytes()).hexdigest()
+        except OSError:
+            signed = None
         made.update(json.dumps([member.name, member.url, status.ok, status.stale,
                                 status.node_id, status.node_name, status.licence,
                                 status.records, status.changes, status.last_change,
-                                inode, as_left]).encode())
+                                inode, as_left, status.key_fingerprint, status.base_url,
+                                signed]).encode())
     return made.hexdigest()
 
 

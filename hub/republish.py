@@ -52,6 +52,9 @@ from .errors import one_line
 # The namespace of the ids a hub gives its members' records (`hub_id`).
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://fednode.org/hub/record")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+# What a source_url's path may not hold: a step out of the base URL (`..`, also encoded), an
+# address of its own (`@`, `//`), a query or a fragment.
+_UNSAFE = re.compile(r"^/|(^|/)\.\.?(/|$)|%2e|%2f|[@?#\\]|//", re.IGNORECASE)
 
 
 def hub_id(node_id: str, record_id: str) -> str:
@@ -74,7 +77,8 @@ class Source:
         """Whether `url` lies under the node's own base URL: a record's `source_url` must
         (a member cannot point its records at another node's)."""
         base = (self.base_url or "").rstrip("/")
-        return bool(base) and url.startswith(base + "/")
+        rest = url[len(base) + 1:]
+        return bool(base) and url.startswith(base + "/") and not _UNSAFE.search(rest)
 
 
 def node_licence(text: str | None) -> str | None:

@@ -54,6 +54,14 @@ class Node:
 
 async def verify(url: str, fingerprint: str | None = None) -> list[str]:
     """What was checked, a line each; SyncError at the first thing that does not check."""
+    try:
+        return await _verify(url, fingerprint)
+    except ValueError as exc:  # an address yarl cannot take, from a manifest or a record
+        raise SyncError(f"an address on the way is not one a client can follow "
+                        f"({one_line(str(exc), 120)}): it cannot be checked") from None
+
+
+async def _verify(url: str, fingerprint: str | None) -> list[str]:
     address = parse_address(url)
     found = _RECORD.fullmatch(address.path.rstrip("/"))
     if found is None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from exporter.contract.signing import Identity, signed_manifest
+from exporter.contract.signing import ROTATIONS_FILE, Identity, signed_manifest
 from exporter.contract.wire import encode
 from exporter.project.config import Project, load_node_config
 from sidecar import keys as keyring
@@ -486,7 +486,7 @@ def raw_pdf(path: Path, contents: list[bytes], *, labels: bytes = b"",
 def resigned(manifest: dict[str, Any], root: Path) -> bytes:
     """A manifest a test edited (as a node whose content says so would publish it), signed
     again with the key of the node at `root`, as that node's export signs its own."""
-    identity = Identity.load(Project(root).private)
+    identity = Identity.load(Project(root).private, root / ROTATIONS_FILE)
     node = {name: value for name, value in manifest["node"].items()
             if name not in ("public_key", "key_fingerprint", "key_rotations")}
     unsigned = {**{name: value for name, value in manifest.items() if name != "signature"},

@@ -13,7 +13,8 @@ record can be checked back to the node that wrote it.
   Canonicalization Scheme (RFC 8785), so that any reader that parses the manifest can check
   it, whatever spaces or key order it was sent with.
 - A key rotation is a statement (`node.key_rotations`) naming the node, the old key and the
-  new one, signed by the old key: a hub that pinned the old key follows it to the new.
+  new one, signed by the old key: a hub that pinned the old key follows it to the new. The
+  statements are kept in `key_rotations.json` beside the ledger, committed with it.
 
 The signatures are the `cryptography` package's; nothing here is cryptography of its own."""
 
@@ -41,7 +42,9 @@ from .errors import FednodeError
 
 KEY_FILE = "signing_key.pem"  # in .fednode/
 KEY_ENV = "FEDNODE_SIGNING_KEY"  # the key's PEM text, in place of the file (a CDN's build)
-ROTATIONS_FILE = "key_rotations.json"  # in .fednode/: the statements the manifest publishes
+# Beside the ledger, committed with it: the rotation statements the manifest publishes (public
+# statements, which a CDN's build needs as much as the key).
+ROTATIONS_FILE = "key_rotations.json"
 ALGORITHM = "Ed25519"
 PREFIX = "ed25519:"
 MAX_ROTATIONS = 64  # statements a manifest may carry; more are refused
@@ -122,7 +125,10 @@ class NodeKey:
             if not create:
                 return None
             key = cls.generate()
-            key.save(path)
+            try:
+                key.save(path, replace=False)
+            except FileExistsError:  # made meanwhile by another process: that one it is
+                return cls.load(private)
             return key
         return cls._parsed(data, str(path))
 
@@ -137,19 +143,27 @@ class NodeKey:
             raise SignatureError(f"{where}: not an Ed25519 key; restore it from a backup")
         return cls(loaded)
 
-    def save(self, path: Path) -> None:
-        """Write the key to `path` (0600), replacing any file there at once."""
+    def save(self, path: Path, *, replace: bool = True) -> None:
+        """Write the key to `path`, its owner's alone (0600): replacing any file there at
+        once, or (`replace` False) only where there is none (FileExistsError)."""
         data = self._key.private_bytes(serialization.Encoding.PEM,
                                        serialization.PrivateFormat.PKCS8,
                                        serialization.NoEncryption())
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.tmp")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.unlink(missing_ok=True)
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temporary, path)
+        if replace:
+            os.replace(temporary, path)
+            return
+        try:
+            os.link(temporary, path)  # fails where a key is: never one overwritten
+        finally:
+            temporary.unlink()
 
     def sign(self, data: bytes) -> str:
         return _b64url(self._key.sign(data))
@@ -230,7 +244,7 @@ def follow(node_id: str, start: str, target: PublicKey,
            statements: Iterable[dict[str, Any]]) -> list[str] | None:
     """The fingerprints from the key `start` (a fingerprint) to `target`, each step a
     rotation statement of `node_id` signed by the key it leaves; None if none leads there."""
-    by_old: dict[str, tuple[PublicKey, PublicKey, dict[str, Any]]] = {}
+    by_old: dict[str, list[PublicKey]] = {}
     for statement in statements:
         try:
             old = PublicKey.parse(statement.get("old_key"), "old_key")
@@ -240,15 +254,20 @@ def follow(node_id: str, start: str, target: PublicKey,
         except SignatureError:
             continue
         if statement.get("node_id") == node_id and old.verifies(value, signed):
-            by_old.setdefault(old.fingerprint, (old, new, statement))
-    path, current = [start], start
-    while current != target.fingerprint:
-        step = by_old.pop(current, None)  # (popped: a cycle ends the walk)
-        if step is None:
-            return None
-        current = step[1].fingerprint
-        path.append(current)
-    return path
+            by_old.setdefault(old.fingerprint, []).append(new)
+    came_from: dict[str, str] = {start: start}
+    reached = [start]
+    for current in reached:  # (breadth first: each key once, so a cycle ends the walk)
+        for new in by_old.get(current, []):
+            if new.fingerprint not in came_from:
+                came_from[new.fingerprint] = current
+                reached.append(new.fingerprint)
+    if target.fingerprint not in came_from:
+        return None
+    path = [target.fingerprint]
+    while path[-1] != start:
+        path.append(came_from[path[-1]])
+    return path[::-1]
 
 
 @dataclass(frozen=True)
@@ -259,20 +278,20 @@ class Identity:
     rotations: list[dict[str, Any]]
 
     @classmethod
-    def load(cls, private: Path, *, frozen: bool = False) -> Identity:
-        """The node's key (made now if it has none, unless `frozen`: a build from committed
-        files never makes one) and its statements, from `private`."""
+    def load(cls, private: Path, rotations: Path, *, frozen: bool = False) -> Identity:
+        """The node's key, from `private` (made now if it has none, unless `frozen`: a build
+        from committed files never makes one), and its statements, from `rotations`."""
         key = NodeKey.load(private, create=not frozen)
         if key is None:
             raise SignatureError(
                 f"{private / KEY_FILE}: no signing key, and a --frozen export never makes one "
                 f"(hubs know the node by it): set {KEY_ENV} to the text of the node's "
                 f"signing_key.pem, or copy that file here")
-        return cls(key, read_rotations(private))
+        return cls(key, read_rotations(rotations))
 
 
-def read_rotations(private: Path) -> list[dict[str, Any]]:
-    path = private / ROTATIONS_FILE
+def read_rotations(path: Path) -> list[dict[str, Any]]:
+    """The rotation statements in `path` (none where there is no file)."""
     try:
         data = json.loads(path.read_text("utf-8"))
     except FileNotFoundError:
@@ -284,22 +303,26 @@ def read_rotations(private: Path) -> list[dict[str, Any]]:
     return data[-MAX_ROTATIONS:]
 
 
-def rotate(private: Path, node_id: str, at: str) -> tuple[PublicKey, PublicKey]:
-    """Replace the node's key with a new one, and record a statement, signed by the old
-    key, that names the new one. The old key is kept beside it (`signing_key.<fingerprint
-    digits>.retired.pem`). Returns the old and new public keys."""
+def rotate(private: Path, rotations: Path, node_id: str, at: str
+           ) -> tuple[PublicKey, PublicKey]:
+    """Replace the node's key in `private` with a new one, and add to `rotations` a
+    statement, signed by the old key, that names the new one. The old key is kept beside it
+    (`signing_key.<fingerprint digits>.retired.pem`). Returns the old and new public keys."""
+    if os.environ.get(KEY_ENV, "").strip():
+        raise SignatureError(f"{KEY_ENV} is set: the key is the environment's, not "
+                             f"{private / KEY_FILE}; rotate where the key file is kept, "
+                             f"without {KEY_ENV}, then set it to the new key's text")
     old = NodeKey.load(private)
     if old is None:
         raise SignatureError(f"{private / KEY_FILE}: no key to rotate; the first export "
                              f"makes one")
     new = NodeKey.generate()
-    statements = [*read_rotations(private), rotation(node_id, old, new.public, at)]
+    statements = [*read_rotations(rotations), rotation(node_id, old, new.public, at)]
     retired = private / f"signing_key.{old.public.fingerprint[7:19].replace('/', '_')}" \
                         f".retired.pem"
     old.save(retired)
-    path = private / ROTATIONS_FILE
-    temporary = path.with_name(f".{path.name}.tmp")
+    temporary = rotations.with_name(f".{rotations.name}.tmp")
     temporary.write_text(json.dumps(statements, indent=1) + "\n", "utf-8")
-    os.replace(temporary, path)
+    os.replace(temporary, rotations)
     new.save(private / KEY_FILE)
     return old.public, new.public

@@ -19,7 +19,7 @@ from datetime import datetime
 
 from exporter.contract.feed import PublicChanges, public_changes
 from exporter.contract.layout import FOLDER_LIMIT
-from exporter.contract.signing import Identity
+from exporter.contract.signing import ROTATIONS_FILE, Identity
 from exporter.contract.wire import COLLECTIONS, PUBLIC, encode
 from exporter.indexing import search_index
 from exporter.library import documents as library
@@ -236,7 +236,8 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
         now=now, frozen=frozen, whole=True)
     if events:
         ledger.writable()  # refused now, before anything is published
-    identity = Identity.load(project.private, frozen=frozen)  # (a first export makes the key)
+    identity = Identity.load(project.private, project.root / ROTATIONS_FILE,
+                             frozen=frozen)  # (a first export makes the key)
     pending = ledger.pending(events)  # written to the file once the build is published
     ledger.apply(events)  # in memory only, until then
     progress("ledger", len(content.records), len(content.records))

@@ -248,7 +248,7 @@ def test_a_rotated_key_is_followed_and_pinned(tmp_path: Path) -> None:
         assert cli("hub", "sync", "--hub", str(folder)).exit_code == 0
         keys = [cli("identity", "--project", str(alpha.node.root)).stdout]
         for turn in (1, 2):
-            rotated = cli("identity", "rotate", "--project", str(alpha.node.root))
+            rotated = cli("identity", "--project", str(alpha.node.root), "rotate")
             assert rotated.exit_code == 0, rotated.output
             keys.append(cli("identity", "--project", str(alpha.node.root)).stdout)
             alpha.export(at + timedelta(minutes=turn))
@@ -361,6 +361,11 @@ def test_a_rotation_is_followed_only_from_the_key_that_signed_it() -> None:
     assert follow("node-a", other.public.fingerprint, new.public, [statement]) is None
     forged = {**statement, "old_key": other.public.text}  # the old key's signature on it
     assert follow("node-a", other.public.fingerprint, new.public, [forged]) is None
+    # a rotation tried twice (the first lost), then on: every statement is followed
+    lost = rotation("node-a", old, KEYS[3].public, "2026-03-01T08:00:00Z")
+    onward = rotation("node-a", new, other.public, "2026-03-02T08:00:00Z")
+    assert follow("node-a", old.public.fingerprint, other.public, [lost, statement, onward]) \
+        == [old.public.fingerprint, new.public.fingerprint, other.public.fingerprint]
     assert PublicKey.parse(new.public.text) == new.public
 
 
@@ -475,6 +480,8 @@ def test_a_source_url_outside_the_members_base_url_is_left_out() -> None:
     kind = collections()["species"]
     for url, kept in (("https://beta.example.org/api/species/" + ident(7), False),
                       ("https://liar.example.org.evil/api/species/" + ident(7), False),
+                      ("https://liar.example.org/../beta/api/species/" + ident(7), False),
+                      ("https://liar.example.org//beta.example.org/x", False),
                       ("https://liar.example.org/api/species/" + ident(7), True)):
         fields = hub_fields(source, kind, {**record, "url": url})
         assert ("source_url" in fields) is kept, url

@@ -14,7 +14,14 @@ from click.testing import CliRunner
 
 from cli.main import main
 from exporter.contract.errors import FednodeError
-from exporter.contract.signing import KEY_ENV, KEY_FILE, NodeKey, check_manifest
+from exporter.contract.signing import (
+    KEY_ENV,
+    KEY_FILE,
+    ROTATIONS_FILE,
+    NodeKey,
+    check_manifest,
+    follow,
+)
 from exporter.pipeline.build import BuildReport
 from exporter.project.config import Project
 
@@ -75,3 +82,24 @@ def test_init_makes_the_key_and_identity_shows_it(tmp_path: Path) -> None:
     broken.write_text("not a key")
     refused = CliRunner().invoke(main, ["identity", "--project", str(folder)])
     assert refused.exit_code == 1 and "not a PEM private key" in refused.stderr
+
+
+def test_rotate_keeps_the_statement_beside_the_ledger_and_refuses_an_environment_key(
+        node: Node, export: Export, monkeypatch: pytest.MonkeyPatch) -> None:
+    node.write("species", "a", species("Fallopia japonica"))
+    export(node.root)
+    old = NodeKey.load(Project(node.root).private)
+    assert old is not None
+    monkeypatch.setenv(KEY_ENV, (Project(node.root).private / KEY_FILE).read_text())
+    refused = CliRunner().invoke(main, ["identity", "--project", str(node.root), "rotate"])
+    assert refused.exit_code == 1 and f"{KEY_ENV} is set" in refused.stderr
+    monkeypatch.delenv(KEY_ENV)
+    rotated = CliRunner().invoke(main, ["identity", "--project", str(node.root), "rotate"])
+    assert rotated.exit_code == 0, rotated.output
+    statements = json.loads((node.root / ROTATIONS_FILE).read_text())
+    new = NodeKey.load(Project(node.root).private)
+    assert new is not None and new.public != old.public
+    export(node.root)
+    data = json.loads(manifest_of(node.root))
+    assert data["node"]["key_rotations"] == statements
+    assert follow(data["node"]["id"], old.public.fingerprint, new.public, statements)
