@@ -131,8 +131,8 @@ class Served:
 
 def _relicensed(source: Source) -> str:
     """What became of the records that name a licence the hub does not know."""
-    instead = "without one" if source.licence is None else "under their node's instead"
-    return f"records name a licence the hub does not know, served {instead}"
+    return ("records name a licence the hub does not know, served without one (their terms "
+            "are at their source)")
 
 
 def licences(served: list[Served]) -> Counter[str]:

@@ -279,11 +279,15 @@ def hub_fields(source: Source, collection: Collection, data: dict[str, Any]
 
 def _licence(source: Source, data: dict[str, Any]) -> str | None:
     """The licence the hub's record carries: the record's own where it is a licence the hub
-    knows, written as its id; else its node's, for a node's own record (one a member hub
-    republished, with a source of its own, carries a known licence or has none known)."""
+    knows, written as its id; none where it names one the hub does not know (its terms are
+    its own, at its source_url: never its node's, which may be more open); else its node's,
+    for a node's own record (one a member hub republished, with a source of its own, carries
+    a known licence or has none known)."""
     own = licence_id(data.get("license"))
     if own is not None:
         return own
+    if _unknown_licence(data.get("license")):
+        return None
     return None if isinstance(data.get("source_node"), str) else source.licence
 
 

@@ -944,10 +944,11 @@ def footer(page: bytes) -> str:
 def test_a_members_licences_cannot_fill_the_hub(tmp_path: Path) -> None:
     """A member whose 300 records each name a licence of 1,000 characters of its own, and
     whose manifest names one of 5,000: the hub is about the size of one whose member's
-    records name none. A record's licence is one the hub knows, as its id, or its node's
-    (cut to LICENCE_MAX characters); a known licence's URL is its id; the hub's licence on
-    every page names known licences only and counts the others; the member's line says
-    once how many of its records named a licence the hub does not know."""
+    records name none. A record's licence is one the hub knows, as its id, or none where
+    it names another (never its node's in its place); a node's licence is cut to
+    LICENCE_MAX characters; a known licence's URL is its id; the hub's licence on every page
+    names known licences only; the member's line says once how many of its records named a
+    licence the hub does not know."""
     words = "Terms of reuse drafted by the node's own lawyers, clause "
     hostile = [f"{n:04d} " + (words * 20)[:995] for n in range(300)]
     terms = "Terms: " + "y" * 5000
@@ -963,28 +964,28 @@ def test_a_members_licences_cannot_fill_the_hub(tmp_path: Path) -> None:
     assert site_bytes(tmp_path / "bad") <= 1.5 * site_bytes(tmp_path / "good")
     assert "does not know" not in good.stderr
     line = next(line for line in bad.stderr.splitlines() if line.startswith("hostile:"))
-    assert "300 records name a licence the hub does not know, served under their node's " \
-           "instead" in line and line.count("300 records") == 2
+    assert "300 records name a licence the hub does not know, served without one (their " \
+           "terms are at their source)" in line and line.count("300 records") == 2
     project = hub_project(tmp_path / "bad")
     manifest = json.loads((project.site_out / "api" / "manifest.json").read_bytes())
     kept = "Terms: " + "y" * 192 + "…"
     assert [m.get("licence") for m in manifest["network"]["members"]] == [kept, "CC0-1.0"]
     assert manifest["network"]["licences"] == [
-        {"licence": "CC-BY-4.0", "records": 1}, {"licence": "CC0-1.0", "records": 1},
-        {"licence": kept, "records": 300}]
+        {"licence": "CC-BY-4.0", "records": 1}, {"licence": "CC0-1.0", "records": 1}]
+    assert manifest["network"]["unlicensed_records"] == 300
     assert manifest["node"]["licence"] == ("the licence of each record (its license field): "
-                                           "CC-BY-4.0, CC0-1.0 and 1 other")
+                                           "CC-BY-4.0, CC0-1.0; some records name none")
     records = [json.loads(path.read_bytes()) for path in
                (project.site_out / "api" / "species").rglob("*.json") if len(path.stem) == 36]
     by_name = {record["scientificName"]: record for record in records}
     assert by_name["Impatiens glandulifera"]["license"] == "CC-BY-4.0"
     assert by_name["Fallopia japonica"]["license"] == "CC0-1.0"
-    assert by_name["Planta 007"]["license"] == kept
+    assert "license" not in by_name["Planta 007"]  # its own terms, never its node's
     page = (project.site_out / record_href("species", by_name["Fallopia japonica"]["id"])
             .lstrip("/")).read_bytes()
     assert footer(page) == ("<footer><p>Published by bad under the licence of each record "
-                            "(its license field): CC-BY-4.0, CC0-1.0 and 1 other. Contact: "
-                            "hub@example.org.</p>")
+                            "(its license field): CC-BY-4.0, CC0-1.0; some records name none. "
+                            "Contact: hub@example.org.</p>")
     for path in project.site_out.rglob("*"):
         if path.is_file():
             data = path.read_bytes()
