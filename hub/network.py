@@ -301,8 +301,11 @@ def _trusted(hub: Hub, member: Member, status: Status, trust: MemberTrust,
     status.key_notes = list(trust.notes)
     path = hub.manifest_file(member)
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_bytes(report.manifest)
-    os.replace(temporary, path)
+    try:
+        temporary.write_bytes(report.manifest)
+        os.replace(temporary, path)
+    except OSError as exc:  # (a full disk): the export serves it once a sync writes this
+        log.error("cannot write %s: %s", path, one_line(str(exc)))
 
 
 def _count(copy: Path) -> int | None:
