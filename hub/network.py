@@ -105,9 +105,8 @@ def _claims(hub: Hub) -> Claims:
     hub_key = NodeKey.load(Project(hub.folder / NODE_DIR).private, create=True)
     statuses = {member.name: read_status(hub.status_file(member), member.name, member.url,
                                          member.private) for member in hub.members}
-    hub_id, hub_base = identity.get("id"), identity.get("base_url")
-    return Claims.of(hub, statuses, hub_id if isinstance(hub_id, str) else None, hub_key,
-                     hub_base if isinstance(hub_base, str) else None)
+    hub_id = identity.get("id")
+    return Claims.of(hub, statuses, hub_id if isinstance(hub_id, str) else None, hub_key)
 
 
 @contextlib.contextmanager

@@ -9,8 +9,7 @@ A hub checks every manifest a member sends before anything of it is used
   its status file. A key the pinned one rotated to, by a statement the pinned key signed
   (`node.key_rotations`), is followed and pinned in its place;
 - its node id must be hub.toml's `node_id` for the member, when that is given;
-- no other member, and not the hub itself, may hold its node id, key or base URL (`Claims`,
-  a record's `source_url` lying under its member's base URL): the
+- no other member, and not the hub itself, may hold its node id or key (`Claims`): the
   members served already, and those pinned in hub.toml, keep theirs; a member that fails
   later in its run gives up what it claimed. A private member (never served) holds no
   claim: a hub may follow a node openly and, with a key holding groups, privately.
@@ -43,14 +42,12 @@ class Claims:
 
     @classmethod
     def of(cls, hub: Hub, statuses: dict[str, Status], hub_id: str | None,
-           hub_key: NodeKey | None, hub_base: str | None = None) -> Claims:
-        """What is held before any member runs: the hub's own id, key and base URL, each
-        member's pins in hub.toml, then what each member's last successful sync pinned."""
+           hub_key: NodeKey | None) -> Claims:
+        """What is held before any member runs: the hub's own id and key, each member's
+        pins in hub.toml, then what each member's last successful sync pinned."""
         claims = cls()
         if hub_id is not None:
             claims.held[f"id {hub_id}"] = HUB
-        if hub_base:
-            claims.held[f"url {hub_base.rstrip('/').lower()}"] = HUB
         if hub_key is not None:
             claims.held[f"key {hub_key.public.fingerprint}"] = HUB
         served = [member for member in hub.members if not member.private]
@@ -64,19 +61,15 @@ class Claims:
             if status is None or status.last_success is None:
                 continue
             for claim in (status.node_id and f"id {status.node_id}",
-                          status.key_fingerprint and f"key {status.key_fingerprint}",
-                          status.base_url and f"url {status.base_url.rstrip('/').lower()}"):
+                          status.key_fingerprint and f"key {status.key_fingerprint}"):
                 if claim:
                     claims.held.setdefault(claim, member.name)
         return claims
 
-    def take(self, member: str, node_id: str, fingerprint: str, base_url: str = ""
-             ) -> list[str]:
-        """Hold the node id, key and base URL for `member`; SyncError if another holds
-        any. The claims it did not hold before."""
+    def take(self, member: str, node_id: str, fingerprint: str) -> list[str]:
+        """Hold the node id and key for `member`; SyncError if another holds either. The
+        claims it did not hold before."""
         wanted = {"node id": f"id {node_id}", "key": f"key {fingerprint}"}
-        if base_url:
-            wanted["base URL"] = f"url {base_url.rstrip('/').lower()}"
         with self.lock:
             for what, claim in wanted.items():
                 holder = self.held.get(claim)
@@ -144,8 +137,7 @@ class MemberTrust:
                             f"sent is served")
         note = self._checked(manifest, fingerprint)
         if not self.member.private:  # (a private copy is never served: it holds no claim)
-            self.taken += self.claims.take(self.member.name, manifest.node_id, fingerprint,
-                                           manifest.roots[0])
+            self.taken += self.claims.take(self.member.name, manifest.node_id, fingerprint)
         self.key, self.node_id = fingerprint, manifest.node_id
         if note:
             self.notes.append(note)
