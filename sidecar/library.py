@@ -117,10 +117,10 @@ NOTHING = Weighed(0.0, [])
 def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
            ) -> dict[str, Any]:
     """What the library holds for a question, from the passages of these groups alone: the
-    `limit` passages closest to it, each quoting its best sentence; and an answer, led by
-    the sentence that states it, only where one sentence clearly does (its score reaches
-    ANSWER and the question names nothing the documents never mention). No passages at
-    all where nothing is near (NEAR)."""
+    `limit` passages closest to it, each quoting its best sentence; and an answer, the
+    sentence that states it, only where one sentence clearly does (its score reaches ANSWER,
+    it stands in the closest passage, and the question names nothing the documents never
+    mention). No passages at all where nothing is near (NEAR)."""
     indexes = snapshot.passage_groups(groups)
     asked = search.as_asked(question)  # the response echoes the question as it was sent
     sense = encoder.Encoder.shared().encode([asked])[0] if indexes else None
