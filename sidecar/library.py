@@ -123,15 +123,20 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
     mention). No passages at all where nothing is near (NEAR)."""
     indexes = snapshot.passage_groups(groups)
     asked = search.as_asked(question)  # the response echoes the question as it was sent
+    # The question's vectors, by the sentence encoder and the word vectors: made once, for
+    # the passages and the weighing alike.
     sense = encoder.Encoder.shared().encode([asked])[0] if indexes else None
-    passages = [] if sense is None else _ranked_passages(indexes, asked, sense, limit)
+    vector = word_vectors.Embedder.embed([asked], serving=True)[0] if indexes else None
+    passages = [] if sense is None or vector is None else _ranked_passages(
+        indexes, asked, sense, vector, limit)
     unknown = unknown_names(asked, indexes)
     if not passages:
         return _reply(question, [], NOTHING_NEAR if not unknown else (
             f"The library's documents never mention {unknown[0]!r}, and hold nothing near "
             f"this question (GET /api/resources lists them)."))
-    found = weigh(indexes, asked)
-    shown = [_passage(snapshot, indexes, n, one, _best_weighed(found, one.group))
+    found = weigh(indexes, asked, sense=sense, vector=vector)
+    weighed = {group.name: _best_weighed(found, group) for group in indexes}
+    shown = [_passage(snapshot, indexes, n, one, weighed[one.group.name])
              for n, one in enumerate(passages, 1)]
     if unknown:
         return _reply(question, shown, f"The library's documents never mention {unknown[0]!r}, "
@@ -161,11 +166,10 @@ class Found(NamedTuple):
 
 
 def _ranked_passages(indexes: list[ranking.Passages], question: str, sense: np.ndarray,
-                     limit: int) -> list[Found]:
+                     vector: np.ndarray, limit: int) -> list[Found]:
     """The `limit` passages of these groups closest to the question (PASSAGE_WEIGHTS),
     each with its best sentence for the question; none where no sentence comes NEAR."""
     terms = sorted(set(search.stems(question)) - ASKING)
-    vector = word_vectors.Embedder.embed([question], serving=True)[0]
     scored: list[tuple[float, str, int, ranking.Passages]] = []
     nearest = 0.0
     for group in indexes:
@@ -265,12 +269,13 @@ def _reply(question: str, passages: list[dict[str, Any]], message: str) -> dict[
             "passages": passages, "message": message}
 
 
-def weigh(indexes: list[ranking.Passages], question: str,
-          weights: Sequence[float] = ()) -> Weighed:
+def weigh(indexes: list[ranking.Passages], question: str, weights: Sequence[float] = (), *,
+          sense: np.ndarray | None = None, vector: np.ndarray | None = None) -> Weighed:
     """The sentences that may answer a question, from these groups alone, each scored
     (`Score`), best first, and the best score as its evidence. The sentences weighed: those
     closest in meaning to the question, and every sentence of the passages that keyword
-    and meaning retrieve (`candidates`)."""
+    and meaning retrieve (`candidates`). `sense` and `vector`: the question's vectors, where
+    the caller made them already."""
     terms = set(search.stems(question)) - ASKING
     term_weights = _weights(indexes, terms)
     used = [t for t in term_weights if any(g.searcher.doc_freq("text", t) for g in indexes)]
@@ -285,13 +290,15 @@ def weigh(indexes: list[ranking.Passages], question: str,
     def share(stems: set[str]) -> float:  # fsum: the same in any order a set is walked in
         return math.fsum(term_weights[t] for t in stems if t in term_weights) / whole
 
-    sense = encoder.Encoder.shared().encode([question])[0]
+    if sense is None:
+        sense = encoder.Encoder.shared().encode([question])[0]
     kind = answer_kinds.asked(question)
     asked_stems = set(search.all_stems(question))
     per = answer_kinds.units(question) if kind in answer_kinds.STRICT - {"time", "season"} \
         else []
     scored = []
-    vector = word_vectors.Embedder.embed([question], serving=True)[0]
+    if vector is None:
+        vector = word_vectors.Embedder.embed([question], serving=True)[0]
     answers = answering(kind, per)
     for group, found in candidates(indexes, question, sense, vector, answers):
         dense = np.asarray(group.sentence_senses[found] @ sense, dtype=np.float64)
