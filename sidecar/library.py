@@ -38,7 +38,6 @@ SENTENCE_POOL = 200  # the closest sentences among which those SENTENCE_DEPTH ar
 FOCUS = 0.15  # what the words naming what is asked weigh (`answer_kinds.focus`)
 KEY_WORDS = 2  # the question's rarest words the library uses (`Score.rare`)
 ANSWER = 0.70  # the best sentence's score (`Score`) at which the question is answered
-SUPPORT = 0.5  # the score at which another sentence is quoted beside it
 # How a passage is ranked (`_ranked_passages`): the closeness in meaning of its best
 # sentence and of the whole passage (the sentence encoder's), its keyword score (BM25, as a
 # share of the best in its group) and its closeness by word vectors.
@@ -142,7 +141,7 @@ def answer(snapshot: Snapshot, groups: Sequence[str], question: str, limit: int
         return _reply(question, shown, f"The library's documents never mention {unknown[0]!r}, "
                                        f"so none of them states the answer; the passages are "
                                        f"the closest they hold.")
-    chosen = choose(found.quotes, 1) if found.evidence >= ANSWER else []
+    chosen = found.quotes[:1] if found.evidence >= ANSWER else []
     top = passages[0]
     if not chosen or chosen[0].passage is not top.group.rows[top.row]:
         # (an answer is a sentence of the closest passage: where the weighing of sentences
@@ -387,20 +386,6 @@ def _quotable(sentence: str, asked_stems: set[str]) -> bool:
     if _CONTENTS.search(sentence):
         return False
     return not set(search.all_stems(sentence)) <= asked_stems
-
-
-def choose(quotes: list[Quote], limit: int) -> list[Quote]:
-    """The best `limit` sentences that reach SUPPORT, best first, each once."""
-    seen: set[str] = set()
-    chosen = []
-    for quote in quotes:
-        if quote.sentence in seen or quote.score < SUPPORT:
-            continue
-        seen.add(quote.sentence)
-        chosen.append(quote)
-        if len(chosen) == limit:
-            break
-    return chosen
 
 
 def unknown_names(question: str, indexes: list[ranking.Passages]) -> list[str]:

@@ -692,7 +692,7 @@ def test_a_heading_is_not_quoted_with_the_sentence_under_it(tmp_path: Path) -> N
     """A heading (a line set larger than the page's body text) lends the sentence under it
     its words when the sentence is weighed, but the quote is the sentence alone; a narrow
     column, whose every line is short, is still quoted in whole sentences."""
-    from sidecar.library import answer, choose, weigh
+    from sidecar.library import answer, weigh
     from sidecar.store import Snapshot
     node = library_node(tmp_path / "node", restricted=False)
     page = ("# Grazing the river terraces\n\nSheep keep the grass short on the terraces from "
@@ -700,7 +700,7 @@ def test_a_heading_is_not_quoted_with_the_sentence_under_it(tmp_path: Path) -> N
     make_pdf(node.root / "content" / "library" / "guide.pdf", [*GUIDE_PAGES, page])
     build(Project(node.root))
     groups = Snapshot(node.root / ".fednode" / "bundle").passage_groups(["public"])
-    quotes = choose(weigh(groups, "Which animals graze the river terraces?").quotes, 3)
+    quotes = weigh(groups, "Which animals graze the river terraces?").quotes[:3]
     assert quotes[0].sentence == ("Sheep keep the grass short on the terraces from May to "
                                   "September, and cattle open the tall herbs.")
     assert quotes[0].passage[1] == 5
