@@ -45,6 +45,11 @@ def test_the_first_export_makes_the_key_and_signs_the_manifest(node: Node,
     assert signed is not None and signed.key == key.public
     assert data["node"]["key_fingerprint"] == key.public.fingerprint
     assert list(data)[-1] == "signature"
+    # The private key stays in .fednode/: in no file of the site or the bundle.
+    secret = b"".join(path.read_bytes().split(b"\n")[1].split()[:1])
+    for tree in (Project(node.root).site_out, Project(node.root).bundle):
+        for path in tree.resolve().rglob("*"):
+            assert not path.is_file() or secret not in path.read_bytes(), path
 
 
 def test_a_frozen_export_never_makes_a_key_and_takes_one_from_the_environment(
