@@ -89,8 +89,8 @@ class ImportPlan:
         twins = f"; {len(self.twins)} own records under a synonym" if self.twins else ""
         return (f"{'dry run: ' if dry_run else ''}dwc import of {self.dataset}: "
                 f"{len(self.added)} added, {len(self.updated)} updated, {self.unchanged} "
-                f"unchanged; {self.synonyms} synonyms attached; {gone}; "
-                f"{len(self.overlaps)} not imported (name already used){twins}; left out "
+                f"unchanged; {gone}; {len(self.overlaps)} not imported (name already "
+                f"used){twins}; {self.synonyms} synonyms attached; left out "
                 f"{self.rows_left_out:,} of {self.rows:,} rows")
 
 
