@@ -181,7 +181,7 @@ def _twins(plan: ImportPlan, context: _Context, taxa: list[Taxon], synonymy: Syn
                 if record.fields.get("datasetID") in datasets:
                     continue  # a record of this checklist's: it left it, and is listed
                 plan.twins.append(
-                    f"{record.path}:{record.line}: scientificName: "
+                    f"{record.path}:{record.line_of('scientificName')}: scientificName: "
                     f"{record.fields.get('scientificName')!r} is a synonym of "
                     f"{taxon.row.terms.get('scientificName', '')!r} "
                     f"({taxon.row.file}:{taxon.row.line}, which lists {written!r}): the same "
