@@ -29,7 +29,7 @@ from exporter.darwincore.names import SplitName, split_names
 from exporter.darwincore.source import Checklist, ChecklistRefused, LeftOut, Row, Taxon
 from exporter.darwincore.synonyms import Synonymy, attach
 from exporter.darwincore.terms import CORE_TERMS, EXTENSIONS, FLAGS
-from exporter.darwincore.values import read_controlled
+from exporter.darwincore.values import read_controlled, read_swapped
 from exporter.project.config import Project
 from exporter.project.content import SourceRecord, discover, read
 from exporter.project.schemas import Collection, collections
@@ -133,6 +133,7 @@ def _plan(plan: ImportPlan, project: Project, checklist: Checklist, dataset: str
     the rows it leaves out; raise ContentError for a problem of the checklist itself."""
     taxa, kingdom_note = plants(checklist)
     plan.notes += [kingdom_note] if kingdom_note else []
+    plan.notes += read_swapped(taxa)
     plan.notes += read_controlled(taxa)
     provenance = checklist.provenance
     dataset = dataset or (provenance.doi if provenance else "") or None
