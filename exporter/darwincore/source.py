@@ -2,7 +2,9 @@
 python-dwca-reader) or a folder of CSV files named for their rows (taxon.csv, and any of
 distribution.csv, description.csv, speciesprofile.csv, vernacularname.csv, and the other
 GBIF extensions) joined on taxonID. Every problem is collected, as `file:line: term:
-message`; nothing is written. A column fednode has no field for, a standard term or not,
+message`; nothing is written. A row with a problem (no taxonID, a duplicate, a control
+character, an extension row of no taxon) is left out (`LeftOut`), a core row with its
+extension rows. A column fednode has no field for, a standard term or not,
 and an extension it keeps nothing of, are named in the checklist's notes (one line a file)
 and left out: they never stop an import. A checklist that cannot be read is refused with
 its problems and those notes (`ChecklistRefused`): a column left out as no term is often

@@ -225,3 +225,23 @@ def test_strict_refuses_a_synonym_without_its_accepted_taxon(node: Node,
     assert result.output.strip().splitlines()[-1] == \
         "Error: 1 problem in 1 file; nothing was written"
     assert not (node.root / "content" / "species").exists()
+
+
+def test_a_rank_and_a_status_in_each_others_columns_are_read_swapped(
+        node: Node, tmp_path: Path) -> None:
+    """Some GRIIS archives map taxonRank and taxonomicStatus the other way round in their
+    meta.xml (`ACCEPTED` as a rank, `SPECIES` as a status): read back, and said."""
+    source = tmp_path / "list"
+    source.mkdir()
+    write(source / "taxon.csv", ["taxonID", "scientificName", "taxonRank", "taxonomicStatus",
+                                 "datasetID"],
+          [["t1", "Rosa rugosa Thunb.", "ACCEPTED", "SPECIES", "urn:x"],
+           ["t2", "Acer negundo L.", "SPECIES", "ACCEPTED", "urn:x"]])
+    result = run("import", "dwc", str(source), "--project", str(node.root))
+    assert result.exit_code == 0, result.output
+    assert f"{source}/taxon.csv: taxonRank: read as taxonomicStatus, and taxonomicStatus as " \
+           f"taxonRank, in 1 row whose rank is a status (ACCEPTED, SYNONYM) and whose status " \
+           f"is a rank (SPECIES)" in result.output.splitlines()
+    records = {r.fields["taxonID"]: r.fields for r in load(Project(node.root)).records}
+    assert (records["t1"]["taxonRank"], records["t1"]["taxonomicStatus"]) == \
+        ("species", "ACCEPTED")
