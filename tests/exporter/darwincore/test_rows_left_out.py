@@ -6,18 +6,20 @@ files: the alien flora of D.R. Congo (tests/data/dwc) and small checklists writt
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from builders import REPO, Node, examples, species
+from builders import REPO, Node, ServerThread, app_for, examples, http_get, species
 from click.testing import CliRunner
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from cli.main import main
-from exporter.pipeline.build import load
+from exporter.pipeline.build import BuildReport, load
 from exporter.project.config import Project
 
 CONGO = REPO / "tests" / "data" / "dwc" / "alien-flora-congo-checklist"
@@ -78,7 +80,7 @@ def bad_cells(draw: st.DrawFn) -> list[tuple[str, int, str, str]]:
     return cells
 
 
-@settings(max_examples=examples(15, 100), deadline=None,
+@settings(max_examples=examples(25, 200), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cells=bad_cells())
 def test_random_bad_cells_never_refuse_the_rest_and_the_counts_add_up(
@@ -245,3 +247,14 @@ def test_a_rank_and_a_status_in_each_others_columns_are_read_swapped(
     records = {r.fields["taxonID"]: r.fields for r in load(Project(node.root)).records}
     assert (records["t1"]["taxonRank"], records["t1"]["taxonomicStatus"]) == \
         ("species", "ACCEPTED")
+
+
+def test_a_taxon_is_found_by_its_synonyms(node: Node, tmp_path: Path,
+                                          export: Callable[..., BuildReport]) -> None:
+    run("import", "dwc", str(synonym_list(tmp_path / "list", TAXA[:3])), "--project",
+        str(node.root))
+    export(node.root)
+    with ServerThread(app_for(node.root, anonymous_rate=0)) as server:
+        _, _, body = http_get(f"{server.url}/api/search?q=polygonum+cuspidatum&mode=keyword")
+        titles = [item["title"] for item in json.loads(body)["items"]]
+        assert titles[:1] == ["Reynoutria japonica"], titles
