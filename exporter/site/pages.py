@@ -36,13 +36,14 @@ from markupsafe import Markup
 from markupsafe import escape as html
 
 from exporter.contract.endpoints import ENDPOINTS
-from exporter.contract.page_urls import collection_href, file_of, record_href
+from exporter.contract.page_urls import LIBRARY_HREF, collection_href, file_of, record_href
 from exporter.contract.wire import SEARCH_QUERY_MAX, document_url
 from exporter.pipeline.cache import Cache
 from exporter.pipeline.outputs import OutputFile, constant
 from exporter.project.config import NodeConfig
 from exporter.project.content import SourceRecord
 from exporter.project.schemas import Collection
+from exporter.site import charts
 from exporter.site.served import LIBRARY_PATH, Rendered, fingerprint, json_of
 from exporter.site.values import escaped as _escaped
 from exporter.site.values import is_shown, markdown_html, value_html
@@ -152,15 +153,19 @@ def _template(name: str) -> jinja2.Template:
     return _environment().get_template(name)
 
 
-def site_of(node: NodeConfig, known: dict[str, Collection], counts: dict[str, int]) -> Site:
+def site_of(node: NodeConfig, known: dict[str, Collection], counts: dict[str, int],
+            library: bool = False) -> Site:
+    """`library`: the node has a library page (`library_page.has_page`), which the
+    navigation links to."""
     listed = [{"name": c.name, "title": c.title, "description": c.description,
                "href": collection_href(c.name), "count": counts.get(c.name, 0)}
               for c in known.values()]
     print_ = fingerprint("site", _templates_digest(), node.name, node.description,
                          node.publisher, node.contact, node.licence, node.language,
-                         node.base_url, node.key_request, json.dumps(listed))
+                         node.base_url, node.key_request, json.dumps(listed), str(library))
     nav, footer = (Markup(_template(name).render(node=node, collections=listed,
-                                                 search=SEARCH_HREF))
+                                                 search=SEARCH_HREF,
+                                                 library=LIBRARY_HREF if library else ""))
                    for name in ("nav.html", "footer.html"))
     return Site(node, listed, print_, nav, footer)
 
@@ -200,7 +205,7 @@ def record_page(site: Site, collection: Collection, r: Rendered, source: SourceR
     """One public record's page; `links`: its related records, with their sections."""
     print_ = fingerprint("record page", site.print_, r.key,
                          *(f"{section}\x1e{x.collection}/{x.id}\x1e{x.title}"
-                           for section, x in links))
+                           for section, x in links), *charts.chart_prints(links))
     return OutputFile(file_of(record_href(collection.name, r.id)), print_, functools.partial(
         _record_page, site, collection, r, source, links))
 
@@ -339,6 +344,7 @@ def _record_page(site: Site, collection: Collection, r: Rendered, source: Source
         sections.setdefault(section, []).append(
             f'<li><a href="{_escaped(record_href(other.collection, other.id))}">'
             f"{_escaped(other.title or other.id)}</a></li>")
+    drawn = charts.species_charts(links)  # a chart opens its section, before the links
     here = record_href(collection.name, r.id)
     json_path = _escaped(f"/api/{collection.name}/{r.id}")
     return site.skeleton(collection).render({
@@ -349,8 +355,9 @@ def _record_page(site: Site, collection: Collection, r: Rendered, source: Source
         "fields": fields_html(collection, source),
         "updated_at": _escaped(r.updated_at),
         "body": markdown_html(str(fields.get("body") or "")),
-        "related": "".join([f"<section>\n<h2>{_escaped(title)}</h2>\n<ul>{''.join(items)}"
-                            "</ul>\n</section>\n" for title, items in sections.items()]),
+        "related": "".join([f"<section>\n<h2>{_escaped(title)}</h2>\n{drawn.get(title, '')}"
+                            f"<ul>{''.join(items)}</ul>\n</section>\n"
+                            for title, items in sections.items()]),
     })
 
 
