@@ -208,7 +208,7 @@ def _build(project: Project, *, now: datetime | None, frozen: bool, base_url: st
         with exclusive(project.private):
             report = _write_all(project, content, now=now, frozen=frozen, progress=progress,
                                 folder_limit=folder_limit, keep=keep)
-        report.warnings += map(str, placeholder_bodies(content.records))
+        report.warnings += map(str, placeholder_bodies(content.records, content.cache.placeholders))
     except OSError as exc:
         raise not_written(exc) from None
     report.seconds = time.perf_counter() - started
