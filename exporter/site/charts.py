@@ -61,8 +61,8 @@ def groups(records: Iterable[Mapping[str, Any]]) -> list[Group]:
     has no share and is left out."""
     summed: dict[tuple[str, str], list[int]] = {}
     for record in records:
-        sown, germinated = record.get("seedsSown"), record.get("seedsGerminated")
-        if not (_count(sown) and _count(germinated)) or sown < 1:
+        sown, germinated = _count(record.get("seedsSown")), _count(record.get("seedsGerminated"))
+        if sown is None or germinated is None or sown < 1:
             continue
         key = (str(record.get("setting") or ""), " ".join(str(record.get("pretreatment")
                                                              or "").split()))
@@ -76,8 +76,11 @@ def groups(records: Iterable[Mapping[str, Any]]) -> list[Group]:
                 order.index(item[0][0]) if item[0][0] in order else len(order), item[0]))]
 
 
-def _count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def _count(value: object) -> int | None:
+    """A count of seeds, or None for anything else."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
 
 
 def germination_chart(records: Iterable[Mapping[str, Any]]) -> str:

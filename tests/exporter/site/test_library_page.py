@@ -25,8 +25,8 @@ from builders import (
     record_text,
     species,
 )
-from processes import ENV, FEDNODE, free_port, wait_for
 from markupsafe import escape
+from processes import ENV, FEDNODE, free_port, wait_for
 from pypdf import PdfReader
 from test_browser import ARGS, ARTIFACTS, _no_serious_violation
 
