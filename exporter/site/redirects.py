@@ -16,10 +16,7 @@ The rules, in the order Netlify tries them (the first that matches applies):
    the request to the sidecar, not forced. On Netlify the Edge Function rewrites anonymous
    record reads to the shard file before these rules (netlify/edge-functions/keyed.ts).
 
-4. A page's address without its final slash (`/search`, `/species`) is sent to the page
-   (`301`), as the sidecar sends it (`routing.Router.slashed`).
-
-5. Any other path under /api/ gets the contract's JSON 404, not the CDN's page: one segment
+4. Any other path under /api/ gets the contract's JSON 404, not the CDN's page: one segment
    (`/api/plants`, no file there) the body the sidecar answers for a collection that does
    not exist (`NO_COLLECTION_FILE`), any other path the one for a path without an endpoint
    (`NO_ENDPOINT_FILE`). Those files' own URLs are such paths: forced rules, first, answer
@@ -52,7 +49,7 @@ def rules(sidecar_url: str, records: Sequence[tuple[str, str]]
     """(from, query condition, to, status) for every rule, in order. `records`: the
     (collection, id) of every public record (a restricted one must never be named here)."""
     sidecar = sidecar_url.rstrip("/")
-    # Rule 5's bodies are files at their own URLs too: there they are the same 404s, not 200.
+    # Rule 4's bodies are files at their own URLs too: there they are the same 404s, not 200.
     out: list[tuple[str, str, str, str]] = [("/" + body, "", "/" + body, "404!")
                                             for body in (NO_ENDPOINT_FILE, NO_COLLECTION_FILE)]
     for e in ENDPOINTS:
@@ -69,7 +66,7 @@ def rules(sidecar_url: str, records: Sequence[tuple[str, str]]
         if "{shard}" not in e.static:
             # One rule per collection, not a `:collection` placeholder: a rewrite to a file
             # that is not there ends in the CDN's own 404 page, where a path no rule names
-            # reaches rule 5's JSON.
+            # reaches rule 4's JSON.
             names = COLLECTIONS if "{collection}" in e.path else ("",)
             out.extend((_pattern(e.path.replace("{collection}", name)), "",
                         _pattern(e.static.replace("{collection}", name)), "200")
@@ -80,11 +77,6 @@ def rules(sidecar_url: str, records: Sequence[tuple[str, str]]
                         "/" + record_file(collection, record_id), "200")
                        for collection, record_id in records)
         out.append((_pattern(e.path), "", sidecar + _pattern(e.path), "200"))
-    for e in ENDPOINTS:
-        if e.page and e.path.endswith("/") and e.path != "/":
-            names = COLLECTIONS if "{collection}" in e.path else ("",)
-            out.extend((path[:-1], "", path, "301")
-                        for path in (e.path.replace("{collection}", name) for name in names))
     out.append(("/api/:collection", "", "/" + NO_COLLECTION_FILE, "404"))
     out.append(("/api/*", "", "/" + NO_ENDPOINT_FILE, "404"))
     return out
