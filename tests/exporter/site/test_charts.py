@@ -88,8 +88,14 @@ def test_no_result_with_seeds_sown_draws_nothing() -> None:
 
 
 def test_each_species_page_charts_its_public_germination_results(sample_root: Path) -> None:
+    """The chart sums the public results only: a restricted one of the sample names a public
+    species with no public result, whose page has no chart."""
     content = load(Project(sample_root))
     public = [r for r in content.records if r.access == PUBLIC]
+    named = {str(r.fields["scientificName"]) for r in public if r.collection == "species"}
+    hidden = {str(r.fields["species"]) for r in content.records
+              if r.collection == "germination" and r.access != PUBLIC} & named
+    assert hidden
     results: dict[str, list[dict[str, object]]] = defaultdict(list)
     for r in public:
         if r.collection == "germination":
@@ -102,6 +108,7 @@ def test_each_species_page_charts_its_public_germination_results(sample_root: Pa
         found = results.get(str(r.fields["scientificName"]), [])
         if not found:
             assert "<svg" not in page and 'class="chart"' not in page
+            hidden.discard(str(r.fields["scientificName"]))
             continue
         charted += 1
         figure = re.search(r'<figure class="chart">.*?</figure>', page, re.S)
@@ -119,3 +126,4 @@ def test_each_species_page_charts_its_public_germination_results(sample_root: Pa
         assert {html.unescape(k): v for k, v in table.items()} == dict(sums), r.path
         assert len(bars(drawn(figure.group()))) == len(sums)
     assert charted >= 5
+    assert hidden == set()  # each species of a restricted result was looked at
