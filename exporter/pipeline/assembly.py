@@ -150,11 +150,11 @@ class Sitemap:
     entry: dict[str, int]  # public record id -> its line
 
     @classmethod
-    def of(cls, base_url: str, public: dict[str, Public]) -> Sitemap:
+    def of(cls, base_url: str, public: dict[str, Public], library: bool) -> Sitemap:
         """The lines of every public record (`public`, by collection), as a whole export
-        writes them."""
+        writes them (`library`: the node has a library page)."""
         entries = pages.sitemap_entries(
-            base_url, {name: group.records for name, group in public.items()})
+            base_url, {name: group.records for name, group in public.items()}, library)
         base = len(base_url)
         entry = {url[base:].rpartition("/")[2][:-5]: n
                  for n, (url, modified) in enumerate(entries) if modified}

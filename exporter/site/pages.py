@@ -96,6 +96,7 @@ class Site:
     # each page
     nav: Markup
     footer: Markup
+    library: bool = False  # the node has a library page (`library_page`)
 
     # record.html made once per collection (`_Skeleton`), by collection name
     skeletons: dict[str, _Skeleton] = dataclasses.field(default_factory=dict)
@@ -167,7 +168,7 @@ def site_of(node: NodeConfig, known: dict[str, Collection], counts: dict[str, in
                                                  search=SEARCH_HREF,
                                                  library=LIBRARY_HREF if library else ""))
                    for name in ("nav.html", "footer.html"))
-    return Site(node, listed, print_, nav, footer)
+    return Site(node, listed, print_, nav, footer, library)
 
 
 def home(site: Site) -> bytes:
@@ -183,7 +184,7 @@ def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rende
         out.extend(collection_pages(site, known[name], items))
         out.extend(record_page(site, known[name], r, sources[r.id], related.get(r.id, []))
                    for r in items)
-    out.extend(sitemaps(site.node.base_url, public))
+    out.extend(sitemaps(site.node.base_url, public, site.library))
     out.append(search_page(site))
     robots = _robots(site.node.base_url).encode()
     style = resources.files("exporter.site").joinpath("templates/site.css").read_bytes()
@@ -422,20 +423,24 @@ def _script_json(data: dict[str, Any]) -> Markup:
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
-def sitemaps(base_url: str, public: dict[str, list[Rendered]]) -> list[OutputFile]:
+def sitemaps(base_url: str, public: dict[str, list[Rendered]], library: bool = False
+             ) -> list[OutputFile]:
     """`sitemap.xml`, and when the node has more URLs than one sitemap holds, the files it
     indexes under `sitemaps/`."""
     return sitemap_files(base_url, [url_line(*entry)
-                                    for entry in sitemap_entries(base_url, public)])
+                                    for entry in sitemap_entries(base_url, public, library)])
 
 
 Entry = tuple[str, str]  # a sitemap's URL, and its lastmod (or "")
 
 
-def sitemap_entries(base_url: str, public: dict[str, list[Rendered]]) -> list[Entry]:
-    """Every URL of the sitemaps, in order: the home page, then each collection's pages and
-    its records' pages."""
+def sitemap_entries(base_url: str, public: dict[str, list[Rendered]], library: bool = False
+                    ) -> list[Entry]:
+    """Every URL of the sitemaps, in order: the home page, the library's page (`library`:
+    the node has one), then each collection's pages and its records' pages."""
     entries = [(f"{base_url}/", "")]
+    if library:
+        entries.append((base_url + LIBRARY_HREF, ""))
     for name, items in public.items():
         pages = max(1, -(-len(items) // PAGE_SIZE))
         entries.extend((base_url + collection_href(name, page), "")

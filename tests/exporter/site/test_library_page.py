@@ -66,6 +66,8 @@ def test_the_page_lists_each_public_document_and_no_restricted_one(sample_root: 
     for r in restricted:
         for secret in (r.id, str(r.fields["title"]), str(r.fields["summary"])[:60]):
             assert secret not in page and str(escape(secret)) not in page
+    assert f"<loc>{load(Project(sample_root)).node.base_url}/library/</loc>" in \
+        (site / "sitemap.xml").read_text()
     # every page links to it, in its navigation
     pages = list(site.rglob("*.html"))
     assert len(pages) > 90
@@ -85,6 +87,7 @@ async def test_a_node_without_a_public_document_has_no_library_page(
     build(Project(tmp_path))
     site = tmp_path / "site_out"
     assert not (site / "library").exists()
+    assert "/library/" not in (site / "sitemap.xml").read_text()
     for page in site.rglob("*.html"):
         text = page.read_text("utf-8")
         assert "/library/" not in text and "Spill protocol" not in text, page

@@ -71,7 +71,7 @@ def test_every_public_record_has_a_page_with_its_json_ld(sample_root: Path) -> N
                           "search/index.html", "library/index.html",
                           *(f"{name}/index.html" for name in COLLECTIONS)}
     sitemap = files["sitemap.xml"].decode()
-    assert sitemap.count("<url>") == 1 + len(COLLECTIONS) + len(public)
+    assert sitemap.count("<url>") == 2 + len(COLLECTIONS) + len(public)  # (home, library)
 
 
 def test_a_species_page_links_to_its_treatments_and_resources(sample_root: Path) -> None:
