@@ -143,8 +143,9 @@ def attach(taxa: list[Taxon], names: list[SplitName]) -> Synonymy:
             if target.authorship and not accepted.name.authorship:
                 accepted.name = target
             accepted.members.append(index)
-            accepted.names.setdefault(written, index)
-            accepted.canonical.setdefault(written, names[index].name)
+            if _key(written) != _key(target.verbatim):  # not the accepted name itself
+                accepted.names.setdefault(written, index)
+                accepted.canonical.setdefault(written, names[index].name)
             continue
         if written not in found.names.setdefault(target, []):
             found.names[target].append(written)
@@ -176,14 +177,14 @@ class _Pointers:
 
     def accepted(self, index: int, synonyms: set[int]) -> int | SplitName | None:
         """The accepted taxon of the synonym at `index`, following synonyms of synonyms:
-        its row; or, where it has none, the name the last synonym's acceptedNameUsage
-        gives it (unless that name is a taxonID of the checklist, which would give two
-        records one id); None when no accepted taxon is named, or synonyms name each other
-        in a circle."""
+        its row; or, where it has none (the last synonym's acceptedNameUsage names no row,
+        or its own), the name that acceptedNameUsage gives (unless that name is a taxonID
+        of the checklist, which would give two records one id); None when no accepted
+        taxon is named, or synonyms name each other in a circle."""
         seen = {index}
         while index in synonyms:
             index_ = self._named(index)
-            if index_ is None:
+            if index_ is None or index_ == index:
                 given = self.given.get(index)
                 return given if given and given.name not in self.by_id else None
             if index_ in seen:
