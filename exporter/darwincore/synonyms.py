@@ -134,7 +134,7 @@ def attach(taxa: list[Taxon], names: list[SplitName]) -> Synonymy:
         target = pointers.accepted(index, synonyms)
         written = _written(taxon)
         if target is None or len(written) > NAME_MAX:
-            found.left.append(_orphan(taxon, written, target))
+            found.left.append(_orphan(taxon, written, target, index in pointers.circles))
             continue
         if isinstance(target, SplitName):  # an accepted taxon without a row
             dataset = taxon.row.terms.get("datasetID", "")
@@ -174,6 +174,7 @@ class _Pointers:
         asked = sorted(i for i in synonyms if taxa[i].row.terms.get("acceptedNameUsage"))
         given = split_names([taxa[i].row.terms["acceptedNameUsage"] for i in asked])
         self.given = dict(zip(asked, given, strict=True))
+        self.circles: set[int] = set()  # synonyms whose accepted taxa lead back to them
 
     def accepted(self, index: int, synonyms: set[int]) -> int | SplitName | None:
         """The accepted taxon of the synonym at `index`, following synonyms of synonyms:
@@ -181,13 +182,14 @@ class _Pointers:
         or its own), the name that acceptedNameUsage gives (unless that name is a taxonID
         of the checklist, which would give two records one id); None when no accepted
         taxon is named, or synonyms name each other in a circle."""
-        seen = {index}
+        start, seen = index, {index}
         while index in synonyms:
             index_ = self._named(index)
             if index_ is None or index_ == index:
                 given = self.given.get(index)
                 return given if given and given.name not in self.by_id else None
             if index_ in seen:
+                self.circles.add(start)
                 return None
             seen.add(index_)
             index = index_
@@ -205,7 +207,8 @@ class _Pointers:
         return found if found is not None else self.by_text.get(_key(self.given[index].name))
 
 
-def _orphan(taxon: Taxon, written: str, target: int | SplitName | None) -> LeftOut:
+def _orphan(taxon: Taxon, written: str, target: int | SplitName | None, circle: bool
+            ) -> LeftOut:
     terms = taxon.row.terms
     row = taxon.row
     following = sum(len(rows) for rows in taxon.extensions.values())
@@ -217,6 +220,9 @@ def _orphan(taxon: Taxon, written: str, target: int | SplitName | None) -> LeftO
         term = "acceptedNameUsageID" if terms.get("acceptedNameUsageID") else \
             "acceptedNameUsage"
         problem = Problem(row.file, row.line, term,
+                          f"{written!r} is a synonym of {terms[term]!r}, a synonym that "
+                          f"leads back to it: synonyms naming each other in a circle name "
+                          f"no accepted taxon" if circle else
                           f"{written!r} is a synonym of {terms[term]!r}, which is not a "
                           f"taxon of this checklist")
     else:
