@@ -367,8 +367,9 @@ def test_an_accepted_name_without_a_row_through_a_chain_a_bad_row_and_a_twin(
         node: Node, tmp_path: Path) -> None:
     """A synonym of a synonym whose accepted taxon has no row joins its record; a row whose
     core terms have a problem is left out with its extension rows, and the record made of
-    the next; a synonym naming itself as accepted is a record of that name; a publisher's
-    own record under one of the synonyms is reported."""
+    the next; a synonym naming itself as accepted is a record of that name, synonyms
+    naming each other in a circle are left out; a publisher's own record under one of the
+    synonyms is reported."""
     node.write("species", "cuspidatum", species("Polygonum cuspidatum", family="Polygonaceae"))
     source = synonym_list(tmp_path / "list", [
         ["s1", "Fallopia japonica (Houtt.) Ronse Decr.", "SYNONYM", "",
@@ -379,6 +380,10 @@ def test_an_accepted_name_without_a_row_through_a_chain_a_bad_row_and_a_twin(
         ["s4", "Prunus persica (L.) Batsch", "SYNONYM", "", "Prunus persica Stokes",
          "Rosaceae", "urn:test"],
         ["s5", "Erigeron bonariensis L.", "SYNONYM", "", "Erigeron bonariensis L.",
+         "Asteraceae", "urn:test"],
+        ["s6", "Gamochaeta purpurea (L.) Cabrera", "SYNONYM", "", "Gnaphalium purpureum L.",
+         "Asteraceae", "urn:test"],
+        ["s7", "Gnaphalium purpureum L.", "SYNONYM", "", "Gamochaeta purpurea (L.) Cabrera",
          "Asteraceae", "urn:test"],
     ])
     write(source / "distribution.csv", ["taxonID", "locality", "establishmentMeans"],
@@ -394,7 +399,11 @@ def test_an_accepted_name_without_a_row_through_a_chain_a_bad_row_and_a_twin(
            f"synonym of 'Reynoutria japonica Houtt.' ({source}/taxon.csv:3, which lists " \
            f"'Polygonum cuspidatum Siebold & Zucc.'): the same plant as two records; merge " \
            f"them by hand" in lines
-    assert summary(result.output) == (3, 0, 0, 3, 3, 7)  # s1 and its row; s3
+    assert f"{source}/taxon.csv:8: acceptedNameUsage: 'Gnaphalium purpureum L.' is a synonym " \
+           f"of 'Gamochaeta purpurea (L.) Cabrera', a synonym that leads back to it: synonyms " \
+           f"naming each other in a circle name no accepted taxon; this taxon is left out" \
+        in lines
+    assert summary(result.output) == (3, 0, 0, 3, 5, 9)  # s1 and its row; s3; s6, s7
     records = {r.fields["scientificName"]: r.fields for r in load(Project(node.root)).records
                if r.fields.get("datasetID") == "urn:test"}
     record = records["Reynoutria japonica"]
