@@ -9,7 +9,8 @@ record whose fields would not change is not written: importing a source twice wr
 nothing. Everything is read and checked before anything is written: a row with a problem
 is left out (a taxon with its extension rows), and said, and the rest imported; `strict`
 refuses the checklist instead. A synonym is kept as a name of its accepted taxon's record
-(`synonyms`)."""
+(`synonyms`); an accepted taxon the checklist names only in its synonyms' acceptedNameUsage
+is a record of that name, made of those synonym rows."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from typing import Any
 from exporter.darwincore.eml import Provenance
 from exporter.darwincore.names import SplitName, split_names
 from exporter.darwincore.source import Checklist, ChecklistRefused, LeftOut, Row, Taxon
-from exporter.darwincore.synonyms import Synonymy, attach
+from exporter.darwincore.synonyms import AcceptedName, Synonymy, attach
 from exporter.darwincore.terms import CORE_TERMS, EXTENSIONS, FLAGS
 from exporter.darwincore.values import read_controlled, read_swapped
 from exporter.project.config import Project
@@ -97,7 +98,7 @@ class ImportPlan:
 def plan_import(project: Project, checklist: Checklist, *, dataset: str | None = None,
                 access: str | None = None, strict: bool = False) -> ImportPlan:
     """What importing `checklist` would change. A row that is not valid (as a species
-    record's term, or as a synonym whose accepted taxon the checklist holds) is left out,
+    record's term, or as a synonym that names an accepted taxon) is left out,
     with its problems (`ImportPlan.left_out`); with `strict`, it refuses the checklist
     instead. Raise `ChecklistRefused` (with the notes of what was read: its provenance,
     what it left out) for a problem of the checklist itself, such as no plants."""
@@ -154,11 +155,23 @@ def _plan(plan: ImportPlan, project: Project, checklist: Checklist, dataset: str
                           f"kept as names of their accepted taxa (their {synonymy.unkept} "
                           f"extension rows are not kept)")
     for index in synonymy.accepted:
-        _plan_taxon(plan, context, taxa[index], names[index], provenance,
-                    synonymy.names.get(index, []))
+        taxon = taxa[index]
+        problems = _plan_taxon(plan, context, taxon, names[index], provenance,
+                               synonymy.names.get(index, []))
+        if problems:
+            plan.left_out.append(_left_taxon(taxon, problems))
+    named = sum(_plan_named(plan, context, taxa, accepted, provenance)
+                for accepted in synonymy.named)
+    plan.synonyms += named
+    if named:
+        plan.notes.append(f"{checklist.source}: acceptedNameUsage: {named} synonyms name "
+                          f"{len(synonymy.named)} accepted taxa that have no row: each "
+                          f"imported as a record of the accepted name, with its synonyms' "
+                          f"names and extension rows")
     _twins(plan, context, taxa, synonymy, datasets)
     # A taxon left out for a problem is still in the checklist: never pruned for it.
     present = {taxa[i].taxon_id for i in synonymy.accepted}
+    present |= {accepted.taxon_id for accepted in synonymy.named}
     present |= {left.taxon_id for left in plan.left_out if left.taxon_id}
     gone = [r for r in existing if r.fields.get("datasetID") in datasets
             and r.fields.get("taxonID") and r.fields["taxonID"] not in present
@@ -171,22 +184,46 @@ def _plan(plan: ImportPlan, project: Project, checklist: Checklist, dataset: str
                    for r in gone if not r.path.endswith(".md")]
 
 
+def _left_taxon(taxon: Taxon, problems: list[Problem]) -> LeftOut:
+    """A taxon left out for the problems of its core row, with its extension rows."""
+    following = sum(len(rows) for rows in taxon.extensions.values())
+    return LeftOut(taxon.row, "taxon", problems, following, taxon.taxon_id)
+
+
+def _plan_named(plan: ImportPlan, context: _Context, taxa: list[Taxon],
+                accepted: AcceptedName, provenance: Provenance | None) -> int:
+    """Add the record of an accepted taxon without a row, made of its synonym rows (the
+    core terms of the first); a row whose core terms have a problem is left out, with its
+    extension rows, and the record made of the rest. Return the synonym rows kept."""
+    members = list(accepted.members)
+    while members:
+        dropped = {id(left.row) for left in plan.left_out}
+        taxon = accepted.taxon(taxa, members, dropped)
+        problems = _plan_taxon(plan, context, taxon, accepted.name, provenance,
+                               accepted.synonyms(members), term="acceptedNameUsage")
+        if not problems:
+            return len(members)
+        first = taxa[members.pop(0)]
+        following = sum(1 for rows in first.extensions.values() for row in rows
+                        if id(row) not in dropped)
+        plan.left_out.append(LeftOut(first.row, "taxon", problems, following,
+                                     first.taxon_id))
+    return 0
+
+
 def _twins(plan: ImportPlan, context: _Context, taxa: list[Taxon], synonymy: Synonymy,
            datasets: set[str]) -> None:
     """Report each record of the publisher's own whose name is a synonym of an imported
     taxon: the same plant under two names."""
-    for index, canonical in synonymy.canonical.items():
-        taxon = taxa[index]
-        for name, written in zip(canonical, synonymy.names[index], strict=True):
-            for record in context.by_name.get(_name_key(name), []):
-                if record.fields.get("datasetID") in datasets:
-                    continue  # a record of this checklist's: it left it, and is listed
-                plan.twins.append(
-                    f"{record.path}:{record.line_of('scientificName')}: scientificName: "
-                    f"{record.fields.get('scientificName')!r} is a synonym of "
-                    f"{taxon.row.terms.get('scientificName', '')!r} "
-                    f"({taxon.row.file}:{taxon.row.line}, which lists {written!r}): the same "
-                    f"plant as two records; merge them by hand")
+    for accepted, row, written, name in synonymy.listed(taxa):
+        for record in context.by_name.get(_name_key(name), []):
+            if record.fields.get("datasetID") in datasets:
+                continue  # a record of this checklist's: it left it, and is listed
+            plan.twins.append(
+                f"{record.path}:{record.line_of('scientificName')}: scientificName: "
+                f"{record.fields.get('scientificName')!r} is a synonym of {accepted!r} "
+                f"({row.file}:{row.line}, which lists {written!r}): the same plant as two "
+                f"records; merge them by hand")
 
 
 # What the species collection holds: plants. Its `family` takes botanical family names
@@ -245,15 +282,17 @@ class _Context:
 
 
 def _plan_taxon(plan: ImportPlan, context: _Context, taxon: Taxon, split: SplitName,
-                provenance: Provenance | None, synonyms: list[str]) -> None:
-    """Add one taxon to the plan: as an added, updated or unchanged record, as an overlap
-    with a record of the same name, or as left out for its problems."""
+                provenance: Provenance | None, synonyms: list[str], *,
+                term: str = "scientificName") -> list[Problem]:
+    """Add one taxon to the plan: as an added, updated or unchanged record, or as an
+    overlap with a record of the same name (named by its row's `term`); return the
+    problems of its core row instead (the caller leaves it out)."""
     set_dataset = taxon.row.terms.get("datasetID") or context.dataset or ""
     ident = record_id(set_dataset, taxon.taxon_id)
     fields = _checked_fields(plan, context, taxon, split, provenance, synonyms, ident)
-    if fields is None:
-        return
-    where = f"{taxon.row.file}:{taxon.row.line}: scientificName:"
+    if isinstance(fields, list):
+        return fields
+    where = f"{taxon.row.file}:{taxon.row.line}: {term}:"
     if split.note:
         plan.notes.append(f"{where} {split.verbatim!r}: {split.note}")
     key = _name_key(fields["scientificName"])
@@ -268,7 +307,7 @@ def _plan_taxon(plan: ImportPlan, context: _Context, taxon: Taxon, split: SplitN
             plan.overlaps.append(f"{where} {fields['scientificName']!r} is already "
                                  f"{clash[0].path}: not imported (merge by hand, or remove "
                                  f"that record and import again)")
-            return
+            return []
         fields = {"id": ident, **({"access": context.access} if context.access else {}),
                   **fields}
         category = _category(fields)
@@ -278,7 +317,7 @@ def _plan_taxon(plan: ImportPlan, context: _Context, taxon: Taxon, split: SplitN
         context.taken.add(path)
         plan.added.append(Planned(taxon.taxon_id, ident, context.project.root / path, fields,
                                   ""))
-        return
+        return []
     kept = {k: v for k, v in old.fields.items() if k not in OWNED and k != "body"}
     if context.access:
         kept["access"] = context.access
@@ -292,14 +331,15 @@ def _plan_taxon(plan: ImportPlan, context: _Context, taxon: Taxon, split: SplitN
     else:
         plan.updated.append(Planned(taxon.taxon_id, ident, context.project.root / old.path,
                                     fields, str(old.fields.get("body", ""))))
+    return []
 
 
 def _checked_fields(plan: ImportPlan, context: _Context, taxon: Taxon, split: SplitName,
                     provenance: Provenance | None, synonyms: list[str], ident: str
-                    ) -> dict[str, Any] | None:
+                    ) -> dict[str, Any] | list[Problem]:
     """The imported fields of one taxon, valid as a species record's: an extension row
-    with a problem is left out (and the fields made again without it); a problem of the
-    core row leaves the taxon out (None)."""
+    with a problem is left out (and the fields made again without it); the problems of the
+    core row instead, where it has any (the taxon is left out)."""
     while True:
         fields, origins = taxon_fields(taxon, split.name, split.authorship, split.verbatim)
         if synonyms:
@@ -318,10 +358,7 @@ def _checked_fields(plan: ImportPlan, context: _Context, taxon: Taxon, split: Sp
         if not found:
             return fields
         if id(taxon.row) in found:
-            following = sum(len(rows) for rows in taxon.extensions.values())
-            plan.left_out.append(LeftOut(taxon.row, "taxon", found[id(taxon.row)][1],
-                                         following, taxon.taxon_id))
-            return None
+            return found[id(taxon.row)][1]
         for kind, rows in taxon.extensions.items():
             for row in [r for r in rows if id(r) in found]:
                 plan.left_out.append(LeftOut(row, kind, found[id(row)][1]))

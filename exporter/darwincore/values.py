@@ -63,6 +63,12 @@ def controlled(term: str, value: str) -> str:
     return value
 
 
+def vocabulary_value(term: str, value: str) -> str:
+    """`value` of `term` as its vocabulary's value, or "" when it names no one value."""
+    reading = controlled(term, value)
+    return reading if reading in _readings().get(term, {}).values() else ""
+
+
 # GBIF's taxonomic status vocabulary, as `_key` writes its values.
 STATUSES = frozenset({"accepted", "doubtful", "synonym", "heterotypicsynonym",
                       "homotypicsynonym", "propartesynonym", "misapplied"})

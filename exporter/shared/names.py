@@ -25,6 +25,7 @@ class SplitName:
     authorship: str  # dwc:scientificNameAuthorship, or ""
     verbatim: str  # the name as the source wrote it
     note: str = ""  # why the name was kept whole, when it was
+    rank: str = ""  # the parser's rank of a name it read whole (SPECIES, VARIETY), or ""
 
 
 def split_names(verbatim: Sequence[str]) -> list[SplitName]:
@@ -65,7 +66,8 @@ def _split(verbatim: str, result: object) -> SplitName:
                                              f"{result.unparsed or '?'}): kept whole")
     name = result.canonical_name_without_authorship() or text
     authorship = result.authorship_complete() or ""
-    return SplitName(name, _verbatim_tail(text, authorship) or authorship, verbatim)
+    return SplitName(name, _verbatim_tail(text, authorship) or authorship, verbatim,
+                     rank=str(result.rank or ""))
 
 
 def _verbatim_tail(text: str, authorship: str) -> str:

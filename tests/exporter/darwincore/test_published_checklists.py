@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from cli.main import main
 from exporter.darwincore.encoding import codec_for
-from exporter.darwincore.importer import plan_import
+from exporter.darwincore.importer import plan_import, record_id
 from exporter.darwincore.source import ChecklistRefused, read_checklist
-from exporter.darwincore.terms import CORE_TERMS, EXTENSIONS, short, standard_terms
+from exporter.darwincore.terms import CORE_TERMS, EXTENSIONS, LINKS, short, standard_terms
 from exporter.darwincore.values import controlled
 from exporter.pipeline.build import BuildReport, load
 from exporter.project.config import Project
@@ -113,12 +113,14 @@ class Tables:
 
 
 def _round_trips(archive: Path, tables: Tables, read_as: dict[str, str] | None = None,
-                 left_out: frozenset[str] = frozenset()) -> None:
-    """Every plant of the source (but the taxonIDs `left_out`), its kept core terms verbatim
-    and its extension rows (the kept terms) as sets, is in the archive python-dwca-reader
-    reads; `read_as` names the values published as their vocabulary's (`SPECIES`:
-    `species`)."""
+                 named: dict[str, str] | None = None) -> None:
+    """Every plant of the source, its kept core terms verbatim and its extension rows (the
+    kept terms) as sets, is in the archive python-dwca-reader reads; `read_as` names the
+    values published as their vocabulary's (`SPECIES`: `species`). `named` gives the
+    synonyms whose accepted taxon has no row (by taxonID): each is in the archive as a row
+    of its accepted name (the taxonID given), whose extension rows are theirs."""
     read_as = read_as or {}
+    named = named or {}
 
     def published(value: str) -> str:  # (cells are read without the spaces around them)
         return read_as.get(value.strip(), value.strip())
@@ -126,14 +128,19 @@ def _round_trips(archive: Path, tables: Tables, read_as: dict[str, str] | None =
     core = tables.rows("taxon")
     ids = {row[tables.key]: row["taxonID"] for row in core}
     source = {row["taxonID"]: row for row in core if row.get("kingdom") in ("Plantae", "")
-              and row["taxonID"] not in left_out}
+              and row["taxonID"] not in named}
+    for row in core:
+        if row["taxonID"] in named:
+            source[named[row["taxonID"]]] = {"scientificName": row["acceptedNameUsage"],
+                                             "taxonomicStatus": "accepted"}
     rows: dict[str, dict[str, set[tuple[tuple[str, str], ...]]]] = {}
     for kind, extension in EXTENSIONS.items():
         for row in tables.rows(kind):
             terms = {k: (v.lower() if kind == "speciesprofile" else published(v))
                      for k, v in row.items() if v.strip() and k in extension.terms}
-            if terms and ids[row[tables.key]] in source:
-                rows.setdefault(ids[row[tables.key]], {}).setdefault(kind, set()).add(
+            taxon = named.get(ids[row[tables.key]], ids[row[tables.key]])
+            if terms and taxon in source:
+                rows.setdefault(taxon, {}).setdefault(kind, set()).add(
                     tuple(sorted(terms.items())))
     seen = set()
     with DwCAReader(str(archive)) as reader:
@@ -170,7 +177,7 @@ def test_a_griis_archive_imports_its_plants_in_the_vocabularies_and_round_trips(
     dataset = "https://cloud.gbif.org/griis/resource?r=griis-macedonia"
     result = run("import", "dwc", str(source), "--project", str(node.root),
                  "--dataset", dataset)
-    assert result.exit_code == 3, result.output  # rows left out: its synonyms
+    assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert f"{source}: kingdom: left out 8 Animalia, 1 Fungi, 1 Chromista taxa: this " \
            f"node's species are plants" in lines
@@ -185,16 +192,29 @@ def test_a_griis_archive_imports_its_plants_in_the_vocabularies_and_round_trips(
                                f"Invasive Species - North Macedonia; licence: http://"
                                f"creativecommons.org/licenses/by/4.0/legalcode; cite as: "
                                f"Trajanovski S") for line in lines)
-    # Its five plant synonyms name accepted taxa the checklist does not hold: left out.
-    assert f"{source}!taxon.txt:26: acceptedNameUsage: 'Fallopia japonica (Houtt.) Ronse " \
-           f"Decraene' is a synonym of 'Reynoutria japonica Houtt.', which is not a taxon of " \
-           f"this checklist; this taxon is left out, with its 2 extension rows" in lines
-    assert sum("is a synonym of" in line for line in lines) == 5
-    assert "15 added, 0 updated, 0 unchanged" in result.output
-    assert result.output.endswith("; 0 synonyms attached; left out 15 of 90 rows\n")
+    # Its five plant synonyms name accepted taxa it has no row for, in acceptedNameUsage:
+    # each is a record of its accepted name, with the synonym's distributions.
+    assert f"{source}: acceptedNameUsage: 5 synonyms name 5 accepted taxa that have no row: " \
+           f"each imported as a record of the accepted name, with its synonyms' names and " \
+           f"extension rows" in lines
+    assert "20 added, 0 updated, 0 unchanged" in result.output
+    assert result.output.endswith("; 5 synonyms attached; left out 0 of 90 rows\n")
     records = {r.fields.get("verbatimScientificName", r.fields["scientificName"]): r.fields
                for r in load(Project(node.root)).records}
-    assert len(records) == 15 and {f["datasetID"] for f in records.values()} == {dataset}
+    assert len(records) == 20 and {f["datasetID"] for f in records.values()} == {dataset}
+    knotweed = records["Reynoutria japonica Houtt."]
+    assert {k: knotweed.get(k) for k in ("id", "taxonID", "scientificName",
+                                         "scientificNameAuthorship", "synonyms", "taxonRank",
+                                         "taxonomicStatus", "family")} == {
+        "id": record_id(dataset, "Reynoutria japonica"), "taxonID": "Reynoutria japonica",
+        "scientificName": "Reynoutria japonica", "scientificNameAuthorship": "Houtt.",
+        "synonyms": ["Fallopia japonica (Houtt.) Ronse Decraene"], "taxonRank": "species",
+        "taxonomicStatus": "accepted", "family": "Polygonaceae"}
+    assert knotweed["distributions"] == [{"locationID": "North Macedonia", "countryCode": "MK",
+                                          "occurrenceStatus": "Present",
+                                          "establishmentMeans": "introduced"}]
+    # a subspecies' synonym of a species: the record has the accepted name's rank
+    assert records["Erigeron strigosus Muhl. ex Willd."]["taxonRank"] == "species"
     assert all(f["category"] == "introduced" and f["distributions"][0]["establishmentMeans"]
                == "introduced" for f in records.values())
     for verbatim, name, authorship, rank in [
@@ -205,13 +225,15 @@ def test_a_griis_archive_imports_its_plants_in_the_vocabularies_and_round_trips(
     # the core has no licence, the EML's is every record's
     assert {f["license"] for f in records.values()} == {
         "http://creativecommons.org/licenses/by/4.0/legalcode"}
-    _imports_again_as_a_no_op(source, node, 15, "--dataset", dataset, code=3)
+    _imports_again_as_a_no_op(source, node, 20, "--dataset", dataset)
     export(node.root)
     _round_trips(node.root / "site_out" / "download" / "species-dwca.zip",
                  Tables(GRIIS, key="id"), {"SPECIES": "species", "GENUS": "genus",
                                            "SUBSPECIES": "subspecies", "VARIETY": "variety",
                                            "Alien": "introduced"},
-                 frozenset({"42922", "42931", "42932", "42919", "42933"}))
+                 {"42922": "Erigeron bonariensis", "42931": "Erigeron strigosus",
+                  "42932": "Erigeron annuus", "42919": "Euphorbia maculata",
+                  "42933": "Reynoutria japonica"})
 
 
 def test_a_flora_of_the_publishers_csv_files_imports_and_round_trips(
@@ -444,7 +466,8 @@ def test_a_value_that_names_no_one_value_is_a_problem_of_its_row(tmp_path: Path)
 
 VALUES = {"kingdom": "Plantae", "family": "Rosaceae", "taxonRank": "species",
           "scientificName": "Rosa canina L.", "taxonID": "t1", "datasetID": "urn:x",
-          "isMarine": "false", "isFreshwater": "false", "isTerrestrial": "true"}
+          "isMarine": "false", "isFreshwater": "false", "isTerrestrial": "true",
+          "acceptedNameUsageID": "t1", "acceptedNameUsage": "Rosa canina L."}
 TERMS = sorted(standard_terms() - {"taxonID", "scientificName"})
 
 
@@ -466,7 +489,8 @@ def test_any_header_of_standard_terms_imports(tmp_path: Path, extra: list[str],
     except ContentError as error:
         raise AssertionError(f"{header}: {error.problems}") from None
     assert len(plan.added) == 1
-    unkept = [n for n in header if n not in CORE_TERMS and n != "modified"]
+    unkept = [n for n in header if n not in CORE_TERMS and n not in LINKS
+              and n != "modified"]
     assert len(checklist.notes) == (1 if unkept else 0)
     if unkept:
         assert all(name in checklist.notes[0] for name in unkept)
