@@ -399,6 +399,9 @@ def _applied(state: State, edits: list[_Edit], keys: dict[str, SortKey]
         parts.sources[r.id] = record
         shown, before = pages.vernaculars([r, edit.before]) if r.collection == "species" \
             else ("", "")
+        if node.network is not None:  # (a hub's lists name each record's member)
+            member, was = pages.members([r, edit.before])
+            shown, before = f"{shown}\x1e{member}", f"{before}\x1e{was}"
         if r.title != edit.before.title or shown != before:  # what its list shows of it
             retitled.add(r.collection)
         for _, other in parts.related.get(r.id, []):

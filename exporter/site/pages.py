@@ -36,13 +36,14 @@ from markupsafe import Markup
 from markupsafe import escape as html
 
 from exporter.contract.endpoints import ENDPOINTS
-from exporter.contract.page_urls import collection_href, file_of, record_href
+from exporter.contract.page_urls import TAXA_HREF, collection_href, file_of, record_href
 from exporter.contract.wire import SEARCH_QUERY_MAX, document_url
 from exporter.pipeline.cache import Cache
 from exporter.pipeline.outputs import OutputFile, constant
 from exporter.project.config import NodeConfig
 from exporter.project.content import SourceRecord
 from exporter.project.schemas import Collection
+from exporter.site import network
 from exporter.site.served import LIBRARY_PATH, Rendered, fingerprint, json_of
 from exporter.site.values import escaped as _escaped
 from exporter.site.values import is_shown, markdown_html, value_html
@@ -50,7 +51,7 @@ from exporter.site.values import is_shown, markdown_html, value_html
 PAGE_SIZE = 100  # records listed on one collection page
 SITEMAP_MAX = 50_000  # URLs in one sitemap file (the sitemaps.org limit)
 TEMPLATES = ("base.html", "nav.html", "footer.html", "index.html", "collection.html",
-             "record.html", "search.html", "search.js", "site.css")
+             "record.html", "search.html", "search.js", "site.css", "taxa.html")
 # The search page: its form, and a section its results are written into, by its script from
 # /api/search on a static copy of the site, or by the sidecar (sidecar/search_page.py), which
 # answers the page with a query; both list SEARCH_LIMIT results, read from the page.
@@ -80,7 +81,9 @@ def _templates_digest() -> str:
     for name in TEMPLATES:
         digest.update(resources.files("exporter.site").joinpath(f"templates/{name}").read_bytes())
     # how values and bodies become HTML shows on every page as much as the templates do
-    digest.update(resources.files("exporter.site").joinpath("values.py").read_bytes())
+    # (and on a hub, what its pages show of its network)
+    for module in ("values.py", "network.py"):
+        digest.update(resources.files("exporter.site").joinpath(module).read_bytes())
     return digest.hexdigest()
 
 
@@ -166,7 +169,8 @@ def site_of(node: NodeConfig, known: dict[str, Collection], counts: dict[str, in
 
 
 def home(site: Site) -> bytes:
-    return site.render("index.html")
+    """The home page; a hub's lists its members (`network.members`)."""
+    return site.render("index.html", members=network.members(site.node.network))
 
 
 def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rendered]],
@@ -180,6 +184,8 @@ def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rende
                    for r in items)
     out.extend(sitemaps(site.node.base_url, public))
     out.append(search_page(site))
+    if site.node.network is not None:  # a hub: the page the sidecar fills for each taxon
+        out.append(taxa_page(site))
     robots = _robots(site.node.base_url).encode()
     style = resources.files("exporter.site").joinpath("templates/site.css").read_bytes()
     for path, data in (("robots.txt", robots), ("site.css", style)):
@@ -193,6 +199,14 @@ def search_page(site: Site) -> OutputFile:
     return OutputFile(file_of(SEARCH_HREF), print_, functools.partial(
         site.render, "search.html", here=SEARCH_HREF, limit=SEARCH_LIMIT,
         longest=SEARCH_QUERY_MAX))
+
+
+def taxa_page(site: Site) -> OutputFile:
+    """A hub's page about its taxon pages, whose look the sidecar gives each of them
+    (sidecar/taxon_page.py)."""
+    print_ = fingerprint("taxa page", site.print_)
+    return OutputFile(file_of(TAXA_HREF), print_, functools.partial(
+        site.render, "taxa.html", here=TAXA_HREF))
 
 
 def record_page(site: Site, collection: Collection, r: Rendered, source: SourceRecord,
@@ -212,20 +226,22 @@ def collection_pages(site: Site, collection: Collection, items: list[Rendered]
     total = len(items)
     pages = max(1, -(-total // PAGE_SIZE))
     common = vernaculars(items) if collection.name == "species" else [""] * total
+    # on a hub, the member each record comes from
+    held = members(items) if site.node.network is not None else [""] * total
     index = letters(items, pages)
     for page in range(1, pages + 1):
         at = slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE)
         chunk = items[at]
         print_ = fingerprint("collection page", site.print_, collection.name, str(page),
                              str(total), *(f"{k}{n}" for k, n in index.items()),
-                             *(f"{r.id}\x1e{r.title}\x1e{v}" for r, v in zip(
-                                 chunk, common[at], strict=True)))
+                             *(f"{r.id}\x1e{r.title}\x1e{v}\x1e{m}" for r, v, m in zip(
+                                 chunk, common[at], held[at], strict=True)))
         href = collection_href(collection.name, page)
         firsts = {first for letter, first in index.items() if first // PAGE_SIZE == page - 1}
         listed = [{"href": record_href(collection.name, r.id), "title": r.title or r.id,
-                   "vernacular": v, "anchor": _letter(r) if n in firsts else ""}
-                  for n, r, v in zip(range(at.start, at.start + len(chunk)), chunk,
-                                     common[at], strict=True)]
+                   "vernacular": v, "member": m, "anchor": _letter(r) if n in firsts else ""}
+                  for n, r, v, m in zip(range(at.start, at.start + len(chunk)), chunk,
+                                        common[at], held[at], strict=True)]
         render = functools.partial(
             site.render, "collection.html", collection=collection, items=listed, total=total,
             page=page, pages=pages, here=href,
@@ -267,6 +283,16 @@ def vernaculars(items: list[Rendered]) -> list[str]:
             english = [n for n in listed if n.get("language") == "en"]
             name = next((str(n.get("vernacularName") or "") for n in english or listed), "")
         out.append(str(name or ""))
+    return out
+
+
+def members(items: list[Rendered]) -> list[str]:
+    """The member each of a hub's records comes from, by name (its served
+    `source_node_name`; "" for a record without one)."""
+    out = []
+    for served in json_of(items):
+        name = json.loads(served).get("source_node_name")
+        out.append(name if isinstance(name, str) else "")
     return out
 
 
@@ -350,7 +376,9 @@ def _record_page(site: Site, collection: Collection, r: Rendered, source: Source
         "updated_at": _escaped(r.updated_at),
         "body": markdown_html(str(fields.get("body") or "")),
         "related": "".join([f"<section>\n<h2>{_escaped(title)}</h2>\n<ul>{''.join(items)}"
-                            "</ul>\n</section>\n" for title, items in sections.items()]),
+                            "</ul>\n</section>\n" for title, items in sections.items()])
+        + (network.taxon_section(fields.get("scientificName"))
+           if collection.name == "species" and site.node.network is not None else ""),
     })
 
 
@@ -473,8 +501,9 @@ def _urlset(lines: list[str]) -> bytes:
 
 
 def _robots(base_url: str) -> str:
-    """Crawlers may read every page and static file; the sidecar's dynamic and keyed paths
-    (from the endpoint table) are not for them."""
-    dynamic = sorted({e.path.split("{")[0] for e in ENDPOINTS if not e.public})
+    """Crawlers may read every page (a hub's taxon pages, which the sidecar answers,
+    included) and static file; the sidecar's other dynamic and keyed paths (from the
+    endpoint table) are not for them."""
+    dynamic = sorted({e.path.split("{")[0] for e in ENDPOINTS if not e.public and not e.page})
     lines = "".join(f"Disallow: {path}\n" for path in dynamic)
     return f"User-agent: *\n{lines}Allow: /\n\nSitemap: {base_url}/sitemap.xml\n"
