@@ -7,8 +7,8 @@ taxon that only restricted records name has no page (the same 404 as a name noth
 It is written into the hub's exported taxa/index.html (exporter/site/templates/taxa.html):
 its title and its `taxon` section are replaced, so the page has the look, navigation and
 footer of every other page and the sidecar needs no template of its own; the collections'
-titles are read from its navigation. A node exports no taxa/index.html, and has no taxon
-pages."""
+titles are read from its navigation. A node's taxon page, like its `/api/taxa/{name}`, has
+one holder: itself."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from exporter.contract.page_urls import record_href
 
 from .errors import APIError
 
-_REGION = re.compile(r'<section id="taxon"[^>]*>.*?</section>', re.S)
+_REGION = re.compile(r'<section id="taxon" data-state="static" data-of="(hub|node)">.*?'
+                     r"</section>", re.S)
 _TITLE = re.compile(r"<title>([^<]*)</title>")
 _NAV = re.compile(r'<a href="/([a-z]+)/">([^<]*)</a>')
 # The chart: a bar a member, the longest BAR_WIDTH wide, its name and count above it.
@@ -45,6 +46,7 @@ class TaxonPage:
             raise APIError("the exported taxa page has no section this hub can fill; run "
                            "`fednode hub export` again")
         self.region, self.title = region, title
+        self.hub = region.group(1) == "hub"
         self.titles = {name: html.unescape(shown) for name, shown in _NAV.findall(self.text)}
 
     def filled(self, title: str, content: str) -> bytes:
@@ -66,13 +68,15 @@ class TaxonPage:
         said = [f"{count} {self._noun(collection, count)}" for collection, count
                 in counts.items() if count]
         members = len(holders)
+        whose = (f" from {members} member{'' if members == 1 else 's'}: each member's public "
+                 f"records" if self.hub else ": the public records")
         parts = [f"<h1><i>{_escaped(shown)}</i></h1>",
-                 f"<p>{_escaped(self._listed(said))} from {members} "
-                 f"member{'' if members == 1 else 's'}: each member's public records that "
-                 f"name <i>{_escaped(shown)}</i>, under any authorship, side by side and never "
-                 f"merged. As JSON: <a href=\"/api/taxa/{_escaped(quote(name, safe=''))}\">"
-                 f"<code>/api/taxa/{_escaped(name)}</code></a>.</p>",
-                 "<h2>Records by member</h2>", chart(shown, holders, self._total)]
+                 f"<p>{_escaped(self._listed(said))}{whose} that name <i>{_escaped(shown)}</i>"
+                 f", under any authorship{', side by side and never merged' if self.hub else ''}"
+                 f". As JSON: <a href=\"/api/taxa/{_escaped(quote(name, safe=''))}\">"
+                 f"<code>/api/taxa/{_escaped(name)}</code></a>.</p>"]
+        if self.hub:
+            parts += ["<h2>Records by member</h2>", chart(shown, holders, self._total)]
         for holder in holders:
             parts.append(self.holder(holder))
         return self.filled(shown, "".join(parts))
@@ -80,7 +84,8 @@ class TaxonPage:
     def missing(self, name: str) -> bytes:
         """The page for a name no public record names (answered with 404)."""
         return self.filled("No such taxon", (
-            "<h1>No such taxon</h1><p>No public record of this hub names "
+            f"<h1>No such taxon</h1><p>No public record of this {'hub' if self.hub else 'node'}"
+            " names "
             f"<i>{_escaped(name)}</i>. Search the hub's records from the "
             '<a href="/search/">search page</a>, or browse its <a href="/species/">'
             "species</a>.</p>"))

@@ -5,6 +5,7 @@ network, and its pages show none of this."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +13,7 @@ from markupsafe import escape
 
 from exporter.contract.page_urls import taxon_href
 from exporter.shared.names import canonical_names
+from exporter.site.served import Rendered, json_of
 
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
           "September", "October", "November", "December")
@@ -65,3 +67,13 @@ def taxon_section(scientific_name: object) -> str:
     name = taxon_name(scientific_name)
     return (f'<section>\n<h2>In the network</h2>\n<p><a href="{escape(taxon_href(name))}">'
             f"Every member's records of <i>{escape(name)}</i></a></p>\n</section>\n")
+
+
+def sources(items: list[Rendered]) -> list[str]:
+    """The member each of a hub's records comes from, by name (its served
+    `source_node_name`; "" for a record without one): what its lists show beside it."""
+    out = []
+    for served in json_of(items):
+        name = json.loads(served).get("source_node_name")
+        out.append(name if isinstance(name, str) else "")
+    return out

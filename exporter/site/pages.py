@@ -184,8 +184,7 @@ def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rende
                    for r in items)
     out.extend(sitemaps(site.node.base_url, public))
     out.append(search_page(site))
-    if site.node.network is not None:  # a hub: the page the sidecar fills for each taxon
-        out.append(taxa_page(site))
+    out.append(taxa_page(site))
     robots = _robots(site.node.base_url).encode()
     style = resources.files("exporter.site").joinpath("templates/site.css").read_bytes()
     for path, data in (("robots.txt", robots), ("site.css", style)):
@@ -202,7 +201,7 @@ def search_page(site: Site) -> OutputFile:
 
 
 def taxa_page(site: Site) -> OutputFile:
-    """A hub's page about its taxon pages, whose look the sidecar gives each of them
+    """The page about taxon pages, whose look the sidecar gives each of them
     (sidecar/taxon_page.py)."""
     print_ = fingerprint("taxa page", site.print_)
     return OutputFile(file_of(TAXA_HREF), print_, functools.partial(
@@ -227,7 +226,7 @@ def collection_pages(site: Site, collection: Collection, items: list[Rendered]
     pages = max(1, -(-total // PAGE_SIZE))
     common = vernaculars(items) if collection.name == "species" else [""] * total
     # on a hub, the member each record comes from
-    held = members(items) if site.node.network is not None else [""] * total
+    held = network.sources(items) if site.node.network is not None else [""] * total
     index = letters(items, pages)
     for page in range(1, pages + 1):
         at = slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE)
@@ -283,16 +282,6 @@ def vernaculars(items: list[Rendered]) -> list[str]:
             english = [n for n in listed if n.get("language") == "en"]
             name = next((str(n.get("vernacularName") or "") for n in english or listed), "")
         out.append(str(name or ""))
-    return out
-
-
-def members(items: list[Rendered]) -> list[str]:
-    """The member each of a hub's records comes from, by name (its served
-    `source_node_name`; "" for a record without one)."""
-    out = []
-    for served in json_of(items):
-        name = json.loads(served).get("source_node_name")
-        out.append(name if isinstance(name, str) else "")
     return out
 
 

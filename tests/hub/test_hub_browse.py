@@ -270,12 +270,16 @@ def test_each_species_page_links_its_taxon_page(network: Network) -> None:
     assert status == 200
     assert f'<a href="{taxon_href(BALSAM)}">Every member\'s records of <i>{BALSAM}</i></a>' \
         in html
-    # a node has no taxon pages, and its species pages link to none
+    # a node's species pages link to no taxon page; its taxon page has one holder, itself
     alpha = network.members["alpha"]
-    status, own = http_get(alpha.url + record_href("species",
-                                                   alpha.public["balsam"][1]["id"]))[:2]
+    status, _, own = http_get(alpha.url + record_href("species",
+                                                      alpha.public["balsam"][1]["id"]))
+    assert status == 200 and b"/taxa/" not in own
+    status, _, body = http_get(alpha.url + taxon_href(BALSAM))
     assert status == 200
-    assert http_get(alpha.url + taxon_href(BALSAM))[0] == 404
+    said = Text.of(body.decode()).text
+    assert "1 species record and 1 treatment: the public records that name Impatiens " \
+        "glandulifera" in said and "<svg" not in body.decode()
 
 
 @pytest.mark.slow
