@@ -425,7 +425,7 @@ def sync(base_url: str, key: str | None, into: Path, log_file: Path | None) -> N
 
     Without a key the index holds the node's public records; with a key, what that key
     may read. The key needs the scopes read and changes (the node's publisher makes one
-    with `fednode keys create --scopes read,changes`). docs/hub.md describes the file,
+    with `fednode keys create --scopes read,changes`). docs/hub-reference.md describes the file,
     its views and the limits."""
     import asyncio
 

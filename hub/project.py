@@ -40,7 +40,7 @@ LISTED = 6  # licences the hub's own licence names at most; any others are count
 IDENTITY_TEMPLATE = """\
 # The hub as a node: the identity and settings of the node `fednode hub export` makes of the
 # members' public records (in node/), which `fednode hub serve` serves. Its name is hub.toml's
-# and its licence the members'. Every setting is a node's (docs/hub.md, "Serving the
+# and its licence the members'. Every setting is a node's (docs/hub-reference.md, "Serving the
 # network"); a [serve] table sets how `fednode hub serve` runs, as in a node's node.toml.
 
 [node]

@@ -22,9 +22,9 @@ from . import search_page as searching
 from .errors import APIError, NotFound
 from .params import integer_segment, parse_body, parse_query, read_json_body
 from .routing import Route
-from .taxon_page import TaxonPage
 from .state import CALLER, RATE
 from .store import Store
+from .taxon_page import TaxonPage
 from .visibility import Caller, View
 
 ANONYMOUS = Caller()  # who pages are answered for

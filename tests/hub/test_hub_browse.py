@@ -55,7 +55,8 @@ def members_of(root: Path) -> dict[str, Member]:
     alpha = make_member(root, 1, "alpha", "CC-BY-4.0")
     alpha.add("balsam", "species", species(BALSAM, vernacularName="Himalayan balsam"),
               "Alphamarsh balsam.")
-    alpha.add("pulling", "treatments", treatment("Pulling balsam", BALSAM), "Alphamarsh balsam pulling.")
+    alpha.add("pulling", "treatments", treatment("Pulling balsam", BALSAM),
+              "Alphamarsh balsam pulling.")
     alpha.add("secret", "species", species("Quokkaweed secreta", access="partners"),
               "Hidden.")
     beta = make_member(root, 2, "beta", "https://creativecommons.org/publicdomain/zero/1.0/")
