@@ -97,6 +97,8 @@ def network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Network]:
             assert added.exit_code == 0, added.stderr
         synced = hub_cli("sync", "--hub", str(folder), env={"PARTNER_KEY": key})
         assert synced.exit_code == 0, synced.output
+        settings = folder / "hub.toml"  # a member down is given up after 3 s, not 15
+        settings.write_text(settings.read_text().replace("timeout = 300", "timeout = 3"))
         servers.pop("gamma").__exit__(None, None, None)  # gamma is down: its copy is stale
         again = hub_cli("sync", "--hub", str(folder), env={"PARTNER_KEY": key})
         assert again.exit_code == 1 and "gamma: failed" in again.output
@@ -302,3 +304,48 @@ def test_hub_pages_pass_the_nu_html_checker(network: Network, tmp_path: Path) ->
     assert not messages, "\n".join(f"{m.get('url', '').rsplit('/', 1)[-1]}:{m.get('lastLine')}"
                                    f": {m['message']}" for m in messages)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+AXE = REPO / ".cache" / "axe-core-4.14.1" / "node_modules" / "axe-core" / "axe.min.js"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.mark.slow
+def test_hub_pages_fit_a_phone_and_pass_axe(network: Network) -> None:
+    """In Debian's headless chromium at 390 px wide: the hub's home, list, search, record and
+    taxon pages scroll no sideways and have no serious accessibility violation; the static
+    search page's script names each result's member, as the sidecar's page does."""
+    browser_path = debian_tool("chromium", "chromium")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    if not AXE.is_file():
+        _missing("axe-core@4.14.1 from npm is not in .cache/")
+    beta = network.members["beta"]
+    record = record_href("species", hub_id(beta.node_id, beta.public["balsam"][1]["id"]))
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(browser_path), args=ARGS)
+        page = browser.new_page(viewport={"width": 390, "height": 844})
+        for href in ("/", "/species/", "/search/?q=balsam", record, taxon_href(BALSAM),
+                     "/taxa/"):
+            page.goto(network.hub + href)
+            assert page.locator("h1").count() == 1, href
+            wide = page.evaluate("document.documentElement.scrollWidth")
+            assert wide <= 390, (href, wide, page.evaluate(
+                "[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect()"
+                ".right > 390).map(e => e.tagName + '.' + e.className + ':' + "
+                "e.textContent.slice(0, 40))"))
+            page.add_script_tag(path=str(AXE))
+            found = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+            serious = [(v["id"], [n["target"] for n in v["nodes"]][:3])
+                       for v in found["violations"] if v["impact"] in ("serious", "critical")]
+            assert not serious, (href, serious)
+        # the static page's script (as on a CDN copy): the same member names
+        page.goto(network.hub + "/search/")
+        page.fill("#q", "balsam")
+        page.click("button[type=submit]")
+        page.wait_for_selector('#results[data-state="script"] .found')
+        said = sorted(" ".join(text.split()) for text in
+                      page.locator("#results .where").all_inner_texts())
+        assert said == ["Species · from Node alpha", "Species · from Node beta",
+                        "Species · from Node gamma", "Treatments · from Node alpha"]
+        browser.close()
