@@ -30,7 +30,7 @@ from builders import (
     issue_key,
     species,
 )
-from test_hub_serve import Member, hub_cli, make_member, treatment
+from test_hub_serve import Member, hub_cli, make_member, solo, solo_hub, treatment
 
 from exporter.contract.page_urls import record_href, taxon_href
 from exporter.pipeline.build import build
@@ -349,3 +349,23 @@ def test_hub_pages_fit_a_phone_and_pass_axe(network: Network) -> None:
         assert said == ["Species · from Node alpha", "Species · from Node beta",
                         "Species · from Node gamma", "Treatments · from Node alpha"]
         browser.close()
+
+
+@pytest.mark.slow
+def test_a_renamed_member_is_named_anew_in_the_lists(tmp_path: Path) -> None:
+    """The sync that follows a member's new name exports lists that show it."""
+    member = solo(tmp_path, 30, species(BALSAM))
+    folder = tmp_path / "hub"
+    lists = hub_project(folder).root / "site_out" / "species" / "index.html"
+    with solo_hub(member, folder, exported=True) as node:
+        assert "from Node solo" in lists.read_text()
+        toml = member.node.root / "content" / "node.toml"
+        toml.write_text(toml.read_text().replace('"Node solo"', '"Solo Fen Trust"'))
+        build(Project(member.node.root), now=datetime(2026, 3, 1, 9, tzinfo=UTC))
+        node.settle()
+        synced = hub_cli("sync", "--hub", str(folder))
+        assert synced.exit_code == 0, synced.output
+    shown = lists.read_text()
+    assert "from Solo Fen Trust" in shown and "Node solo" not in shown
+    assert "Solo Fen Trust: 1 public record" in Text.of(
+        (hub_project(folder).root / "site_out" / "index.html").read_text()).text
