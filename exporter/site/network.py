@@ -1,19 +1,26 @@
 """What a hub's pages for people show of its network: its members on the home page, each
 with its records, licence and freshness, read from node.toml's [network] table (the
-manifest's `network`, which `fednode hub export` writes; docs/hub.md). A node has no
-network, and its pages show none of this."""
+manifest's `network`, which `fednode hub export` writes; docs/hub.md), the member beside
+each entry of its lists, and the link from each species page to its taxon's page. A node
+has no network, and its pages show none of this; every node has the page the sidecar writes
+its taxon pages into (`taxa_page`)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import escape
 
-from exporter.contract.page_urls import taxon_href
+from exporter.contract.page_urls import TAXA_HREF, file_of, taxon_href
+from exporter.pipeline.outputs import OutputFile
 from exporter.shared.names import canonical_names
-from exporter.site.served import Rendered, json_of
+from exporter.site.served import Rendered, fingerprint, json_of
+
+if TYPE_CHECKING:
+    from exporter.site.pages import Site
 
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
           "September", "October", "November", "December")
@@ -77,3 +84,11 @@ def sources(items: list[Rendered]) -> list[str]:
         name = json.loads(served).get("source_node_name")
         out.append(name if isinstance(name, str) else "")
     return out
+
+
+def taxa_page(site: Site) -> OutputFile:
+    """The page about taxon pages (every node's), whose look the sidecar gives each of them
+    (sidecar/taxon_page.py)."""
+    print_ = fingerprint("taxa page", site.print_)
+    return OutputFile(file_of(TAXA_HREF), print_, functools.partial(
+        site.render, "taxa.html", here=TAXA_HREF))

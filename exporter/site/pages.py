@@ -36,14 +36,14 @@ from markupsafe import Markup
 from markupsafe import escape as html
 
 from exporter.contract.endpoints import ENDPOINTS
-from exporter.contract.page_urls import TAXA_HREF, collection_href, file_of, record_href
+from exporter.contract.page_urls import LIBRARY_HREF, collection_href, file_of, record_href
 from exporter.contract.wire import SEARCH_QUERY_MAX, document_url
 from exporter.pipeline.cache import Cache
 from exporter.pipeline.outputs import OutputFile, constant
 from exporter.project.config import NodeConfig
 from exporter.project.content import SourceRecord
 from exporter.project.schemas import Collection
-from exporter.site import network
+from exporter.site import charts, network
 from exporter.site.served import LIBRARY_PATH, Rendered, fingerprint, json_of
 from exporter.site.values import escaped as _escaped
 from exporter.site.values import is_shown, markdown_html, value_html
@@ -98,6 +98,7 @@ class Site:
     # each page
     nav: Markup
     footer: Markup
+    library: bool = False  # the node has a library page (`library_page`)
 
     # record.html made once per collection (`_Skeleton`), by collection name
     skeletons: dict[str, _Skeleton] = dataclasses.field(default_factory=dict)
@@ -155,17 +156,21 @@ def _template(name: str) -> jinja2.Template:
     return _environment().get_template(name)
 
 
-def site_of(node: NodeConfig, known: dict[str, Collection], counts: dict[str, int]) -> Site:
+def site_of(node: NodeConfig, known: dict[str, Collection], counts: dict[str, int],
+            library: bool = False) -> Site:
+    """`library`: the node has a library page (`library_page.has_page`), which the
+    navigation links to."""
     listed = [{"name": c.name, "title": c.title, "description": c.description,
                "href": collection_href(c.name), "count": counts.get(c.name, 0)}
               for c in known.values()]
     print_ = fingerprint("site", _templates_digest(), node.name, node.description,
                          node.publisher, node.contact, node.licence, node.language,
-                         node.base_url, node.key_request, json.dumps(listed))
+                         node.base_url, node.key_request, json.dumps(listed), str(library))
     nav, footer = (Markup(_template(name).render(node=node, collections=listed,
-                                                 search=SEARCH_HREF))
+                                                 search=SEARCH_HREF,
+                                                 library=LIBRARY_HREF if library else ""))
                    for name in ("nav.html", "footer.html"))
-    return Site(node, listed, print_, nav, footer)
+    return Site(node, listed, print_, nav, footer, library)
 
 
 def home(site: Site) -> bytes:
@@ -182,9 +187,9 @@ def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rende
         out.extend(collection_pages(site, known[name], items))
         out.extend(record_page(site, known[name], r, sources[r.id], related.get(r.id, []))
                    for r in items)
-    out.extend(sitemaps(site.node.base_url, public))
+    out.extend(sitemaps(site.node.base_url, public, site.library))
     out.append(search_page(site))
-    out.append(taxa_page(site))
+    out.append(network.taxa_page(site))
     robots = _robots(site.node.base_url).encode()
     style = resources.files("exporter.site").joinpath("templates/site.css").read_bytes()
     for path, data in (("robots.txt", robots), ("site.css", style)):
@@ -200,20 +205,12 @@ def search_page(site: Site) -> OutputFile:
         longest=SEARCH_QUERY_MAX))
 
 
-def taxa_page(site: Site) -> OutputFile:
-    """The page about taxon pages, whose look the sidecar gives each of them
-    (sidecar/taxon_page.py)."""
-    print_ = fingerprint("taxa page", site.print_)
-    return OutputFile(file_of(TAXA_HREF), print_, functools.partial(
-        site.render, "taxa.html", here=TAXA_HREF))
-
-
 def record_page(site: Site, collection: Collection, r: Rendered, source: SourceRecord,
                 links: list[tuple[str, Rendered]]) -> OutputFile:
     """One public record's page; `links`: its related records, with their sections."""
     print_ = fingerprint("record page", site.print_, r.key,
                          *(f"{section}\x1e{x.collection}/{x.id}\x1e{x.title}"
-                           for section, x in links))
+                           for section, x in links), *charts.chart_prints(links))
     return OutputFile(file_of(record_href(collection.name, r.id)), print_, functools.partial(
         _record_page, site, collection, r, source, links))
 
@@ -354,6 +351,7 @@ def _record_page(site: Site, collection: Collection, r: Rendered, source: Source
         sections.setdefault(section, []).append(
             f'<li><a href="{_escaped(record_href(other.collection, other.id))}">'
             f"{_escaped(other.title or other.id)}</a></li>")
+    drawn = charts.species_charts(links)  # a chart opens its section, before the links
     here = record_href(collection.name, r.id)
     json_path = _escaped(f"/api/{collection.name}/{r.id}")
     return site.skeleton(collection).render({
@@ -364,8 +362,9 @@ def _record_page(site: Site, collection: Collection, r: Rendered, source: Source
         "fields": fields_html(collection, source),
         "updated_at": _escaped(r.updated_at),
         "body": markdown_html(str(fields.get("body") or "")),
-        "related": "".join([f"<section>\n<h2>{_escaped(title)}</h2>\n<ul>{''.join(items)}"
-                            "</ul>\n</section>\n" for title, items in sections.items()])
+        "related": "".join([f"<section>\n<h2>{_escaped(title)}</h2>\n{drawn.get(title, '')}"
+                            f"<ul>{''.join(items)}</ul>\n</section>\n"
+                            for title, items in sections.items()])
         + (network.taxon_section(fields.get("scientificName"))
            if collection.name == "species" and site.node.network is not None else ""),
     })
@@ -432,20 +431,24 @@ def _script_json(data: dict[str, Any]) -> Markup:
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
-def sitemaps(base_url: str, public: dict[str, list[Rendered]]) -> list[OutputFile]:
+def sitemaps(base_url: str, public: dict[str, list[Rendered]], library: bool = False
+             ) -> list[OutputFile]:
     """`sitemap.xml`, and when the node has more URLs than one sitemap holds, the files it
     indexes under `sitemaps/`."""
     return sitemap_files(base_url, [url_line(*entry)
-                                    for entry in sitemap_entries(base_url, public)])
+                                    for entry in sitemap_entries(base_url, public, library)])
 
 
 Entry = tuple[str, str]  # a sitemap's URL, and its lastmod (or "")
 
 
-def sitemap_entries(base_url: str, public: dict[str, list[Rendered]]) -> list[Entry]:
-    """Every URL of the sitemaps, in order: the home page, then each collection's pages and
-    its records' pages."""
+def sitemap_entries(base_url: str, public: dict[str, list[Rendered]], library: bool = False
+                    ) -> list[Entry]:
+    """Every URL of the sitemaps, in order: the home page, the library's page (`library`:
+    the node has one), then each collection's pages and its records' pages."""
     entries = [(f"{base_url}/", "")]
+    if library:
+        entries.append((base_url + LIBRARY_HREF, ""))
     for name, items in public.items():
         pages = max(1, -(-len(items) // PAGE_SIZE))
         entries.extend((base_url + collection_href(name, page), "")
@@ -490,9 +493,8 @@ def _urlset(lines: list[str]) -> bytes:
 
 
 def _robots(base_url: str) -> str:
-    """Crawlers may read every page (a hub's taxon pages, which the sidecar answers,
-    included) and static file; the sidecar's other dynamic and keyed paths (from the
-    endpoint table) are not for them."""
+    """Crawlers may read every page (taxon pages included) and static file; the sidecar's
+    other dynamic and keyed paths (from the endpoint table) are not for them."""
     dynamic = sorted({e.path.split("{")[0] for e in ENDPOINTS if not e.public and not e.page})
     lines = "".join(f"Disallow: {path}\n" for path in dynamic)
     return f"User-agent: *\n{lines}Allow: /\n\nSitemap: {base_url}/sitemap.xml\n"
