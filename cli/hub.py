@@ -218,15 +218,17 @@ def hub_serve(folder: Path, base_url: str | None, host: str, port: int,
 
     Exports the hub first where its members changed since its last export (`fednode hub
     export`), then runs the sidecar `fednode serve` runs on <hub>/node/; each later `hub
-    sync` exports what changed, and the running sidecar picks it up. Workers, Redis and
+    sync` exports what changed, and the running sidecar picks it up. Without --base-url, a
+    hub whose base URL is this machine's on another port is exported with this server's
+    address, so its links stay on --port. Workers, Redis and
     trusted proxies are set in <hub>/node.toml's [serve] table."""
-    from cli.main import serve
-    from hub.export import hub_project
+    from cli.main import serve_project
+    from hub.export import hub_project, served_base_url
 
-    report = _exported(folder, base_url, quick=True)
+    report = _exported(folder, base_url or served_base_url(folder, host, port), quick=True)
     for line in report.members:
         click.echo(printable(line), err=True)
     click.echo(printable(f"hub export: {report.summary}"), err=True)
-    click.get_current_context().invoke(
-        serve, project_dir=hub_project(folder).root, host=host, port=port,
-        anonymous_rate=anonymous_rate, workers=None, redis_url=None, trusted_proxies=())
+    command = f"fednode hub export --hub {printable(str(folder))}"
+    serve_project(hub_project(folder).root, host=host, port=port,
+                  anonymous_rate=anonymous_rate, export_command=command)

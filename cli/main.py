@@ -253,6 +253,16 @@ def _proxy_networks(context: click.Context, parameter: click.Parameter,
 def serve(project_dir: Path, host: str, port: int, anonymous_rate: int, workers: int | None,
           redis_url: str | None, trusted_proxies: tuple[str, ...]) -> None:
     """Start the sidecar on the last export's bundle."""
+    serve_project(project_dir, host=host, port=port, anonymous_rate=anonymous_rate,
+                  workers=workers, redis_url=redis_url, trusted_proxies=trusted_proxies)
+
+
+def serve_project(project_dir: Path, *, host: str, port: int, anonymous_rate: int,
+                  workers: int | None = None, redis_url: str | None = None,
+                  trusted_proxies: tuple[str, ...] = (),
+                  export_command: str = "fednode export") -> None:
+    """The sidecar on a project's last export (`fednode serve`, `fednode hub serve`);
+    `export_command` is what its warnings tell to run to export it again."""
     from sidecar import access_log
     from sidecar.serve import Options, run
 
@@ -261,7 +271,7 @@ def serve(project_dir: Path, host: str, port: int, anonymous_rate: int, workers:
     settings = load_serve_config(project)
     options = Options(project.bundle, project.private, host, port, anonymous_rate,
                       redis_url or os.environ.get("FEDNODE_REDIS_URL") or settings.redis,
-                      trusted_proxies or settings.trusted_proxies)
+                      trusted_proxies or settings.trusted_proxies, export_command)
     run(options, workers=workers or settings.workers,
         say=lambda line: click.echo(line, err=True))
 
@@ -415,7 +425,7 @@ def sync(base_url: str, key: str | None, into: Path, log_file: Path | None) -> N
 
     Without a key the index holds the node's public records; with a key, what that key
     may read. The key needs the scopes read and changes (the node's publisher makes one
-    with `fednode keys create --scopes read,changes`). docs/hub.md describes the file,
+    with `fednode keys create --scopes read,changes`). docs/hub-reference.md describes the file,
     its views and the limits."""
     import asyncio
 

@@ -15,10 +15,12 @@ import contextlib
 import hashlib
 import json
 import os
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from exporter.contract.builds import CURRENT
 from exporter.contract.wire import COLLECTIONS
@@ -28,6 +30,8 @@ from exporter.shared.errors import ContentError
 from .errors import one_line
 from .members import HUB_FILE, PUBLIC_DIR, Hub, HubError, Member, load_hub, locked
 from .project import (
+    DEFAULT_BASE_URL,
+    IDENTITY,
     NODE_DIR,
     Served,
     identity_file,
@@ -73,6 +77,39 @@ def hub_project(folder: Path) -> Project:
 def exported_before(folder: Path) -> bool:
     """Whether the hub has a published export (it is served, or was)."""
     return os.path.lexists(hub_project(folder).private / CURRENT)
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def served_base_url(folder: Path, host: str, port: int) -> str | None:
+    """The base URL `hub serve` exports with when given none: the address it listens on,
+    where the hub's base URL (the last --base-url given, else <hub>/node.toml's) is this
+    machine's on another port, so that its links lead back to it; else None (the hub's
+    own)."""
+    from exporter.project.baseurl import chosen_base_url
+
+    current = chosen_base_url(hub_project(folder), None).given or _identity_base_url(folder)
+    try:
+        parts = urlsplit(current)
+        if parts.hostname not in LOOPBACK or parts.port == port:
+            return None
+    except ValueError:  # (a port out of range: the export names that problem)
+        return None
+    shown = "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
+    return f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
+
+
+def _identity_base_url(folder: Path) -> str:
+    """<hub>/node.toml's base_url (as first written where the file is not made yet)."""
+    try:
+        node = tomllib.loads((folder / IDENTITY).read_text("utf-8")).get("node")
+    except FileNotFoundError:
+        return DEFAULT_BASE_URL
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return ""
+    url = node.get("base_url") if isinstance(node, dict) else None
+    return url if isinstance(url, str) else ""
 
 
 def export_hub(folder: Path, *, base_url: str | None = None, now: datetime | None = None,

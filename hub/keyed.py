@@ -82,7 +82,7 @@ class Pages:
                             f"node's paging is broken")
         if len(self.seen) >= self.limit:
             raise SyncError(f"{url}: {self.what} goes on past {self.limit} pages; the node's "
-                            f"paging is broken (or raise the limit, docs/hub.md)")
+                            f"paging is broken (or raise the limit, docs/hub-reference.md)")
         self.seen.add(url)
 
     @staticmethod

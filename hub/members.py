@@ -222,7 +222,7 @@ def _unique(members: tuple[Member, ...], path: Path) -> None:
 TEMPLATE = """\
 # A fednode hub: the nodes it follows. `fednode hub sync` brings every member's copy up
 # to date; `fednode hub add URL` and `fednode hub remove NAME` edit this file (keeping its
-# comments). docs/hub.md ("A network hub: members") explains each setting.
+# comments). docs/hub-reference.md ("hub.toml") explains each setting.
 
 [hub]
 name = {name}

@@ -34,7 +34,7 @@ REDIRECTS = (301, 302, 303, 307, 308)
 
 @dataclass(frozen=True)
 class Limits:
-    """The bounds of one sync run (docs/hub.md lists them)."""
+    """The bounds of one sync run (docs/hub-reference.md lists them)."""
 
     json_bytes: int = 64 * MiB  # a key description, list or feed page, record
     # A manifest: a hub republishes each member's in its own (docs/hub.md, Trust), so one
@@ -230,7 +230,7 @@ class Node:
         declared = response.content_length
         if declared is not None and declared > cap and not truncate:
             raise SyncError(f"{url}: the node announces a body of {_size(declared)}, over the "
-                            f"hub's limit of {_size(cap)} for it (docs/hub.md, limits)")
+                            f"hub's limit of {_size(cap)} for it (docs/hub-reference.md, Limits)")
         data = bytearray()
         async for chunk in response.content.iter_chunked(1 << 16):
             data += chunk
@@ -238,7 +238,7 @@ class Node:
                 if truncate:
                     return bytes(data[:cap])
                 raise SyncError(f"{url}: the body is over the hub's limit of {_size(cap)} for "
-                                f"it (docs/hub.md, limits)")
+                                f"it (docs/hub-reference.md, Limits)")
         return bytes(data)
 
 

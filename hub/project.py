@@ -34,12 +34,13 @@ IDENTITY = "node.toml"  # <hub>/node.toml: the hub's identity as a node
 # licence (its members').
 NODE_SETTINGS = ("id", "description", "publisher", "contact", "base_url", "sidecar_url",
                  "key_request", "language", "mcp_origins")
+DEFAULT_BASE_URL = "http://127.0.0.1:8000"  # <hub>/node.toml's base_url as first written
 LISTED = 6  # licences the hub's own licence names at most; any others are counted
 
 IDENTITY_TEMPLATE = """\
 # The hub as a node: the identity and settings of the node `fednode hub export` makes of the
 # members' public records (in node/), which `fednode hub serve` serves. Its name is hub.toml's
-# and its licence the members'. Every setting is a node's (docs/hub.md, "Serving the
+# and its licence the members'. Every setting is a node's (docs/hub-reference.md, "Serving the
 # network"); a [serve] table sets how `fednode hub serve` runs, as in a node's node.toml.
 
 [node]
@@ -50,7 +51,7 @@ publisher = {publisher}
 contact = "hub@example.org"
 # Public address of the hub's static files (a CDN), or of `fednode hub serve`. Links in every
 # page and response start with it; `fednode hub export --base-url URL` overrides it.
-base_url = "http://127.0.0.1:8000"
+base_url = {base_url}
 # Address of the sidecar that answers keyed requests. Left out, it is base_url.
 # sidecar_url = "https://api.hub.example.org"
 key_request = "Write to hub@example.org with your organisation and what you need."
@@ -73,6 +74,7 @@ def read_identity(hub: Hub) -> dict[str, Any]:
     if not path.exists():
         text = IDENTITY_TEMPLATE.format(
             id=toml_value(str(uuid.uuid4())), publisher=toml_value(hub.name),
+            base_url=toml_value(DEFAULT_BASE_URL),
             description=toml_value(f"The records that the nodes {hub.name} follows publish "
                                    f"openly, each with the node it comes from and its "
                                    f"licence."))

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from exporter.contract.endpoints import ENDPOINTS, HTML, JSON, NDJSON, Endpoint
 from exporter.contract.inputs import InputError, from_json
-from exporter.contract.page_urls import file_of
+from exporter.contract.page_urls import TAXA_HREF, file_of
 from exporter.contract.wire import encode
 
 from . import mcp, service
@@ -24,6 +24,7 @@ from .params import integer_segment, parse_body, parse_query, read_json_body
 from .routing import Route
 from .state import CALLER, RATE
 from .store import Store
+from .taxon_page import TaxonPage
 from .visibility import Caller, View
 
 ANONYMOUS = Caller()  # who pages are answered for
@@ -94,6 +95,23 @@ async def search_page(request: web.Request, call: Call) -> web.Response:
                                  request.query.get("collections", ""), error.message)
         return web.Response(status=error.status, body=body, content_type=HTML,
                             charset="utf-8")
+    return open_response(request, body, HTML)
+
+
+async def taxon_page(request: web.Request, call: Call) -> web.Response:
+    """A taxon's page on a hub (sidecar/taxon_page.py): the public records naming it, by
+    member, in the exported taxa page; a name no public record names, the page saying so,
+    with 404. A node, which exports no taxa page, has none."""
+    exported = call.view.page(file_of(TAXA_HREF))
+    if exported is None:
+        raise NotFound("no such page; the home page / links to every page")
+    page = TaxonPage(exported)
+    try:
+        name = from_json(call.endpoint.segments, call.segments)["name"]
+        body = page.answer(await service.taxon(call.view, name))
+    except (InputError, NotFound):
+        return web.Response(status=404, body=page.missing(call.segments.get("name", "")),
+                            content_type=HTML, charset="utf-8")
     return open_response(request, body, HTML)
 
 
@@ -200,7 +218,8 @@ async def not_offered(request: web.Request, call: Call) -> web.Response:
 
 
 # The pages for people with a handler of their own; every other page is served as exported.
-PAGES: dict[str, Adapter] = {"index": index, "search_page": search_page}
+PAGES: dict[str, Adapter] = {"index": index, "search_page": search_page,
+                             "taxon_page": taxon_page}
 HANDLERS: dict[str, Adapter] = {
     "manifest": manifest, "schema": schema, "key": key, "changes": changes,
     "sync_changes": sync_changes, "sync_snapshot": sync_snapshot, "list": list_records,

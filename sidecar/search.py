@@ -125,7 +125,7 @@ def _found(indexes: Sequence[ranking.Group], query: Any, text: str, mode: Mode,
     return Found(ranked, counts, vector, close)
 
 
-# A hub's record carries where it comes from and its licence (docs/hub.md, "Serving the
+# A hub's record carries where it comes from and its licence (docs/hub-reference.md, "Serving the
 # network"), and so does each of its hits. A node's own records have none of these.
 PROVENANCE = ("source_node", "source_node_name", "source_url", "license")
 

@@ -119,6 +119,9 @@ class SearchPage:
         href = _escaped(record_href(item["collection"], item["id"]))
         title = _escaped(item["title"] or item["id"])
         where = _escaped(self.titles.get(item["collection"], item["collection"]))
+        member = item.get("source_node_name")  # on a hub: the member the record comes from
+        if isinstance(member, str) and member:
+            where += f' · from <span class="member">{_escaped(member)}</span>'
         shown = snippet(item["snippet"]) if item["snippet"] else ""
         return (f'<li><h3><a href="{href}">{title}</a></h3><p class="where">{where}</p>'
                 f"{shown}</li>")

@@ -43,6 +43,9 @@ class Options:
     anonymous_rate: int
     redis: str | None = None  # rate-limit windows in Redis, shared by workers and hosts
     trusted_proxies: tuple[str, ...] = ()  # whose X-Forwarded-For is believed
+    # The command that exports this project with another base URL, as the address warnings
+    # name it (a hub's folder is exported by `fednode hub export`)
+    export_command: str = "fednode export"
 
 
 def run(options: Options, *, workers: int, say: Callable[[str], None]) -> None:
@@ -107,7 +110,8 @@ async def serve(options: Options, *, say: Callable[[str], None], reuse_port: boo
             say(f"anonymous requests from {', '.join(options.trusted_proxies)} are counted by "
                 f"the client address they forward (X-Forwarded-For)")
         meta = app[RUNNING].store.snapshot.meta
-        for line in address_warnings(here, meta.base_url, meta.sidecar_url):
+        for line in address_warnings(here, meta.base_url, meta.sidecar_url,
+                                     options.export_command):
             say(line)
         if ready is not None:
             ready()
@@ -116,7 +120,8 @@ async def serve(options: Options, *, say: Callable[[str], None], reuse_port: boo
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
         flushing = asyncio.create_task(_flush_access_log(stop))
-        watching = asyncio.create_task(_warn_on_reload(app[RUNNING].store, here, stop))
+        watching = asyncio.create_task(_warn_on_reload(app[RUNNING].store, here, stop,
+                                                       options.export_command))
         await stop.wait()
         await flushing
         await watching
@@ -126,7 +131,8 @@ async def serve(options: Options, *, say: Callable[[str], None], reuse_port: boo
 
 
 async def _warn_on_reload(store: Store, here: str, stop: asyncio.Event,
-                          interval: float = 1.0) -> None:
+                          export_command: str = "fednode export", interval: float = 1.0
+                          ) -> None:
     """Log `address_warnings` for every bundle the store reloads: an export run while the
     sidecar serves (with another --base-url, or a node.toml edited) moves its links away
     from this server, and the warning said at start no longer tells."""
@@ -140,7 +146,8 @@ async def _warn_on_reload(store: Store, here: str, stop: asyncio.Event,
         if fresh is seen:
             continue
         seen = fresh
-        for line in address_warnings(here, fresh.meta.base_url, fresh.meta.sidecar_url):
+        for line in address_warnings(here, fresh.meta.base_url, fresh.meta.sidecar_url,
+                                     export_command):
             log.warning("build %s: %s", fresh.build, line.removeprefix("warning: "))
 
 
@@ -282,10 +289,12 @@ def _check_port(options: Options) -> None:
                          f"uses that port or choose another with --port") from None
 
 
-def address_warnings(here: str, base_url: str, sidecar_url: str) -> list[str]:
+def address_warnings(here: str, base_url: str, sidecar_url: str,
+                     export_command: str = "fednode export") -> list[str]:
     """What a user serving on this address should know about the links the node gives:
     every `url`, `next` and manifest address is built from the exported base_url and
-    sidecar_url, not from the address the sidecar listens on."""
+    sidecar_url, not from the address the sidecar listens on. `export_command` exports the
+    project being served (`fednode export`, or a hub's `fednode hub export --hub ...`)."""
     listening = urlsplit(here)
     lines = []
     for name, url in (("base_url", base_url), ("sidecar_url", sidecar_url)):
@@ -293,6 +302,6 @@ def address_warnings(here: str, base_url: str, sidecar_url: str) -> list[str]:
         local = exported.hostname in ("127.0.0.1", "localhost", "::1")
         if local and exported.port != listening.port:
             lines.append(f"warning: links in responses point to {url} (the exported {name}), "
-                         f"not to this server; run `fednode export --base-url {here}` to "
+                         f"not to this server; run `{export_command} --base-url {here}` to "
                          f"match it")
     return lines[:1] if base_url == sidecar_url else lines

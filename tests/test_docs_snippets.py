@@ -1,4 +1,4 @@
-"""The Python snippets of docs/mcp.md and docs/hub.md run as written (bar the address)
+"""The Python snippets of docs/mcp.md and docs/hub-reference.md run as written (bar the address)
 against a real sidecar on the exported sample, in a process of their own, as a reader who
 pastes them into a file runs them."""
 
@@ -47,7 +47,7 @@ def test_the_mcp_snippet_lists_the_tools_and_searches(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_hub_snippet_reads_a_synced_file(tmp_path: Path) -> None:
-    (code,) = python_blocks("hub.md")
+    (code,) = python_blocks("hub-reference.md")
     root = exported_sample(tmp_path / "node")
     with ServerThread(app_for(root)) as server:
         asyncio.run(asyncio.wait_for(sync(server.url, tmp_path / "hub.duckdb", None), 120))

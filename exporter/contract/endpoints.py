@@ -196,6 +196,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "Who holds what about one taxon: each node's species records of that name, "
              "and the treatments, resources and germination results that name it, side by "
              "side", capability="taxa", result="Taxon", fields=(TAXON_NAME,)),
+    # A taxon's page: the sidecar answers it from the service /api/taxa/{name} answers from,
+    # for an anonymous caller, written into the exported taxa/index.html (/taxa/); the CDN
+    # sends it to the sidecar. A hub's shows each member's records; a node's, its own.
+    Endpoint("taxa_page", "GET", "/taxa/", "open", None, HTML,
+             "What the taxon pages are: each gathers the records of one taxon",
+             public=True, page=True, static="/taxa/index.html"),
+    Endpoint("taxon_page", "GET", "/taxa/{name}/", "open", None, HTML,
+             "A taxon's page for people: the public records of one taxon (on a hub, by "
+             "member, with a chart of their counts)", fields=(TAXON_NAME,),
+             page=True),
     Endpoint("list", "GET", "/api/{collection}", "open", "read", JSON,
              "A page of a collection's records", capability="lists", result="Page",
              fields=(_COLLECTION, _LIMIT, _OFFSET,

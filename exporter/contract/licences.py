@@ -1,5 +1,5 @@
 """The licences a hub knows by name: a short table of the open licences data is published
-under, each an SPDX id with the URLs that name it (docs/hub.md, "Licences").
+under, each an SPDX id with the URLs that name it (docs/hub-reference.md, "Licences").
 
 A hub serves a record's own `license` only where it is one of these, written as its id:
 anything else a member sends (a text of any length) would be copied into every record and,

@@ -3,9 +3,18 @@ exporter writes them, the sidecar serves them; see exporter/site/pages.py)."""
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from .layout import shard
 
 LIBRARY_HREF = "/library/"  # the library's page: its public documents, and a form to ask it
+
+TAXA_HREF = "/taxa/"  # a hub's page about its taxon pages, which the sidecar fills for each
+
+
+def taxon_href(canonical: str) -> str:
+    """The URL of the page of the taxon of this canonical name (`shared.names`)."""
+    return f"{TAXA_HREF}{quote(canonical, safe='')}/"
 
 
 def record_href(collection: str, record_id: str) -> str:
@@ -20,7 +29,8 @@ def href_of(endpoint: str, segments: dict[str, str]) -> str:
     """The URL of a page, from its endpoint's name and path segments (as the sidecar routes
     it)."""
     fixed = {"sitemap": "/sitemap.xml", "robots": "/robots.txt", "stylesheet": "/site.css",
-             "search_page": "/search/", "library_page": LIBRARY_HREF}
+             "search_page": "/search/", "taxa_page": TAXA_HREF,
+             "library_page": LIBRARY_HREF}
     if endpoint in fixed:
         return fixed[endpoint]
     if endpoint == "sitemap_part":

@@ -67,7 +67,7 @@ class NodeConfig:
     # Browser origins allowed to call the tool interface (besides the node's own).
     mcp_origins: tuple[str, ...] = ()
     # A hub's members and their licences: node.toml's [network] table, which `fednode hub
-    # export` writes, served as the manifest's `network` (docs/hub.md); None for a node.
+    # export` writes, served as the manifest's `network` (docs/hub-reference.md); None for a node.
     network: dict[str, Any] | None = field(default=None, hash=False)
 
     @property

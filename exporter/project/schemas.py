@@ -60,7 +60,7 @@ def _unchecked(value: object) -> bool:
 FORMATS: dict[str, Callable[[object], bool]] = {"date": _is_date, "date-time": _is_time,
                                                 "uri": _unchecked}
 
-# A record's provenance: where a hub found it (docs/hub.md, "Serving the network"). Served
+# A record's provenance: where a hub found it (docs/hub-reference.md, "Serving the network"). Served
 # fields (readOnly) that content may nevertheless set: a hub's records are the content of the
 # node it exports (`hub/republish.py`), each written with the member node it comes from. A
 # node's own records do not have them (`fednode check` takes them from content all the same:

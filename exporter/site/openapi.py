@@ -99,6 +99,8 @@ def _errors(endpoint: Endpoint) -> dict[str, Any]:
                               "content": {"application/json": {"schema": _ERROR}}}
     if endpoint.page:  # a page says what is wrong with its query in the page
         answers["400"]["content"] = {"text/html": {"schema": {"type": "string"}}}
+    if endpoint.name == "taxon_page":  # and a taxon's page, that no record names the taxon
+        answers["404"]["content"] = {"text/html": {"schema": {"type": "string"}}}
     if endpoint.jsonrpc:
         answers["202"] = {"description": "A notification, taken"}
         for status in ("400", "404"):

@@ -43,7 +43,7 @@ from exporter.pipeline.outputs import OutputFile, constant
 from exporter.project.config import NodeConfig
 from exporter.project.content import SourceRecord
 from exporter.project.schemas import Collection
-from exporter.site import charts
+from exporter.site import charts, network
 from exporter.site.served import LIBRARY_PATH, Rendered, fingerprint, json_of
 from exporter.site.values import escaped as _escaped
 from exporter.site.values import is_shown, markdown_html, value_html
@@ -51,7 +51,7 @@ from exporter.site.values import is_shown, markdown_html, value_html
 PAGE_SIZE = 100  # records listed on one collection page
 SITEMAP_MAX = 50_000  # URLs in one sitemap file (the sitemaps.org limit)
 TEMPLATES = ("base.html", "nav.html", "footer.html", "index.html", "collection.html",
-             "record.html", "search.html", "search.js", "site.css")
+             "record.html", "search.html", "search.js", "site.css", "taxa.html")
 # The search page: its form, and a section its results are written into, by its script from
 # /api/search on a static copy of the site, or by the sidecar (sidecar/search_page.py), which
 # answers the page with a query; both list SEARCH_LIMIT results, read from the page.
@@ -81,7 +81,9 @@ def _templates_digest() -> str:
     for name in TEMPLATES:
         digest.update(resources.files("exporter.site").joinpath(f"templates/{name}").read_bytes())
     # how values and bodies become HTML shows on every page as much as the templates do
-    digest.update(resources.files("exporter.site").joinpath("values.py").read_bytes())
+    # (and on a hub, what its pages show of its network)
+    for module in ("values.py", "network.py"):
+        digest.update(resources.files("exporter.site").joinpath(module).read_bytes())
     return digest.hexdigest()
 
 
@@ -172,7 +174,8 @@ def site_of(node: NodeConfig, known: dict[str, Collection], counts: dict[str, in
 
 
 def home(site: Site) -> bytes:
-    return site.render("index.html")
+    """The home page; a hub's lists its members (`network.members`)."""
+    return site.render("index.html", members=network.members(site.node.network))
 
 
 def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rendered]],
@@ -186,6 +189,7 @@ def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rende
                    for r in items)
     out.extend(sitemaps(site.node.base_url, public, site.library))
     out.append(search_page(site))
+    out.append(network.taxa_page(site))
     robots = _robots(site.node.base_url).encode()
     style = resources.files("exporter.site").joinpath("templates/site.css").read_bytes()
     for path, data in (("robots.txt", robots), ("site.css", style)):
@@ -218,20 +222,22 @@ def collection_pages(site: Site, collection: Collection, items: list[Rendered]
     total = len(items)
     pages = max(1, -(-total // PAGE_SIZE))
     common = vernaculars(items) if collection.name == "species" else [""] * total
+    # on a hub, the member each record comes from
+    held = network.sources(items) if site.node.network is not None else [""] * total
     index = letters(items, pages)
     for page in range(1, pages + 1):
         at = slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE)
         chunk = items[at]
         print_ = fingerprint("collection page", site.print_, collection.name, str(page),
                              str(total), *(f"{k}{n}" for k, n in index.items()),
-                             *(f"{r.id}\x1e{r.title}\x1e{v}" for r, v in zip(
-                                 chunk, common[at], strict=True)))
+                             *(f"{r.id}\x1e{r.title}\x1e{v}\x1e{m}" for r, v, m in zip(
+                                 chunk, common[at], held[at], strict=True)))
         href = collection_href(collection.name, page)
         firsts = {first for letter, first in index.items() if first // PAGE_SIZE == page - 1}
         listed = [{"href": record_href(collection.name, r.id), "title": r.title or r.id,
-                   "vernacular": v, "anchor": _letter(r) if n in firsts else ""}
-                  for n, r, v in zip(range(at.start, at.start + len(chunk)), chunk,
-                                     common[at], strict=True)]
+                   "vernacular": v, "member": m, "anchor": _letter(r) if n in firsts else ""}
+                  for n, r, v, m in zip(range(at.start, at.start + len(chunk)), chunk,
+                                        common[at], held[at], strict=True)]
         render = functools.partial(
             site.render, "collection.html", collection=collection, items=listed, total=total,
             page=page, pages=pages, here=href,
@@ -358,7 +364,9 @@ def _record_page(site: Site, collection: Collection, r: Rendered, source: Source
         "body": markdown_html(str(fields.get("body") or "")),
         "related": "".join([f"<section>\n<h2>{_escaped(title)}</h2>\n{drawn.get(title, '')}"
                             f"<ul>{''.join(items)}</ul>\n</section>\n"
-                            for title, items in sections.items()]),
+                            for title, items in sections.items()])
+        + (network.taxon_section(fields.get("scientificName"))
+           if collection.name == "species" and site.node.network is not None else ""),
     })
 
 
@@ -485,8 +493,8 @@ def _urlset(lines: list[str]) -> bytes:
 
 
 def _robots(base_url: str) -> str:
-    """Crawlers may read every page and static file; the sidecar's dynamic and keyed paths
-    (from the endpoint table) are not for them."""
-    dynamic = sorted({e.path.split("{")[0] for e in ENDPOINTS if not e.public})
+    """Crawlers may read every page (taxon pages included) and static file; the sidecar's
+    other dynamic and keyed paths (from the endpoint table) are not for them."""
+    dynamic = sorted({e.path.split("{")[0] for e in ENDPOINTS if not e.public and not e.page})
     lines = "".join(f"Disallow: {path}\n" for path in dynamic)
     return f"User-agent: *\n{lines}Allow: /\n\nSitemap: {base_url}/sitemap.xml\n"

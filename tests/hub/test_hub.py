@@ -1252,7 +1252,8 @@ def test_views_and_the_documented_queries(sample_root: Path, tmp_path: Path) -> 
     into = tmp_path / "hub.duckdb"
     with ServerThread(app_for(sample_root)) as server:
         run_sync(server.url, into)
-    queries = re.findall(r"```sql\n(.*?)```", (REPO / "docs" / "hub.md").read_text(), re.S)
+    queries = re.findall(r"```sql\n(.*?)```", (REPO / "docs" / "hub-reference.md").read_text(),
+                         re.S)
     assert len(queries) == 3
     with duckdb.connect(str(into), read_only=True) as db:
         for query in queries:

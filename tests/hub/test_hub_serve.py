@@ -640,6 +640,10 @@ def test_hub_serve_serves_the_network_and_picks_up_each_sync(tmp_path: Path) -> 
             base = f"http://127.0.0.1:{port}"
             _, _, body = wait_for(base + "/api/manifest", process, 90)
             assert json.loads(body)["network"]["members"][0]["records"] == 1
+            # node.toml's base URL is this machine's on port 8000: the links follow --port
+            assert json.loads(body)["node"]["base_url"] == base
+            assert json.loads(http_get(base + "/api/species")[2])["items"][0][
+                "url"].startswith(f"{base}/api/species/")
             member.add("two", "species", species("Impatiens glandulifera"), "Solofield.")
             build(Project(member.node.root), now=datetime(2026, 3, 1, 9, tzinfo=UTC))
             node.settle()
@@ -680,6 +684,18 @@ def test_hub_serve_serves_the_network_and_picks_up_each_sync(tmp_path: Path) -> 
             log.close()
     said = (tmp_path / "serve.log").read_text()
     assert "solo: 1 records (CC-BY-4.0)" in said and "hub export: exported" in said
+    assert "not to this server" not in said and "fednode export" not in said
+
+
+def test_hub_serve_warns_with_a_command_that_works_in_a_hub_folder() -> None:
+    """A hub served on another port than its links is told to export the hub again, with
+    `fednode hub export` (`fednode export` refuses a hub's folder)."""
+    from sidecar.serve import address_warnings
+
+    [line] = address_warnings("http://127.0.0.1:8200", "http://127.0.0.1:8000",
+                              "http://127.0.0.1:8000", "fednode hub export --hub /srv/hub")
+    assert line.endswith("run `fednode hub export --hub /srv/hub --base-url "
+                         "http://127.0.0.1:8200` to match it")
 
 
 def solo(root: Path, number: int, fields: dict[str, Any]) -> Member:

@@ -108,6 +108,11 @@
           element("h3", {}, element("a", { href: await recordPage(item) },
             item.title || item.id)),
           element("p", { class: "where" }, titles[item.collection] || item.collection));
+        if (item.source_node_name) {
+          // on a hub: the member the record comes from
+          entry.lastChild.append(" · from ",
+            element("span", { class: "member" }, item.source_node_name));
+        }
         if (item.snippet) {
           entry.append(snippet(item.snippet));
         }

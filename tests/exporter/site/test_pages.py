@@ -66,9 +66,9 @@ def test_every_public_record_has_a_page_with_its_json_ld(sample_root: Path) -> N
         assert data["@type"] in types[record.collection]
         assert f'href="/api/{record.collection}/{record.id}"'.encode() in page
     # What is left: the home page, the collection pages, the search page, the library's
-    # page, the sitemap and robots.txt.
+    # page, the page the sidecar writes each taxon's page into, the sitemap and robots.txt.
     assert set(files) == {"index.html", "sitemap.xml", "robots.txt", "site.css",
-                          "search/index.html", "library/index.html",
+                          "search/index.html", "library/index.html", "taxa/index.html",
                           *(f"{name}/index.html" for name in COLLECTIONS)}
     sitemap = files["sitemap.xml"].decode()
     assert sitemap.count("<url>") == 2 + len(COLLECTIONS) + len(public)  # (home, library)
