@@ -33,7 +33,6 @@ from xml.sax.saxutils import escape
 
 import jinja2
 from markupsafe import Markup
-from markupsafe import escape as html
 
 from exporter.contract.endpoints import ENDPOINTS
 from exporter.contract.page_urls import collection_href, file_of, record_href
@@ -42,10 +41,13 @@ from exporter.pipeline.cache import Cache
 from exporter.pipeline.outputs import OutputFile, constant
 from exporter.project.config import NodeConfig
 from exporter.project.content import SourceRecord
+from exporter.project.labels import field_label, is_data
 from exporter.project.schemas import Collection
+from exporter.site import species_page
+from exporter.site.dates import date_text
 from exporter.site.served import LIBRARY_PATH, Rendered, fingerprint, json_of
 from exporter.site.values import escaped as _escaped
-from exporter.site.values import is_shown, markdown_html, value_html
+from exporter.site.values import is_shown, markdown_html, name_html, value_html
 
 PAGE_SIZE = 100  # records listed on one collection page
 SITEMAP_MAX = 50_000  # URLs in one sitemap file (the sitemaps.org limit)
@@ -79,8 +81,12 @@ def _templates_digest() -> str:
     digest = hashlib.sha256()
     for name in TEMPLATES:
         digest.update(resources.files("exporter.site").joinpath(f"templates/{name}").read_bytes())
-    # how values and bodies become HTML shows on every page as much as the templates do
-    digest.update(resources.files("exporter.site").joinpath("values.py").read_bytes())
+    # how values and bodies become HTML, and how they are labelled, shows on every page as
+    # much as the templates do
+    for module in ("values.py", "dates.py", "sentence.py", "species_page.py"):
+        digest.update(resources.files("exporter.site").joinpath(module).read_bytes())
+    digest.update(resources.files("exporter.project").joinpath("schemas/labels.json")
+                  .read_bytes())
     return digest.hexdigest()
 
 
@@ -113,8 +119,8 @@ class Site:
 
 # What record.html shows that differs from one record's page to the next; everything else
 # on the page is the same for a whole collection.
-_PER_PAGE = ("title", "here", "json_path", "json_ld", "fields", "updated_at", "body",
-             "related")
+_PER_PAGE = ("title", "heading", "lead", "here", "json_path", "json_ld", "facts", "updated_at",
+             "updated", "body", "sections", "data")
 # Marks where a per-page value goes: unguessable, so no node name or title can hold one.
 _MARK = f"\x00{secrets.token_hex(8)}"
 
@@ -222,7 +228,7 @@ def collection_pages(site: Site, collection: Collection, items: list[Rendered]
                                  chunk, common[at], strict=True)))
         href = collection_href(collection.name, page)
         firsts = {first for letter, first in index.items() if first // PAGE_SIZE == page - 1}
-        listed = [{"href": record_href(collection.name, r.id), "title": r.title or r.id,
+        listed = [{"href": record_href(collection.name, r.id), "title": _list_title(collection, r),
                    "vernacular": v, "anchor": _letter(r) if n in firsts else ""}
                   for n, r, v in zip(range(at.start, at.start + len(chunk)), chunk,
                                      common[at], strict=True)]
@@ -234,6 +240,13 @@ def collection_pages(site: Site, collection: Collection, items: list[Rendered]
             previous=collection_href(collection.name, page - 1) if page > 1 else None,
             next=collection_href(collection.name, page + 1) if page < pages else None)
         yield OutputFile(file_of(href), print_, render)
+
+
+def _list_title(collection: Collection, r: Rendered) -> str | Markup:
+    """A record's title in a list: a species' scientific name in italics."""
+    if collection.name == "species" and r.title:
+        return Markup(name_html(r.title))
+    return r.title or r.id
 
 
 def _letter(r: Rendered) -> str:
@@ -256,18 +269,7 @@ def letters(items: list[Rendered], pages: int) -> dict[str, int]:
 def vernaculars(items: list[Rendered]) -> list[str]:
     """Each species' vernacular name, from its served JSON: its `vernacularName`, or else
     the first English (or else the first) of its imported `vernacularNames`."""
-    out = []
-    for served in json_of(items):
-        data = json.loads(served)
-        name = data.get("vernacularName")
-        if isinstance(name, list):
-            name = next((n for n in name if isinstance(n, str) and n), "")
-        if not name:
-            listed = [n for n in data.get("vernacularNames") or [] if isinstance(n, dict)]
-            english = [n for n in listed if n.get("language") == "en"]
-            name = next((str(n.get("vernacularName") or "") for n in english or listed), "")
-        out.append(str(name or ""))
-    return out
+    return [species_page.common_name(json.loads(served)) for served in json_of(items)]
 
 
 Related = dict[str, list[tuple[str, Rendered]]]
@@ -310,66 +312,111 @@ def names_of(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else list(value or [])
 
 
-_WORDS = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _HIDDEN = {"id", "access", "title", "tags", "body", "source_node"}  # (the node's id: its name
 # is shown)
+# The fields whose values are scientific names: a species' related records name it by them.
+_NAME_FIELDS = frozenset(field for field, _ in NAMES_SPECIES.values())
 
 
 @cache
-def _labelled(collection: Collection) -> tuple[tuple[str, str], ...]:
-    """The fields a record page lists, in schema order, each with its label (escaped): the
-    content's, then, on a hub, where the record comes from and its licence."""
+def _labelled(collection: Collection) -> tuple[tuple[str, str, bool], ...]:
+    """The fields a record page shows, in schema order, each with its label (escaped) and
+    whether it goes in the Data section: the content's, then, on a hub, where the record
+    comes from and its licence. A species' own fields (its names, status and nested
+    records) are shown by `species_page` instead."""
+    own = species_page.OWN_FIELDS if collection.name == "species" else frozenset()
     out = []
-    for name in (*collection.content_fields, *collection.provenance_fields):
-        if name in _HIDDEN or name == collection.title_field:
+    for name in dict.fromkeys((*collection.content_fields, *collection.provenance_fields)):
+        if name in _HIDDEN or name in own or name == collection.title_field:
             continue
-        label = (collection.property(name) or {}).get("title") or _WORDS.sub(" ", name)
-        out.append((name, str(html(label[:1].upper() + label[1:]))))
+        label = (collection.property(name) or {}).get("title") or field_label(name)
+        out.append((name, _escaped(label[:1].upper() + label[1:]), is_data(name)))
     return tuple(out)
 
 
 def _record_page(site: Site, collection: Collection, r: Rendered, source: SourceRecord,
                  links: list[tuple[str, Rendered]]) -> bytes:
     fields = source.fields
-    # The parts of the page made of many items (the rows of its <dl>, the sections of
-    # related records) are made here in one pass each rather than by loops in the template,
-    # every text escaped as the template would.
-    sections: dict[str, list[str]] = {}
-    for section, other in links:
-        sections.setdefault(section, []).append(
-            f'<li><a href="{_escaped(record_href(other.collection, other.id))}">'
-            f"{_escaped(other.title or other.id)}</a></li>")
     here = record_href(collection.name, r.id)
     json_path = _escaped(f"/api/{collection.name}/{r.id}")
+    species = collection.name == "species"
+    title = r.title or r.id
     return site.skeleton(collection).render({
-        "title": _escaped(r.title or r.id),
+        "title": _escaped(title),
+        "heading": species_page.heading_html(fields, title) if species else _escaped(title),
+        "lead": species_page.lead_html(fields) if species else "",
         "here": _escaped(here),
         "json_path": json_path,
         "json_ld": _script_json(json_ld(site.node.base_url, collection.name, r, fields, links)),
-        "fields": fields_html(collection, source),
+        "facts": (_facts_section if species else _dl)(
+            (species_page.facts_html(fields) if species else "")
+            + fields_html(collection, source)),
         "updated_at": _escaped(r.updated_at),
-        "body": markdown_html(str(fields.get("body") or "")),
-        "related": "".join([f"<section>\n<h2>{_escaped(title)}</h2>\n<ul>{''.join(items)}"
-                            "</ul>\n</section>\n" for title, items in sections.items()]),
+        "updated": _escaped(date_text(r.updated_at)),
+        "body": (species_page.body_html(fields) if species
+                 else markdown_html(str(fields.get("body") or ""))),
+        "sections": ((species_page.sections_html(fields) if species else "")
+                     + related_html(links)),
+        "data": data_html(collection, source),
     })
 
 
-def fields_html(collection: Collection, source: SourceRecord) -> str:
-    """The rows of a record page's <dl>: a library document's PDF first, then each field
-    with a value (nested records as tables, booleans as yes/no, URLs as links), then tags."""
+def _dl(rows: str) -> str:
+    return f'<dl class="facts">\n{rows}</dl>\n' if rows else ""
+
+
+def _facts_section(rows: str) -> str:
+    """A species' facts, after its text: a section of their own."""
+    return f"<section>\n<h2>Facts</h2>\n{_dl(rows)}</section>\n" if rows else ""
+
+
+def related_html(links: list[tuple[str, Rendered]]) -> str:
+    """A section for each kind of related record, each record a link (a species by its
+    name in italics)."""
+    sections: dict[str, list[str]] = {}
+    for section, other in links:
+        title = (name_html(other.title) if other.collection == "species" and other.title
+                 else _escaped(other.title or other.id))
+        sections.setdefault(section, []).append(
+            f'<li><a href="{_escaped(record_href(other.collection, other.id))}">{title}</a></li>')
+    return "".join(f"<section>\n<h2>{_escaped(title)}</h2>\n<ul>{''.join(items)}</ul>\n"
+                   "</section>\n" for title, items in sections.items())
+
+
+def _value(name: str, value: Any) -> str:
+    if name in _NAME_FIELDS:
+        names = [value] if isinstance(value, str) else [v for v in value if isinstance(v, str)]
+        return ", ".join(name_html(n) for n in names if n)
+    return value_html(value, name)
+
+
+def fields_html(collection: Collection, source: SourceRecord, data: bool = False) -> str:
+    """The rows of a record page's facts (or, with `data`, of its Data section): a library
+    document's PDF first, then each field with a value, by its label (controlled values by
+    theirs, dates in words, scientific names in italics, nested records as tables, booleans
+    as yes/no, URLs as links), then tags."""
     fields = source.fields
     rows = []
-    if source.path.startswith(LIBRARY_PATH):  # only public records have a page
+    if source.path.startswith(LIBRARY_PATH) and not data:  # only public records have a page
         pdf = _escaped(document_url("", source.id))
         rows.append(f'<dt>Document</dt><dd><a href="{pdf}" type="application/pdf">'
                     "Read the document (PDF)</a></dd>\n")
-    for name, label in _labelled(collection):
+    for name, label, technical in _labelled(collection):
         value = fields.get(name)
-        if is_shown(value):
-            rows.append(f"<dt>{label}</dt><dd>{value_html(value)}</dd>\n")
-    if fields.get("tags"):
+        if technical == data and is_shown(value):
+            rows.append(f"<dt>{label}</dt><dd>{_value(name, value)}</dd>\n")
+    if fields.get("tags") and not data:
         rows.append(f"<dt>Tags</dt><dd>{value_html(fields['tags'])}</dd>\n")
     return "".join(rows)
+
+
+def data_html(collection: Collection, source: SourceRecord) -> str:
+    """The collapsed Data section: the record's identifiers and technical terms."""
+    rows = fields_html(collection, source, data=True)
+    if not rows:
+        return ""
+    return (f'<details class="data">\n<summary>Data</summary>\n<dl>\n{rows}</dl>\n'
+            "</details>\n")
 
 
 def json_ld(base_url: str, collection: str, r: Rendered, fields: dict[str, Any],
