@@ -36,6 +36,7 @@ from markupsafe import Markup
 
 from exporter.contract.endpoints import ENDPOINTS
 from exporter.contract.page_urls import collection_href, file_of, record_href
+from exporter.contract.scientific_names import UPRIGHT, name_html
 from exporter.contract.wire import SEARCH_QUERY_MAX, document_url
 from exporter.pipeline.cache import Cache
 from exporter.pipeline.outputs import OutputFile, constant
@@ -47,7 +48,7 @@ from exporter.site import species_page
 from exporter.site.dates import date_text
 from exporter.site.served import LIBRARY_PATH, Rendered, fingerprint, json_of
 from exporter.site.values import escaped as _escaped
-from exporter.site.values import is_shown, markdown_html, name_html, value_html
+from exporter.site.values import is_shown, markdown_html, value_html
 
 PAGE_SIZE = 100  # records listed on one collection page
 SITEMAP_MAX = 50_000  # URLs in one sitemap file (the sitemaps.org limit)
@@ -86,6 +87,8 @@ def _templates_digest() -> str:
     for module in ("values.py", "dates.py", "sentence.py", "species_page.py"):
         digest.update(resources.files("exporter.site").joinpath(module).read_bytes())
     digest.update(resources.files("exporter.project").joinpath("schemas/labels.json")
+                  .read_bytes())
+    digest.update(resources.files("exporter.contract").joinpath("scientific_names.py")
                   .read_bytes())
     return digest.hexdigest()
 
@@ -198,6 +201,7 @@ def search_page(site: Site) -> OutputFile:
     print_ = fingerprint("search page", site.print_, str(SEARCH_LIMIT), str(SEARCH_QUERY_MAX))
     return OutputFile(file_of(SEARCH_HREF), print_, functools.partial(
         site.render, "search.html", here=SEARCH_HREF, limit=SEARCH_LIMIT,
+        upright=" ".join(sorted(UPRIGHT)),
         longest=SEARCH_QUERY_MAX))
 
 

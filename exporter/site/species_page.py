@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from exporter.contract.scientific_names import name_html
 from exporter.project.labels import value_label
 from exporter.site.dates import date_html
 from exporter.site.sentence import entries, joined, native_range, place_name, species_sentence
-from exporter.site.values import escaped, is_shown, markdown_html, name_html, scalar_html
+from exporter.site.values import escaped, is_shown, markdown_html, scalar_html
 
 # Fields a species page shows in its opening lines or its own sections, not among its facts.
 OWN_FIELDS = frozenset({"scientificName", "scientificNameAuthorship", "vernacularName",

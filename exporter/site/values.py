@@ -45,27 +45,6 @@ def date_fields() -> frozenset[str]:
     return frozenset(found)
 
 
-# Words of a scientific name that are not italic: ranks, the hybrid sign, and the marks of
-# an informal name.
-_UPRIGHT = frozenset({"subsp.", "ssp.", "var.", "subvar.", "f.", "forma", "nothosubsp.",
-                      "nothovar.", "cv.", "x", "×", "agg.", "s.l.", "s.str.", "sp.", "spec.",
-                      "spp.", "aff.", "cf.", "sect.", "subg.", "ser."})
-
-
-def name_html(name: str) -> str:
-    """A scientific name in `<i>`, its rank words and hybrid sign upright:
-    `<i>Mentha</i> × <i>piperita</i>`, `<i>Aster amellus</i> subsp. <i>bessarabicus</i>`."""
-    runs: list[tuple[bool, list[str]]] = []
-    for word in name.split():
-        italic = word.casefold() not in _UPRIGHT and not word.startswith(("(", "["))
-        if runs and runs[-1][0] == italic:
-            runs[-1][1].append(word)
-        else:
-            runs.append((italic, [word]))
-    return " ".join(f"<i>{escaped(' '.join(words))}</i>" if italic
-                    else escaped(" ".join(words)) for italic, words in runs)
-
-
 def is_shown(value: Any) -> bool:
     """Whether a value has anything to show (empty values get no row)."""
     return value not in (None, "", [], {})

@@ -62,7 +62,7 @@ def test_a_reader_goes_from_the_home_page_to_a_species_and_its_treatment(
 
             page.get_by_role("link", name="Impatiens glandulifera").click()
             page.wait_for_url("**/species/*/*.html")
-            assert page.locator("h1").inner_text() == "Impatiens glandulifera"
+            assert page.locator("h1").inner_text() == "Impatiens glandulifera Royle"
             taxon = json.loads(page.locator('script[type="application/ld+json"]')
                                .text_content() or "")
             assert (taxon["@type"], taxon["name"]) == ("Taxon", "Impatiens glandulifera")

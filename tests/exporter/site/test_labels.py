@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from exporter.contract.scientific_names import name_html
 from exporter.project.labels import field_label, labels, readable, value_label
 from exporter.project.schemas import collections
 from exporter.site.dates import date_html, date_text
-from exporter.site.values import name_html, plain_text
+from exporter.site.values import plain_text
 
 
 def _properties(properties: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
