@@ -69,13 +69,31 @@ def _places(present: list[dict[str, Any]]) -> str:
                   for n in tops)
 
 
+# The types of a species' imported texts that say one of its terms, as checklists of the
+# TrIAS and GRIIS families write them: the page and the sentence read them as that term.
+TERM_TYPES = {"native range": "nativeRange", "pathway": "pathway"}
+
+
+def described(fields: dict[str, Any], kind: str) -> list[str]:
+    """The record's imported texts of one type (`native range`, `pathway`)."""
+    return [str(d.get("description") or "") for d in fields.get("descriptions") or []
+            if isinstance(d, dict) and str(d.get("type") or "").casefold() == kind]
+
+
 def native_range(fields: dict[str, Any]) -> list[str]:
     """Where the taxon is native: its `nativeRange`, or its descriptions of that type,
     without the codes of their regions."""
-    ranges = [str(fields.get("nativeRange") or "")]
-    ranges += [str(d.get("description") or "") for d in fields.get("descriptions") or []
-               if isinstance(d, dict) and str(d.get("type") or "").casefold() == "native range"]
+    ranges = [str(fields.get("nativeRange") or ""), *described(fields, "native range")]
     return [r for r in dict.fromkeys(_CODE.sub("", text).strip() for text in ranges) if r]
+
+
+def pathways(fields: dict[str, Any], present: list[dict[str, Any]]) -> list[str]:
+    """How the taxon was introduced: its places' pathways, else the record's own, else its
+    descriptions of that type (each a CBD pathway term)."""
+    found = [str(p) for d in present for p in d.get("pathway") or [] if p]
+    if not found and fields.get("pathway"):
+        found = [str(fields["pathway"])]
+    return found or [p for p in described(fields, "pathway") if p]
 
 
 def _native_clause(ranges: list[str]) -> str:
@@ -97,16 +115,13 @@ def _establishment(fields: dict[str, Any], present: list[dict[str, Any]], kind: 
         groups.setdefault(str(entry.get("establishmentMeans") or ""), []).append(entry)
     if not groups and fields.get("establishmentMeans"):
         groups[str(fields["establishmentMeans"])] = []
-    pathways = [str(p) for d in present for p in d.get("pathway") or [] if p]
-    if fields.get("pathway") and not pathways:
-        pathways = [str(fields["pathway"])]
     clauses = []
     for means, where in groups.items():
         verb = _lower(value_label("establishmentMeans", means)) if means and means != \
             "uncertain" else "present"
         clauses.append(f"{verb} in {_places(where)}" if where else
                        "" if verb in ("present", *kind.split()) else verb)
-    by = joined(_lower(value_label("pathway", p)) for p in pathways)
+    by = joined(_lower(value_label("pathway", p)) for p in pathways(fields, present))
     if by:
         clauses = clauses or ["introduced"]
         clauses[-1] = f"{clauses[-1]} by {by}".strip()

@@ -11,9 +11,17 @@ import re
 from typing import Any
 
 from exporter.contract.scientific_names import name_html
-from exporter.project.labels import value_label
+from exporter.project.labels import field_label, value_label
 from exporter.site.dates import date_html
-from exporter.site.sentence import entries, joined, native_range, place_name, species_sentence
+from exporter.site.sentence import (
+    TERM_TYPES,
+    described,
+    entries,
+    joined,
+    native_range,
+    place_name,
+    species_sentence,
+)
 from exporter.site.values import escaped, is_shown, markdown_html, scalar_html
 
 # Fields a species page shows in its opening lines or its own sections, not among its facts.
@@ -166,20 +174,27 @@ def names_html(fields: dict[str, Any]) -> str:
 
 
 def facts_html(fields: dict[str, Any]) -> str:
-    """Facts a species' imported texts hold: its native range, where the record has no
-    `nativeRange` of its own (a row of the facts' <dl>)."""
+    """Facts a species' imported texts hold (rows of the facts' <dl>): its pathways and its
+    native range, where the record has no `pathway` or `nativeRange` of its own."""
+    rows = []
+    introduced = described(fields, "pathway")
+    if introduced and not fields.get("pathway"):
+        labels = [value_label("pathway", p) for p in introduced]
+        rows.append(f"<dt>{escaped(field_label('pathway'))}</dt>"
+                    f"<dd>{escaped(', '.join(dict.fromkeys(labels)))}</dd>\n")
     ranges = native_range(fields)
-    if fields.get("nativeRange") or not ranges:
-        return ""
-    return f"<dt>Native range</dt><dd>{escaped(joined(ranges))}</dd>\n"
+    if ranges and not fields.get("nativeRange"):
+        rows.append(f"<dt>{escaped(field_label('nativeRange'))}</dt>"
+                    f"<dd>{escaped(joined(ranges))}</dd>\n")
+    return "".join(rows)
 
 
 def texts_html(fields: dict[str, Any]) -> str:
-    """The texts the record was imported with, each under its type (its native range is
-    among its facts)."""
+    """The texts the record was imported with, each under its type (those that say one of
+    its terms, `TERM_TYPES`, are among its facts)."""
     listed = [d for d in fields.get("descriptions") or []
               if isinstance(d, dict) and is_shown(d.get("description"))
-              and str(d.get("type") or "").casefold() != "native range"]
+              and str(d.get("type") or "").casefold() not in TERM_TYPES]
     if not listed:
         return ""
     rows = "".join(f"<dt>{escaped(str(d.get('type') or 'Description').capitalize())}</dt>"

@@ -51,3 +51,15 @@ def test_places_that_differ_are_each_said() -> None:
     assert species_sentence(fields) == (
         "An alien plant, native in Flanders, introduced in Wallonia and Brussels by "
         "horticulture, casual in Wallonia (recorded 2008–2017), established in Brussels.")
+
+
+def test_texts_that_say_a_term_are_read_as_it() -> None:
+    """A checklist that gives pathways and native ranges as typed descriptions (RINSE,
+    GRIIS) is said as one that gives them as terms."""
+    fields = {"distributions": [{"locality": "France", "establishmentMeans": "introduced",
+                                 "eventDate": "1992/2017"}],
+              "descriptions": [{"type": "pathway", "description": "cbd_2014_pathway:release"},
+                               {"type": "Native range", "description": "Australia"}]}
+    assert species_sentence(fields) == (
+        "An alien plant, introduced in France by release in nature, recorded 1992–2017; "
+        "native to Australia.")
