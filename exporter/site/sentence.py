@@ -130,24 +130,26 @@ def _establishment(fields: dict[str, Any], present: list[dict[str, Any]], kind: 
 
 def _degree(fields: dict[str, Any], present: list[dict[str, Any]], kind: str) -> str:
     """`casual (recorded 1888–2004)`, or for degrees that differ by place, each with its
-    place."""
+    place; `recorded 1888–2004` alone where the degree goes without saying (an invasive
+    alien plant is not said to be invasive twice, nor a native one native) or is not
+    given."""
     rated = [(place_name(d), str(d["degreeOfEstablishment"]), str(d.get("eventDate") or ""))
              for d in present if d.get("degreeOfEstablishment")]
     if not rated and fields.get("degreeOfEstablishment"):
         rated = [("", str(fields["degreeOfEstablishment"]), "")]
-    if not rated:
-        dates = {str(d["eventDate"]) for d in present if d.get("eventDate")}
+    said = [r for r in rated if _lower(value_label("degreeOfEstablishment", r[1]))
+            not in kind.split()]
+    if not said:
+        dates = {w for _, _, w in rated if w} if rated else {
+            str(d["eventDate"]) for d in present if d.get("eventDate")}
         return f"recorded {date_text(dates.pop())}" if len(dates) == 1 else ""
-    # (an invasive alien plant is not said to be invasive twice, nor a native one native)
-    rated = [r for r in rated if _lower(value_label("degreeOfEstablishment", r[1]))
-             not in kind.split()]
-    degrees = {degree for _, degree, _ in rated}
+    degrees = {degree for _, degree, _ in said}
     words = []
-    for place, degree, when in rated if len(degrees) > 1 else rated[:1]:
+    for place, degree, when in said if len(degrees) > 1 else said[:1]:
         word = _lower(value_label("degreeOfEstablishment", degree))
         if len(degrees) > 1:
             word += f" in {place}"
-        dates = {when} - {""} if len(degrees) > 1 else {w for _, _, w in rated if w}
+        dates = {when} - {""} if len(degrees) > 1 else {w for _, _, w in said if w}
         if len(dates) == 1:
             word += f" (recorded {date_text(dates.pop())})"
         words.append(word)

@@ -80,7 +80,10 @@ def status_words(fields: dict[str, Any]) -> list[str]:
                    if d.get("degreeOfEstablishment")}
         degree = degrees.pop() if len(degrees) == 1 else ""
     if isinstance(degree, str) and degree:
-        words.append(value_label("degreeOfEstablishment", degree))
+        said = value_label("degreeOfEstablishment", degree)
+        # ("Invasive alien" says "Invasive", and "Native" says "Native")
+        if not words or said.casefold() not in words[-1].casefold().split():
+            words.append(said)
     return list(dict.fromkeys(words))
 
 

@@ -63,3 +63,13 @@ def test_texts_that_say_a_term_are_read_as_it() -> None:
     assert species_sentence(fields) == (
         "An alien plant, introduced in France by release in nature, recorded 1992–2017; "
         "native to Australia.")
+
+
+def test_a_degree_that_goes_without_saying_keeps_its_dates() -> None:
+    fields = {"category": "invasive", "family": "Balsaminaceae", "distributions": [
+        {"locality": "Belgium", "establishmentMeans": "introduced",
+         "degreeOfEstablishment": "invasive", "eventDate": "1891/2025",
+         "pathway": ["horticulture"]}]}
+    assert species_sentence(fields) == (
+        "An invasive alien plant of the Balsaminaceae, introduced in Belgium by horticulture, "
+        "recorded 1891–2025.")
