@@ -94,7 +94,9 @@ def lead_html(fields: dict[str, Any]) -> str:
     shown = [s for s in map(_synonym_html, synonyms if isinstance(synonyms, list) else [])
              if s]
     if shown:
-        out.append(f'<p class="synonyms">Also called {joined(shown)}.</p>\n')
+        said = joined(shown)
+        stop = "" if said.endswith(".") else "."
+        out.append(f'<p class="synonyms">Also called {said}{stop}</p>\n')
     common = common_name(fields)
     if common:
         out.append(f'<p class="common">{escaped(common)}</p>\n')
