@@ -27,7 +27,7 @@ from exporter.pipeline.build import build, load
 from exporter.project.config import Project, load_node_config
 from exporter.project.content import SourceRecord
 from exporter.project.schemas import collections
-from exporter.site import pages, species_page
+from exporter.site import pages, record_page, species_page
 from exporter.site.pages import PAGE_SIZE
 from exporter.site.served import Rendered
 
@@ -313,7 +313,7 @@ def test_a_record_page_is_its_template_rendered(
                                      b"{}", "k")) for n, (other, _) in enumerate(related)]
     links += [("Resources", Rendered("resources", f"r{n}", PUBLIC, other, "", "", "", b"{}",
                                      "k")) for n, (_, other) in enumerate(related)]
-    page = pages._record_page(site, species, rendered, source, links)
+    page = record_page.record_page_html(site, species, rendered, source, links)
 
     groups: dict[str, list[dict[str, str]]] = {}
     for section, other in links:
@@ -321,20 +321,20 @@ def test_a_record_page_is_its_template_rendered(
             {"href": record_href(other.collection, other.id), "title": other.title or other.id})
     related_html = RELATED.render(related=[{"title": t, "items": items}
                                            for t, items in groups.items()])
-    assert pages.related_html(links) == related_html
+    assert record_page.related_html(links) == related_html
     made = {name: Markup(value) for name, value in {
         "heading": species_page.heading_html(fields, title or record_id),
         "lead": species_page.lead_html(fields),
-        "facts": pages._facts_section(species_page.facts_html(fields)
-                                      + pages.fields_html(species, source)),
+        "facts": record_page.facts_section(species_page.facts_html(fields)
+                                      + record_page.fields_html(species, source)),
         "body": species_page.body_html(fields),
         "sections": species_page.sections_html(fields) + related_html,
-        "data": pages.data_html(species, source)}.items()}
+        "data": record_page.data_html(species, source)}.items()}
     expected = site.render(
         "record.html", collection=species, title=title or record_id, here=record_href(
             "species", record_id), json_path=f"/api/species/{record_id}",
-        json_ld=pages._script_json(pages.json_ld(node.base_url, "species", rendered, fields,
-                                                 links)),
+        json_ld=record_page.script_json(record_page.json_ld(
+            node.base_url, "species", rendered, fields, links)),
         updated_at=rendered.updated_at, updated="2 January 2026", collection_href="/species/",
         **made)
     assert page == expected
