@@ -141,6 +141,18 @@ def _place_html(entry: dict[str, Any], inside: list[str]) -> str:
             + (f": {status}" if status else "") + f"{nested}</li>")
 
 
+def _holder(listed: list[dict[str, Any]], n: int) -> int | None:
+    """The place that holds place `n` (by location code), one of the same occurrence status
+    first: a region absent since 2018 goes under its country absent since then."""
+    code = str(listed[n].get("locationID") or "")
+    holders = [m for m, d in enumerate(listed) if m != n and d.get("locationID")
+               and code.startswith(f"{d['locationID']}-")]
+    same = [m for m in holders if listed[m].get("occurrenceStatus")
+            == listed[n].get("occurrenceStatus")]
+    found = same or holders
+    return found[0] if found else None
+
+
 def places_html(fields: dict[str, Any]) -> str:
     """The distribution as a list of places, each with its status; a region in a list
     under the place that holds it (by location code: `ISO_3166-2:BE-VLG` in
@@ -148,9 +160,7 @@ def places_html(fields: dict[str, Any]) -> str:
     listed = [d for d in entries(fields) if place_name(d)]
     if not listed:
         return ""
-    codes = [str(d.get("locationID") or "") for d in listed]
-    holder = {n: next((m for m, code in enumerate(codes) if code and m != n
-                       and codes[n].startswith(code + "-")), None) for n in range(len(listed))}
+    holder = {n: _holder(listed, n) for n in range(len(listed))}
     items = []
     for n, entry in enumerate(listed):
         if holder[n] is None:

@@ -28,10 +28,15 @@ def test_places_are_a_list_with_regions_under_their_country() -> None:
         {"locationID": "ISO_3166-2:BE", "locality": "Belgium", "establishmentMeans":
          "introduced", "degreeOfEstablishment": "casual", "eventDate": "2019",
          "pathway": ["seedContaminant"]},
+        {"locationID": "ISO_3166-2:BE", "locality": "Belgium", "occurrenceStatus": "absent"},
+        {"locationID": "ISO_3166-2:BE-VLG", "locality": "Flemish Region",
+         "occurrenceStatus": "absent"},
         {"locality": "<Brussels>", "occurrenceStatus": "absent"}]})
     assert ("<li><strong>Belgium</strong>: introduced, casual, recorded "
             '<time datetime="2019">2019</time>, by seed contamination\n'
             "<ul><li><strong>Flemish Region</strong>: introduced</li></ul></li>") in shown
+    assert ("<li><strong>Belgium</strong>: absent\n"
+            "<ul><li><strong>Flemish Region</strong>: absent</li></ul></li>") in shown
     assert "<li><strong>&lt;Brussels&gt;</strong>: absent</li>" in shown
 
 
