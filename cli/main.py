@@ -144,7 +144,7 @@ def check(project_dir: Path) -> None:
         raise
     _warn(duplicates(species_records(project.content, suspects(content.records,
                                                                content.sort_keys))))
-    _warn(placeholder_bodies(content.records))
+    _warn(placeholder_bodies(content.records, content.cache.placeholders))
     click.echo(f"ok: {len(content.records)} records valid", err=True)
 
 

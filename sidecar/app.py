@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import http_exceptions, web, web_protocol, web_server
+from yarl import URL
 
 from exporter.contract.addresses import networks
 from exporter.contract.endpoints import ENDPOINTS, Endpoint
@@ -86,12 +87,15 @@ async def dispatch(running: Running, request: web.Request) -> web.StreamResponse
         response = await admit(running, request,
                                found.endpoint if isinstance(found, Route) else None)
         if response is None:
-            if not isinstance(found, Route):
+            if isinstance(found, Route):
+                if expectation(request) not in ("", CONTINUE):  # met where a body is read
+                    raise InvalidParameter("the only Expect this node meets is 100-continue; "
+                                           "send the request without that header")
+                response = await handlers.handle(request, found, running.store)
+            elif ROUTER.slashed(request.method, request.rel_url.path_safe) is not None:
+                response = slash_added(request.rel_url)
+            else:
                 raise found  # 404 or 405, once the caller is admitted
-            if expectation(request) not in ("", CONTINUE):  # met where a body is read
-                raise InvalidParameter("the only Expect this node meets is 100-continue; send "
-                                       "the request without that header")
-            response = await handlers.handle(request, found, running.store)
     except APIError as error:
         response = error_response(error)
     except ConnectionError:  # the client went away: nothing to answer (ContractRequestHandler)
@@ -107,6 +111,14 @@ async def dispatch(running: Running, request: web.Request) -> web.StreamResponse
     if decision is not None:
         response.headers.update(decision.headers())
     return response
+
+
+def slash_added(url: URL) -> web.Response:
+    """A page's address asked without its final slash: sent to the page, its query kept."""
+    query = url.raw_query_string
+    return web.Response(status=301, headers={
+        "Location": url.raw_path + "/" + (f"?{query}" if query else ""),
+        "Cache-Control": "public, max-age=3600"})
 
 
 PREFLIGHT = {

@@ -43,6 +43,7 @@ ANSWER = 0.70  # the best sentence's score (`Score`) at which the question is an
 # share of the best in its group) and its closeness by word vectors.
 PASSAGE_WEIGHTS = (0.3, 0.2, 0.1, 0.4)
 NEAR = 0.38  # the best sentence's closeness under which the library holds nothing near
+QUOTE_STEPS = 2  # sentences on each side of the best one a quote may hold
 QUOTE_CHARS = 600  # a passage's quote: its best sentence, with neighbours up to this length
 QUOTE_WORDS = 0.4  # what the share of the question's words weighs in choosing that sentence
 PASSAGE_POOL = 30  # passages each retrieval brings, per group
@@ -223,21 +224,23 @@ def _best_weighed(found: Weighed, group: ranking.Passages) -> dict[int, str]:
 
 def _quote(found: Found, weighed: dict[int, str]) -> str:
     """A passage's best sentence with the sentences around it, as they stand on the page,
-    up to QUOTE_CHARS: the one before it first (an answer often follows the sentence that
-    names its subject), then the one after. Its best sentence is the one the weighing of
-    sentences put first in the passage (`weighed`, by row), else the closest."""
+    up to QUOTE_STEPS on each side within QUOTE_CHARS, the nearest first and the one before
+    before the one after (an answer often follows the sentence that names its subject).
+    Its best sentence is the one the weighing of sentences put first in the passage
+    (`weighed`, by row), else the closest."""
     group, members = found.group, found.members
     best = next((n for n in members if group.sentences[n].quoted == weighed.get(found.row)),
                 found.best)
     at = members.index(best)
-    chosen = [best]
-    for step in (-1, 1):
-        other = at + step
+    chosen, reach = [best], [at, at]
+    for step in (-1, 1) * QUOTE_STEPS:
+        other = reach[step > 0] + step
         if 0 <= other < len(members):
             text = " ".join(group.sentences[n].quoted for n in sorted([*chosen,
                                                                        members[other]]))
             if len(text) <= QUOTE_CHARS:
                 chosen.append(members[other])
+                reach[step > 0] = other
     return " ".join(group.sentences[n].quoted for n in sorted(chosen))
 
 

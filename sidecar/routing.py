@@ -7,7 +7,9 @@ paths are grouped by what comes before their first `{…}` segment, the longest 
 of the request's path is tried first, and within a group the table's order decides.
 tests/sidecar/test_routing.py holds the two together on generated paths. The sidecar's runner
 (`NodeRunner`) hands every request to the error boundary, which calls `resolve`: a request
-is matched once, with no aiohttp router or middleware around its handler."""
+is matched once, with no aiohttp router or middleware around its handler. A page's address
+without its final slash is sent to the page (`slashed`), as a static server sends a folder's
+name to its index."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from exporter.contract.endpoints import Endpoint
+from exporter.contract.inputs import InputError, from_json
 from exporter.contract.wire import NO_ENDPOINT
 
 from .errors import APIError, MethodNotAllowed, NotFound
@@ -103,6 +106,21 @@ class Router:
         if allowed:
             return _not_allowed(method, allowed)
         return NotFound(NO_ENDPOINT)
+
+    def slashed(self, method: str, path: str) -> str | None:
+        """Where a GET of a page's address without its final slash (`/search`, `/species`)
+        is sent: the page's address (`/search/`), if that is a page whose segments name one
+        (`/plants` is no collection, and stays a 404); else None."""
+        if method not in GET_METHODS or path.endswith("/"):
+            return None
+        found = self.resolve(method, path + "/")
+        if not isinstance(found, Route) or not found.endpoint.page:
+            return None
+        try:
+            from_json(found.endpoint.segments, found.segments)
+        except InputError:
+            return None
+        return path + "/"
 
 
 def _not_allowed(method: str, allowed: Iterable[str]) -> MethodNotAllowed:

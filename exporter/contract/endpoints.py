@@ -178,6 +178,11 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                            default=ASK_LIMIT_DEFAULT, low=1, high=ASK_LIMIT_MAX,
                            where="body")),
              result="Answer", capability="library", version=LIBRARY_CONTRACT),
+    # The library's page (exporter/site/library_page.py), on a node with public documents;
+    # its form asks /api/library/ask from the reader's browser, with the reader's key.
+    Endpoint("library_page", "GET", "/library/", "open", None, HTML,
+             "The library's public documents, and a form to ask it, for people",
+             public=True, page=True, static="/library/index.html"),
     Endpoint("library_file", "GET", "/library/{file}", "open", "read", "application/pdf",
              "A PDF of the document library", capability="library", fields=(_FILE,),
              public=True),
@@ -201,7 +206,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "One record", capability="records", result="Record",
              fields=(_COLLECTION, RECORD_ID), public=True,
              static="/api/{collection}/{shard}/{id}.json"),
-    # Pages for people (exporter/site/pages.py): none of them starts with /api/ or /library/.
+    # Pages for people (exporter/site/pages.py): none of them starts with /api/, nor with
+    # /library/ but the library's page.
     Endpoint("collection_page", "GET", "/{collection}/", "open", None, HTML,
              "The first page of a collection's public records, for people",
              fields=(_COLLECTION,), public=True, page=True),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from .layout import shard
 
+LIBRARY_HREF = "/library/"  # the library's page: its public documents, and a form to ask it
+
 
 def record_href(collection: str, record_id: str) -> str:
     return f"/{collection}/{shard(record_id)}/{record_id}.html"
@@ -18,7 +20,7 @@ def href_of(endpoint: str, segments: dict[str, str]) -> str:
     """The URL of a page, from its endpoint's name and path segments (as the sidecar routes
     it)."""
     fixed = {"sitemap": "/sitemap.xml", "robots": "/robots.txt", "stylesheet": "/site.css",
-             "search_page": "/search/"}
+             "search_page": "/search/", "library_page": LIBRARY_HREF}
     if endpoint in fixed:
         return fixed[endpoint]
     if endpoint == "sitemap_part":

@@ -6,7 +6,10 @@ checklist updates its records in place, adds new taxa and reports (or, asked to,
 the taxa that left it. The importer owns the fields it writes (the terms of the checklist);
 a publisher's own fields (body, tags, habitat, controlPriority...) survive a re-import. A
 record whose fields would not change is not written: importing a source twice writes
-nothing. Everything is read and checked before anything is written."""
+nothing. Everything is read and checked before anything is written: a row with a problem
+is left out (a taxon with its extension rows), and said, and the rest imported; `strict`
+refuses the checklist instead. A synonym is kept as a name of its accepted taxon's record
+(`synonyms`)."""
 
 from __future__ import annotations
 
@@ -23,9 +26,10 @@ from typing import Any
 
 from exporter.darwincore.eml import Provenance
 from exporter.darwincore.names import SplitName, split_names
-from exporter.darwincore.source import Checklist, ChecklistRefused, Row, Taxon
+from exporter.darwincore.source import Checklist, ChecklistRefused, LeftOut, Row, Taxon
+from exporter.darwincore.synonyms import Synonymy, attach
 from exporter.darwincore.terms import CORE_TERMS, EXTENSIONS, FLAGS
-from exporter.darwincore.values import read_controlled
+from exporter.darwincore.values import read_controlled, read_swapped
 from exporter.project.config import Project
 from exporter.project.content import SourceRecord, discover, read
 from exporter.project.schemas import Collection, collections
@@ -35,10 +39,11 @@ from exporter.shared.errors import ContentError, Problem
 SPECIES = "species"
 # The namespace of record ids made from (dataset, taxonID).
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://fednode.org/dwc/taxon")
+ACCESS = re.compile(collections()[SPECIES].schema["properties"]["access"]["pattern"])
 _TRUE = {"true", "t", "yes", "y", "1"}
 _FALSE = {"false", "f", "no", "n", "0"}
 # Fields the importer writes, and so replaces on a re-import.
-OWNED = frozenset({*CORE_TERMS, "verbatimScientificName", *FLAGS,
+OWNED = frozenset({*CORE_TERMS, "verbatimScientificName", "synonyms", *FLAGS,
                    *(e.field for e in EXTENSIONS.values() if e.field)})
 
 
@@ -63,30 +68,51 @@ class ImportPlan:
     unchanged: int = 0
     left: list[SourceRecord] = field(default_factory=list)  # taxa no longer in the source
     overlaps: list[str] = field(default_factory=list)  # taxa not imported: name taken
+    twins: list[str] = field(default_factory=list)  # own records under a synonym's name
     notes: list[str] = field(default_factory=list)  # names kept whole, same names
+    left_out: list[LeftOut] = field(default_factory=list)  # rows with problems
+    rows: int = 0  # rows the checklist holds, the core's and the extensions'
+    synonyms: int = 0  # synonym rows attached to their accepted taxa
+
+    @property
+    def rows_left_out(self) -> int:
+        return sum(left.rows for left in self.left_out)
+
+    def problems(self, *, strict: bool = False) -> list[Problem]:
+        """The problems of the rows left out, each saying so (`LeftOut.said`)."""
+        return sorted(p for left in self.left_out for p in left.said(strict=strict))
 
     def summary(self, *, dry_run: bool, prune: bool) -> str:
         verb = "would be" if dry_run else "were"
         gone = (f"{len(self.left)} left the checklist and {verb} deleted" if prune else
                 f"{len(self.left)} left the checklist (kept; --prune deletes them)")
+        twins = f"; {len(self.twins)} own records under a synonym" if self.twins else ""
         return (f"{'dry run: ' if dry_run else ''}dwc import of {self.dataset}: "
                 f"{len(self.added)} added, {len(self.updated)} updated, {self.unchanged} "
-                f"unchanged; {gone}; {len(self.overlaps)} not imported (name already used)")
+                f"unchanged; {gone}; {len(self.overlaps)} not imported (name already "
+                f"used){twins}; {self.synonyms} synonyms attached; left out "
+                f"{self.rows_left_out:,} of {self.rows:,} rows")
 
 
 def plan_import(project: Project, checklist: Checklist, *, dataset: str | None = None,
-                access: str | None = None) -> ImportPlan:
-    """What importing `checklist` would change; raise ContentError if any taxon is not
-    valid as a species record (each problem at its source file and line), or if the
-    checklist holds no plants: a `ChecklistRefused`, with the notes of what was read (its
-    provenance, what it left out)."""
+                access: str | None = None, strict: bool = False) -> ImportPlan:
+    """What importing `checklist` would change. A row that is not valid (as a species
+    record's term, or as a synonym whose accepted taxon the checklist holds) is left out,
+    with its problems (`ImportPlan.left_out`); with `strict`, it refuses the checklist
+    instead. Raise `ChecklistRefused` (with the notes of what was read: its provenance,
+    what it left out) for a problem of the checklist itself, such as no plants."""
     if access is not None and not access.strip():
         # `--access "$GROUP"` with GROUP unset would otherwise publish every taxon
         raise ContentError([Problem(checklist.source, 0, "access",
                                     "--access is empty: give the access group the records "
                                     "get (e.g. --access partners), or leave --access out "
                                     "for public records")])
-    plan = ImportPlan("")
+    if access is not None and not ACCESS.fullmatch(access):
+        raise ContentError([Problem(checklist.source, 0, "access",
+                                    f"--access {access!r} is neither public nor a group name: "
+                                    f"a group is lowercase letters, digits, - and _ (e.g. "
+                                    f"partners)")])
+    plan = ImportPlan("", left_out=list(checklist.left_out), rows=checklist.rows)
     if checklist.provenance is not None:
         plan.notes.append(f"{checklist.source}: {checklist.provenance.line()}")
     plan.notes += checklist.notes
@@ -94,15 +120,20 @@ def plan_import(project: Project, checklist: Checklist, *, dataset: str | None =
         _plan(plan, project, checklist, dataset, access)
     except ContentError as error:
         raise ChecklistRefused(error.problems, plan.notes) from None
+    if strict and plan.left_out:
+        raise ChecklistRefused(plan.problems(strict=True), plan.notes)
+    if not (plan.added or plan.updated or plan.unchanged or plan.overlaps):
+        raise ChecklistRefused(plan.problems(strict=True), plan.notes)  # nothing to import
     return plan
 
 
 def _plan(plan: ImportPlan, project: Project, checklist: Checklist, dataset: str | None,
           access: str | None) -> None:
-    """Fill `plan` with what importing the checklist's plants would change, and its notes;
-    raise ContentError listing every problem."""
+    """Fill `plan` with what importing the checklist's plants would change, its notes and
+    the rows it leaves out; raise ContentError for a problem of the checklist itself."""
     taxa, kingdom_note = plants(checklist)
     plan.notes += [kingdom_note] if kingdom_note else []
+    plan.notes += read_swapped(taxa)
     plan.notes += read_controlled(taxa)
     provenance = checklist.provenance
     dataset = dataset or (provenance.doi if provenance else "") or None
@@ -114,11 +145,21 @@ def _plan(plan: ImportPlan, project: Project, checklist: Checklist, dataset: str
     for record in existing:
         context.by_name.setdefault(_name_key(record.fields.get("scientificName")),
                                    []).append(record)
-    problems: list[Problem] = []
     names = split_names([t.row.terms.get("scientificName", "") for t in taxa])
-    for taxon, split in zip(taxa, names, strict=True):
-        _plan_taxon(plan, context, taxon, split, provenance, problems)
-    present = {t.taxon_id for t in taxa}
+    synonymy = attach(taxa, names)
+    plan.left_out += synonymy.left
+    plan.synonyms = synonymy.attached
+    if synonymy.attached:
+        plan.notes.append(f"{checklist.source}: taxonomicStatus: {synonymy.attached} synonyms "
+                          f"kept as names of their accepted taxa (their {synonymy.unkept} "
+                          f"extension rows are not kept)")
+    for index in synonymy.accepted:
+        _plan_taxon(plan, context, taxa[index], names[index], provenance,
+                    synonymy.names.get(index, []))
+    _twins(plan, context, taxa, synonymy, datasets)
+    # A taxon left out for a problem is still in the checklist: never pruned for it.
+    present = {taxa[i].taxon_id for i in synonymy.accepted}
+    present |= {left.taxon_id for left in plan.left_out if left.taxon_id}
     gone = [r for r in existing if r.fields.get("datasetID") in datasets
             and r.fields.get("taxonID") and r.fields["taxonID"] not in present
             and r.id == record_id(r.fields["datasetID"], r.fields["taxonID"])]
@@ -128,8 +169,24 @@ def _plan(plan: ImportPlan, project: Project, checklist: Checklist, dataset: str
     plan.notes += [f"{r.path}:{r.line}: the record of {r.fields['taxonID']} left the "
                    f"checklist but is a table row: remove the row by hand"
                    for r in gone if not r.path.endswith(".md")]
-    if problems:
-        raise ContentError(problems)
+
+
+def _twins(plan: ImportPlan, context: _Context, taxa: list[Taxon], synonymy: Synonymy,
+           datasets: set[str]) -> None:
+    """Report each record of the publisher's own whose name is a synonym of an imported
+    taxon: the same plant under two names."""
+    for index, canonical in synonymy.canonical.items():
+        taxon = taxa[index]
+        for name, written in zip(canonical, synonymy.names[index], strict=True):
+            for record in context.by_name.get(_name_key(name), []):
+                if record.fields.get("datasetID") in datasets:
+                    continue  # a record of this checklist's: it left it, and is listed
+                plan.twins.append(
+                    f"{record.path}:{record.line_of('scientificName')}: scientificName: "
+                    f"{record.fields.get('scientificName')!r} is a synonym of "
+                    f"{taxon.row.terms.get('scientificName', '')!r} "
+                    f"({taxon.row.file}:{taxon.row.line}, which lists {written!r}): the same "
+                    f"plant as two records; merge them by hand")
 
 
 # What the species collection holds: plants. Its `family` takes botanical family names
@@ -188,18 +245,14 @@ class _Context:
 
 
 def _plan_taxon(plan: ImportPlan, context: _Context, taxon: Taxon, split: SplitName,
-                provenance: Provenance | None, problems: list[Problem]) -> None:
-    """Add one taxon to the plan: as an added, updated or unchanged record, or as an
-    overlap with a record of the same name."""
-    fields, origins = taxon_fields(taxon, split.name, split.authorship, split.verbatim)
+                provenance: Provenance | None, synonyms: list[str]) -> None:
+    """Add one taxon to the plan: as an added, updated or unchanged record, as an overlap
+    with a record of the same name, or as left out for its problems."""
     set_dataset = taxon.row.terms.get("datasetID") or context.dataset or ""
-    fields.setdefault("datasetID", set_dataset)  # the record says where it came from
-    if provenance is not None:  # and under what terms (the EML's, where the core says none)
-        for name, value in (("datasetName", provenance.title), ("license", provenance.licence),
-                            ("bibliographicCitation", provenance.citation)):
-            if value and name not in fields:
-                fields[name] = value[:1000]
     ident = record_id(set_dataset, taxon.taxon_id)
+    fields = _checked_fields(plan, context, taxon, split, provenance, synonyms, ident)
+    if fields is None:
+        return
     where = f"{taxon.row.file}:{taxon.row.line}: scientificName:"
     if split.note:
         plan.notes.append(f"{where} {split.verbatim!r}: {split.note}")
@@ -221,7 +274,6 @@ def _plan_taxon(plan: ImportPlan, context: _Context, taxon: Taxon, split: SplitN
         category = _category(fields)
         if category:
             fields["category"] = category
-        problems.extend(_invalid(context.species, fields, taxon, origins))
         path = _free_path(context.project, fields["scientificName"], ident, context.taken)
         context.taken.add(path)
         plan.added.append(Planned(taxon.taxon_id, ident, context.project.root / path, fields,
@@ -231,7 +283,6 @@ def _plan_taxon(plan: ImportPlan, context: _Context, taxon: Taxon, split: SplitN
     if context.access:
         kept["access"] = context.access
     fields = {**kept, **fields}
-    problems.extend(_invalid(context.species, fields, taxon, origins))
     if not old.path.endswith(".md"):
         plan.notes.append(f"{old.path}:{old.line}: the record of {taxon.taxon_id} is a table "
                           f"row: not updated")
@@ -241,6 +292,40 @@ def _plan_taxon(plan: ImportPlan, context: _Context, taxon: Taxon, split: SplitN
     else:
         plan.updated.append(Planned(taxon.taxon_id, ident, context.project.root / old.path,
                                     fields, str(old.fields.get("body", ""))))
+
+
+def _checked_fields(plan: ImportPlan, context: _Context, taxon: Taxon, split: SplitName,
+                    provenance: Provenance | None, synonyms: list[str], ident: str
+                    ) -> dict[str, Any] | None:
+    """The imported fields of one taxon, valid as a species record's: an extension row
+    with a problem is left out (and the fields made again without it); a problem of the
+    core row leaves the taxon out (None)."""
+    while True:
+        fields, origins = taxon_fields(taxon, split.name, split.authorship, split.verbatim)
+        if synonyms:
+            fields["synonyms"] = synonyms
+        fields.setdefault("datasetID", taxon.row.terms.get("datasetID") or context.dataset
+                          or "")  # the record says where it came from
+        if provenance is not None:  # and under what terms (the EML's, where the core says none)
+            for name, value in (("datasetName", provenance.title),
+                                ("license", provenance.licence),
+                                ("bibliographicCitation", provenance.citation)):
+                if value and name not in fields:
+                    fields[name] = value[:1000]
+        found: dict[int, tuple[Row, list[Problem]]] = {}
+        for row, problem in _invalid(context.species, {"id": ident, **fields}, taxon, origins):
+            found.setdefault(id(row), (row, []))[1].append(problem)
+        if not found:
+            return fields
+        if id(taxon.row) in found:
+            following = sum(len(rows) for rows in taxon.extensions.values())
+            plan.left_out.append(LeftOut(taxon.row, "taxon", found[id(taxon.row)][1],
+                                         following, taxon.taxon_id))
+            return None
+        for kind, rows in taxon.extensions.items():
+            for row in [r for r in rows if id(r) in found]:
+                plan.left_out.append(LeftOut(row, kind, found[id(row)][1]))
+            taxon.extensions[kind] = [r for r in rows if id(r) not in found]
 
 
 def apply_import(project: Project, plan: ImportPlan, *, prune: bool = False) -> None:
@@ -297,8 +382,13 @@ def taxon_fields(taxon: Taxon, name: str, authorship: str, verbatim: str
                 entry[term] = [value] if value else []
             same = index.get(key)
             if same is not None and extension.lists:
+                number = entries.index(same)
                 for term in extension.lists:
-                    same[term].extend(v for v in entry[term] if v not in same[term])
+                    for value in entry[term]:
+                        if value not in same[term]:
+                            origins[f"{extension.field}.{number}.{term}.{len(same[term])}"] \
+                                = row
+                            same[term].append(value)
                 continue
             origins[f"{extension.field}.{len(entries)}"] = row
             index[key] = entry
@@ -333,25 +423,39 @@ def _category(fields: dict[str, Any]) -> str:
 
 
 def _invalid(species: Collection, fields: dict[str, Any], taxon: Taxon,
-             origins: dict[str, Row]) -> Iterable[Problem]:
+             origins: dict[str, Row]) -> Iterable[tuple[Row, Problem]]:
+    """Each problem of the fields as a species record, with the source row behind it."""
     # A copy: the compiled validator fills in defaults (access, taxonRank) where it runs.
     for error in species.errors(copy.deepcopy(fields)):
         path = [str(part) for part in error.absolute_path]
         if error.validator == "required":
-            path = [str(name) for name in error.validator_value if name not in error.instance]
-        row = origins.get(".".join(path[:2])) or origins.get(path[0] if path else "") \
-            or taxon.row
-        term = path[-1] if path and not path[-1].isdigit() else ".".join(path)
-        value = error.instance
-        if error.validator == "enum":
-            message = f"{value!r} is not one of {', '.join(map(str, error.validator_value))}"
-        elif error.validator == "type" and path and path[-1] in FLAGS:
-            message = f"{value!r} is not true or false"
-        elif error.validator == "required":
-            message = "missing"
-        else:
-            message = error.message
-        yield Problem(row.file, row.line, term, message)
+            path += [next(str(n) for n in error.validator_value if n not in error.instance)]
+        row = origins.get(".".join(path)) or origins.get(".".join(path[:2])) \
+            or origins.get(path[0] if path else "") or taxon.row
+        term = next((part for part in reversed(path) if not part.isdigit()), "")
+        yield row, Problem(row.file, row.line, term, _reason(error, term))
+
+
+def _reason(error: Any, term: str) -> str:
+    """What is wrong with a value, in words (never the schema's pattern)."""
+    value = error.instance
+    shown = repr(value) if len(repr(value)) <= 80 else f"{repr(value)[:60]}...'"
+    if error.validator == "enum":
+        return f"{shown} is not one of {', '.join(map(str, error.validator_value))}"
+    if error.validator == "type" and term in FLAGS:
+        return f"{shown} is not true or false"
+    if error.validator == "required":
+        return "missing"
+    if error.validator == "maxLength":
+        return (f"{len(value):,} characters, more than the {error.validator_value:,} this "
+                f"term is kept with")
+    if error.validator == "minLength":
+        return (f"{shown} is shorter than the {error.validator_value} characters this term "
+                f"needs")
+    if error.validator == "pattern":
+        form = error.schema.get("x-fednode-form") or "another form"
+        return f"{shown} is not {form}"
+    return f"{shown} is not a valid value of {term}"
 
 
 def _existing(project: Project) -> list[SourceRecord]:

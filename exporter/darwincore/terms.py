@@ -39,6 +39,10 @@ CORE_TERMS: dict[str, str] = {
 # publishes it as dcterms:modified.
 IGNORED: dict[str, str] = {"modified": DC}
 
+# Core terms read to attach a synonym to its accepted taxon, and not kept as fields: a
+# synonym is kept as a name on its accepted taxon's record (`synonyms`).
+LINKS: dict[str, str] = {"acceptedNameUsageID": DWC, "acceptedNameUsage": DWC}
+
 
 @dataclass(frozen=True)
 class Extension:

@@ -63,6 +63,29 @@ def controlled(term: str, value: str) -> str:
     return value
 
 
+# GBIF's taxonomic status vocabulary, as `_key` writes its values.
+STATUSES = frozenset({"accepted", "doubtful", "synonym", "heterotypicsynonym",
+                      "homotypicsynonym", "propartesynonym", "misapplied"})
+
+
+def read_swapped(taxa: Iterable[Taxon]) -> list[str]:
+    """Swap back, in place, the taxonRank and taxonomicStatus of a core row that holds each
+    in the other's column (`ACCEPTED` as its rank and `SPECIES` as its status, as some GRIIS
+    archives' meta.xml maps them), and say so: one line a file."""
+    swapped: Counter[str] = Counter()
+    for taxon in taxa:
+        terms = taxon.row.terms
+        rank, status = terms.get("taxonRank", ""), terms.get("taxonomicStatus", "")
+        if _key(rank) in STATUSES and _key(status) not in STATUSES \
+                and controlled("taxonRank", status) in _readings()["taxonRank"].values():
+            terms["taxonRank"], terms["taxonomicStatus"] = status, rank
+            swapped[taxon.row.file] += 1
+    return [f"{file}: taxonRank: read as taxonomicStatus, and taxonomicStatus as taxonRank, "
+            f"in {count} row{'s' if count != 1 else ''} whose rank is a status (ACCEPTED, "
+            f"SYNONYM) and whose status is a rank (SPECIES)"
+            for file, count in swapped.items()]
+
+
 def read_controlled(taxa: Iterable[Taxon]) -> list[str]:
     """Read the controlled values of the taxa's rows as their vocabularies' (in place), and
     say what was read as what: one line a file and term."""

@@ -47,7 +47,7 @@ from exporter.pipeline.switch import OutputFile, constant
 from exporter.project.config import NodeConfig
 from exporter.project.content import SourceRecord
 from exporter.project.schemas import Collection
-from exporter.site import downloads, pages, redirects
+from exporter.site import downloads, library_page, pages, redirects
 from exporter.site.served import Rendered, fingerprint, json_of, manifest, served_views
 
 
@@ -150,11 +150,11 @@ class Sitemap:
     entry: dict[str, int]  # public record id -> its line
 
     @classmethod
-    def of(cls, base_url: str, public: dict[str, Public]) -> Sitemap:
+    def of(cls, base_url: str, public: dict[str, Public], library: bool) -> Sitemap:
         """The lines of every public record (`public`, by collection), as a whole export
-        writes them."""
+        writes them (`library`: the node has a library page)."""
         entries = pages.sitemap_entries(
-            base_url, {name: group.records for name, group in public.items()})
+            base_url, {name: group.records for name, group in public.items()}, library)
         base = len(base_url)
         entry = {url[base:].rpartition("/")[2][:-5]: n
                  for n, (url, modified) in enumerate(entries) if modified}
@@ -274,18 +274,25 @@ def _redirects(parts: Parts) -> Iterator[OutputFile]:
 
 def _pages(parts: Parts) -> list[OutputFile]:
     """The pages for people: each collection's and each public record's, the sitemaps,
-    robots.txt and the style sheet."""
+    robots.txt, the style sheet and the library's page. (An edit of the library is
+    exported whole: `_pages_edited` has no library page to make.)"""
     listed = {name: group.records for name, group in parts.public.items()}
-    return pages.files(parts.people, parts.known, listed, parts.sources, parts.related)
+    return [*pages.files(parts.people, parts.known, listed, parts.sources, parts.related),
+            *library_page.files(parts.people, parts.documents, parts.sources)]
 
 
 def _pages_edited(parts: Parts, edits: Edits) -> Iterator[OutputFile]:
-    """The pages of the records edited, their collections' pages where a title changed
-    (no other page shows it: `delta._in_place`), and the sitemaps holding their lastmod."""
+    """The pages of the records edited, and of the species whose germination chart shows an
+    edited result (`charts`), their collections' pages where a title changed (no other page
+    shows it: `delta._in_place`), and the sitemaps holding their lastmod."""
     for name in edits.retitled:
         yield from pages.collection_pages(parts.people, parts.known[name],
                                           parts.public[name].records)
+    again = {r.id: r for r in edits.fresh}
     for r in edits.fresh:
+        if r.collection == "germination":
+            again.update((x.id, x) for _, x in parts.related.get(r.id, []))
+    for r in again.values():
         yield pages.record_page(parts.people, parts.known[r.collection], r,
                                 parts.sources[r.id], parts.related.get(r.id, []))
     yield from edits.sitemap.renewed(edits.fresh)

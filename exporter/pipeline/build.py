@@ -53,7 +53,7 @@ from exporter.project.placeholders import placeholder_bodies
 from exporter.project.schemas import Collection, collections
 from exporter.shared.errors import ContentError, ExportError, Problem
 from exporter.site import folders as layout
-from exporter.site import openapi, pages
+from exporter.site import library_page, openapi, pages
 from exporter.site.served import Rendered, render_record, schema_document
 
 # progress(phase, done, total) for the phases reading, ledger, rendering, writing site,
@@ -208,7 +208,7 @@ def _build(project: Project, *, now: datetime | None, frozen: bool, base_url: st
         with exclusive(project.private):
             report = _write_all(project, content, now=now, frozen=frozen, progress=progress,
                                 folder_limit=folder_limit, keep=keep)
-        report.warnings += map(str, placeholder_bodies(content.records))
+        report.warnings += map(str, placeholder_bodies(content.records, content.cache.placeholders))
     except OSError as exc:
         raise not_written(exc) from None
     report.seconds = time.perf_counter() - started
@@ -332,7 +332,7 @@ def _parts(content: Content, identity: Identity, rendered: list[Rendered],
     chunks = snapshots(node, public, cache)
     offered = download_files(node, known, public, cache,
                              functools.partial(release.unchanged, "site"), aside)
-    people = pages.site_of(node, known, counts)
+    people = pages.site_of(node, known, counts, library_page.has_page(content.documents))
     sources = {r.id: r for r in content.records if r.access == PUBLIC}
     related = pages.relations({name: group.records for name, group in public.items()},
                               sources, cache)

@@ -5,6 +5,8 @@
   files are not read again;
 - the sha256 of outputs too large to hash on every run, keyed by their fingerprint;
 - the species each public record names, keyed by its render key (for the pages' links);
+- the records whose body is still `fednode new`'s placeholder, keyed by their content hash,
+  so that every run warns of them, not only the one that read their file;
 - parts of the download files (the rows of a few hundred records, as text), keyed by their
   fingerprint, so that an edit re-renders only the part it falls in (`downloads`).
 
@@ -27,14 +29,15 @@ from typing import Any
 from exporter import __version__
 from exporter.pipeline.locks import private_folder
 from exporter.project.content import RULES, SourceFile, SourceRecord, reload
+from exporter.project.placeholders import placeholder_line
 from exporter.project.schemas import Collection, collections
 from exporter.shared.errors import ExportError
 
 FILE = "sources.marshal"
 PARTS = "parts"  # a file a download: the text of its parts
 LIBRARY_PAGES = "library.json"  # the library's PDFs, read (`library.CACHE`)
-FORMAT = "5"  # bump when the entries change shape (5: a file's version holds its change
-# time and inode)
+FORMAT = "6"  # bump when the entries change shape (5: a file's version holds its change
+# time and inode; 6: the records holding a placeholder body)
 
 SortKey = tuple[str, ...]
 # A part of a download: its pieces of text, UTF-8 encoded (joined as they are: at 100,000
@@ -57,6 +60,9 @@ class Cache:
     digests: dict[str, str] = field(default_factory=dict)  # output fingerprint -> sha256
     # render key -> the species a public record names (`pages`: links between pages)
     names: dict[str, list[str]] = field(default_factory=dict)
+    # content hash -> the line of its body, for each record of a remembered file whose body
+    # is still `fednode new`'s placeholder (`placeholders`: warned of on every run)
+    placeholders: dict[str, int] = field(default_factory=dict)
     # download -> part fingerprint -> its text: what the last export left (read when first
     # asked for), and what this one used
     _parts: dict[str, dict[str, Part]] = field(default_factory=dict)
@@ -68,7 +74,8 @@ class Cache:
             data = marshal.loads((folder / FILE).read_bytes())  # load(file) reads piecemeal
             if data["version"] != _version():
                 return cls(folder)
-            return cls(folder, data["sources"], data["digests"], data["names"])
+            return cls(folder, data["sources"], data["digests"], data["names"],
+                       data["placeholders"])
         except (OSError, EOFError, ValueError, TypeError, KeyError):
             return cls(folder)
 
@@ -101,6 +108,10 @@ class Cache:
         self.sources[source.rel] = (source.version, [
             (r.collection, r.path, r.line, r.id, r.access, r.line_of("id"), r.hash, key)
             for r, key in zip(records, keys, strict=True)])
+        for r in records:
+            line = placeholder_line(r)
+            if line is not None:
+                self.placeholders[r.hash] = line
 
     def part(self, group: str, key: str, make: Callable[[], Part]) -> Part:
         """The part fingerprinted `key` of one download (`group`): remembered, or made now
@@ -147,10 +158,14 @@ class Cache:
         files of downloads not rendered now are left as they are."""
         sources = self.sources if keep is None else {
             rel: entry for rel, entry in self.sources.items() if rel in keep}
+        held = {row[6] for _, rows in sources.values() for row in rows}
+        placeholders = {digest: line for digest, line in self.placeholders.items()
+                        if digest in held}
         private_folder(self.folder)
         _replace(self.folder / FILE, marshal.dumps({"version": _version(), "sources": sources,
                                                     "digests": self.digests,
-                                                    "names": self.names}))
+                                                    "names": self.names,
+                                                    "placeholders": placeholders}))
         for group, parts in self._used.items():
             private_folder(self.folder / PARTS)
             _replace(self._parts_file(group), marshal.dumps({"version": _version(),

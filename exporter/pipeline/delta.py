@@ -127,7 +127,8 @@ class State:
                    {r.id: n for n, r in enumerate(made.content.records)},
                    {tree: release.stale(tree) for tree in ("site", "bundle")}, named,
                    version_at(made.project.ledger), renderings,
-                   Sitemap.of(made.content.node.base_url, public), renderings.tables,
+                   Sitemap.of(made.content.node.base_url, public, made.parts.people.library),
+                   renderings.tables,
                    ChangeList.of(made.ledger.events, made.parts.changes), group_row,
                    set(counted))
 

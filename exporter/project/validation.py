@@ -143,7 +143,8 @@ def _describe(error: Any, record: SourceRecord, collection: Collection) -> Itera
         message = (f"{error.instance!r} is neither public nor a group name: write public, or "
                    f"a group in lowercase letters, digits, - and _ (e.g. partners)")
     elif error.validator == "pattern":
-        hint = spec.get("description") or f"pattern {spec.get('pattern')}"
+        form = spec.get("x-fednode-form")
+        hint = f"expected {form}" if form else spec.get("description") or "see /api/schema"
         message = f"{error.instance!r} does not have the expected form: {hint}"
     yield Problem(record.path, record.line_of(name), where or name, message)
 

@@ -35,7 +35,7 @@ import jinja2
 from markupsafe import Markup
 
 from exporter.contract.endpoints import ENDPOINTS
-from exporter.contract.page_urls import collection_href, file_of, record_href
+from exporter.contract.page_urls import LIBRARY_HREF, collection_href, file_of, record_href
 from exporter.contract.scientific_names import UPRIGHT, name_html
 from exporter.contract.wire import SEARCH_QUERY_MAX
 from exporter.pipeline.cache import Cache
@@ -43,7 +43,7 @@ from exporter.pipeline.outputs import OutputFile, constant
 from exporter.project.config import NodeConfig
 from exporter.project.content import SourceRecord
 from exporter.project.schemas import Collection
-from exporter.site import species_page
+from exporter.site import charts, species_page
 from exporter.site.record_page import NAMES_SPECIES, record_page_html
 from exporter.site.served import Rendered, fingerprint, json_of
 
@@ -94,6 +94,7 @@ class Site:
     # each page
     nav: Markup
     footer: Markup
+    library: bool = False  # the node has a library page (`library_page`)
 
     # record.html made once per collection (`_Skeleton`), by collection name
     skeletons: dict[str, _Skeleton] = dataclasses.field(default_factory=dict)
@@ -151,17 +152,21 @@ def _template(name: str) -> jinja2.Template:
     return _environment().get_template(name)
 
 
-def site_of(node: NodeConfig, known: dict[str, Collection], counts: dict[str, int]) -> Site:
+def site_of(node: NodeConfig, known: dict[str, Collection], counts: dict[str, int],
+            library: bool = False) -> Site:
+    """`library`: the node has a library page (`library_page.has_page`), which the
+    navigation links to."""
     listed = [{"name": c.name, "title": c.title, "description": c.description,
                "href": collection_href(c.name), "count": counts.get(c.name, 0)}
               for c in known.values()]
     print_ = fingerprint("site", _templates_digest(), node.name, node.description,
                          node.publisher, node.contact, node.licence, node.language,
-                         node.base_url, node.key_request, json.dumps(listed))
+                         node.base_url, node.key_request, json.dumps(listed), str(library))
     nav, footer = (Markup(_template(name).render(node=node, collections=listed,
-                                                 search=SEARCH_HREF))
+                                                 search=SEARCH_HREF,
+                                                 library=LIBRARY_HREF if library else ""))
                    for name in ("nav.html", "footer.html"))
-    return Site(node, listed, print_, nav, footer)
+    return Site(node, listed, print_, nav, footer, library)
 
 
 def home(site: Site) -> bytes:
@@ -177,7 +182,7 @@ def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rende
         out.extend(collection_pages(site, known[name], items))
         out.extend(record_page(site, known[name], r, sources[r.id], related.get(r.id, []))
                    for r in items)
-    out.extend(sitemaps(site.node.base_url, public))
+    out.extend(sitemaps(site.node.base_url, public, site.library))
     out.append(search_page(site))
     robots = _robots(site.node.base_url).encode()
     style = resources.files("exporter.site").joinpath("templates/site.css").read_bytes()
@@ -200,7 +205,7 @@ def record_page(site: Site, collection: Collection, r: Rendered, source: SourceR
     """One public record's page; `links`: its related records, with their sections."""
     print_ = fingerprint("record page", site.print_, r.key,
                          *(f"{section}\x1e{x.collection}/{x.id}\x1e{x.title}"
-                           for section, x in links))
+                           for section, x in links), *charts.chart_prints(links))
     return OutputFile(file_of(record_href(collection.name, r.id)), print_, functools.partial(
         record_page_html, site, collection, r, source, links))
 
@@ -306,20 +311,24 @@ def names_of(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else list(value or [])
 
 
-def sitemaps(base_url: str, public: dict[str, list[Rendered]]) -> list[OutputFile]:
+def sitemaps(base_url: str, public: dict[str, list[Rendered]], library: bool = False
+             ) -> list[OutputFile]:
     """`sitemap.xml`, and when the node has more URLs than one sitemap holds, the files it
     indexes under `sitemaps/`."""
     return sitemap_files(base_url, [url_line(*entry)
-                                    for entry in sitemap_entries(base_url, public)])
+                                    for entry in sitemap_entries(base_url, public, library)])
 
 
 Entry = tuple[str, str]  # a sitemap's URL, and its lastmod (or "")
 
 
-def sitemap_entries(base_url: str, public: dict[str, list[Rendered]]) -> list[Entry]:
-    """Every URL of the sitemaps, in order: the home page, then each collection's pages and
-    its records' pages."""
+def sitemap_entries(base_url: str, public: dict[str, list[Rendered]], library: bool = False
+                    ) -> list[Entry]:
+    """Every URL of the sitemaps, in order: the home page, the library's page (`library`:
+    the node has one), then each collection's pages and its records' pages."""
     entries = [(f"{base_url}/", "")]
+    if library:
+        entries.append((base_url + LIBRARY_HREF, ""))
     for name, items in public.items():
         pages = max(1, -(-len(items) // PAGE_SIZE))
         entries.extend((base_url + collection_href(name, page), "")

@@ -19,7 +19,7 @@ from exporter.contract.wire import document_url
 from exporter.project.content import SourceRecord
 from exporter.project.labels import field_label, is_data
 from exporter.project.schemas import Collection
-from exporter.site import species_page
+from exporter.site import charts, species_page
 from exporter.site.dates import date_text
 from exporter.site.served import LIBRARY_PATH, Rendered
 from exporter.site.values import escaped as _escaped
@@ -79,7 +79,7 @@ def record_page_html(site: Site, collection: Collection, r: Rendered, source: So
         "body": (species_page.body_html(fields) if species
                  else markdown_html(str(fields.get("body") or ""))),
         "sections": ((species_page.sections_html(fields) if species else "")
-                     + related_html(links)),
+                     + related_html(links, charts.species_charts(links))),
         "data": data_html(collection, source),
     })
 
@@ -93,17 +93,20 @@ def facts_section(rows: str) -> str:
     return f"<section>\n<h2>Facts</h2>\n{_dl(rows)}</section>\n" if rows else ""
 
 
-def related_html(links: list[tuple[str, Rendered]]) -> str:
+def related_html(links: list[tuple[str, Rendered]], drawn: dict[str, str] | None = None
+                 ) -> str:
     """A section for each kind of related record, each record a link (a species by its
-    name in italics)."""
+    name in italics); a chart of them (`drawn`, by section: `charts.species_charts`) opens
+    its section, before the links."""
     sections: dict[str, list[str]] = {}
     for section, other in links:
         title = (name_html(other.title) if other.collection == "species" and other.title
                  else _escaped(other.title or other.id))
         sections.setdefault(section, []).append(
             f'<li><a href="{_escaped(record_href(other.collection, other.id))}">{title}</a></li>')
-    return "".join(f"<section>\n<h2>{_escaped(title)}</h2>\n<ul>{''.join(items)}</ul>\n"
-                   "</section>\n" for title, items in sections.items())
+    drawn = drawn or {}
+    return "".join(f"<section>\n<h2>{_escaped(title)}</h2>\n{drawn.get(title, '')}"
+                   f"<ul>{''.join(items)}</ul>\n</section>\n" for title, items in sections.items())
 
 
 def _value(name: str, value: Any) -> str:

@@ -17,6 +17,8 @@ from exporter.pipeline.build import BuildReport
 def static_url(relative: str) -> str | None:
     """The open URL a static file answers, as site_out/_redirects maps it."""
     parts = relative.split("/")
+    if relative == "library/index.html":  # the library's page, among its PDFs
+        return "/library/"
     if relative.startswith(("api/sync/", "library/", "download/")) or \
             relative == "api/openapi.json":
         return "/" + relative

@@ -289,8 +289,9 @@ def test_a_row_longer_than_the_bound_is_an_error_of_its_line(tmp_path: Path,
 
 
 def _read_bounded(texts: list[str], bound: int) -> tuple[list[object], list[object]]:
-    """The vernacular names read from a folder of these rows, and the problems found, with
-    rows of at most `bound` characters."""
+    """The vernacular names read from a folder of these rows, and the problems found (those
+    that refuse the checklist, or leave a row out), with rows of at most `bound`
+    characters."""
     with tempfile.TemporaryDirectory() as scratch, pytest.MonkeyPatch.context() as patch:
         patch.setattr(source, "ROW_MAX", bound)
         folder = Path(scratch)
@@ -298,10 +299,13 @@ def _read_bounded(texts: list[str], bound: int) -> tuple[list[object], list[obje
         (folder / "vernacularname.csv").write_text(
             "taxonID,vernacularName\n" + "".join(texts), newline="")
         try:
-            [taxon] = read_checklist(folder).taxa
+            checklist = read_checklist(folder)
         except ContentError as refused:
             return [], [(Path(p.path).name, p.line, p.message) for p in refused.problems]
-        return [(row.line, row.terms) for row in taxon.extensions["vernacularname"]], []
+        [taxon] = checklist.taxa
+        return ([(row.line, row.terms) for row in taxon.extensions.get("vernacularname", [])],
+                [(Path(p.path).name, p.line, p.message)
+                 for left in checklist.left_out for p in left.problems])
 
 
 @settings(max_examples=100, deadline=None)

@@ -218,16 +218,22 @@ def test_imported_vernacular_names_and_regions_are_searchable(node: Node, tmp_pa
 
 # ---- bad input -----------------------------------------------------------------------------
 
-def test_bad_input_is_listed_all_at_once_and_nothing_is_written(node: Node,
-                                                                tmp_path: Path) -> None:
-    source = small_checklist(tmp_path / "list")
+def _bad_rows(source: Path) -> None:
+    """The small checklist with a core row without taxonID (its five extension rows then
+    belong to no taxon) and a vernacular name of a taxon that is not in it."""
     taxa = [dict(TAXA[0], taxonID=""), *TAXA[1:]]
     write_rows(source / "taxon.csv", [dict(t, colour="red") for t in taxa],
                [*TAXA[0], "colour"])
     write_rows(source / "vernacularname.csv", [*VERNACULAR, dict(VERNACULAR[0], taxonID="t9")],
                list(VERNACULAR[0]))
+
+
+def test_strict_lists_bad_input_all_at_once_and_writes_nothing(node: Node,
+                                                               tmp_path: Path) -> None:
+    source = small_checklist(tmp_path / "list")
+    _bad_rows(source)
     before = snapshot(node.root)
-    result = run("import", "dwc", str(source), "--project", str(node.root))
+    result = run("import", "dwc", str(source), "--project", str(node.root), "--strict")
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
     assert f"{source}/taxon.csv:2: taxonID: missing: every row needs one" in lines
@@ -239,7 +245,29 @@ def test_bad_input_is_listed_all_at_once_and_nothing_is_written(node: Node,
     assert snapshot(node.root) == before
 
 
-def test_values_outside_the_vocabularies_name_their_row(node: Node, tmp_path: Path) -> None:
+def test_bad_rows_are_left_out_and_the_rest_imports(node: Node, tmp_path: Path) -> None:
+    source = small_checklist(tmp_path / "list")
+    _bad_rows(source)
+    result = run("import", "dwc", str(source), "--project", str(node.root))
+    assert result.exit_code == 3, result.output
+    lines = result.output.strip().splitlines()
+    assert f"{source}/taxon.csv:2: taxonID: missing: every row needs one; this taxon is " \
+           f"left out" in lines
+    assert f"{source}/vernacularname.csv:4: taxonID: 't9' is not a taxonID of the core: " \
+           f"this row belongs to no taxon; this row is left out" in lines
+    assert lines[-1].startswith("dwc import of urn:test:checklist: 2 added, 0 updated")
+    assert lines[-1].endswith("; left out 7 of 10 rows")
+    assert sorted(p.name for p in (node.root / "content" / "species").iterdir()) == [
+        "fallopia-japonica.md", "populus-x-jackii-gileadensis.md"]
+    # Again: the rows left out are said again, and nothing is written.
+    before = stamps(node.root / "content")
+    again = run("import", "dwc", str(source), "--project", str(node.root))
+    assert again.exit_code == 3 and "0 added, 0 updated, 2 unchanged" in again.output
+    assert stamps(node.root / "content") == before
+
+
+def test_values_outside_the_vocabularies_leave_their_row_out(node: Node,
+                                                             tmp_path: Path) -> None:
     source = small_checklist(tmp_path / "list")
     write_rows(source / "distribution.csv",
                [*DISTRIBUTION, dict(DISTRIBUTION[2], degreeOfEstablishment="rampant")],
@@ -247,12 +275,40 @@ def test_values_outside_the_vocabularies_name_their_row(node: Node, tmp_path: Pa
     write_rows(source / "speciesprofile.csv", [dict(PROFILE[0], isMarine="maybe")],
                list(PROFILE[0]))
     result = run("import", "dwc", str(source), "--project", str(node.root))
-    assert result.exit_code == 1
-    assert f"{source}/distribution.csv:5: degreeOfEstablishment: 'rampant' is not one of" \
-        in result.output
-    assert f"{source}/speciesprofile.csv:2: isMarine: 'maybe' is not true or false" \
-        in result.output
-    assert not (node.root / "content" / "species").exists()
+    assert result.exit_code == 3, result.output
+    assert f"{source}/distribution.csv:5: degreeOfEstablishment: 'rampant' is not one of " \
+           f"native, captive," in result.output
+    assert f"{source}/speciesprofile.csv:2: isMarine: 'maybe' is not true or false; this " \
+           f"row is left out" in result.output
+    assert "3 added" in result.output and "left out 2 of 10 rows" in result.output
+    records = {r.fields["taxonID"]: r.fields for r in load(Project(node.root)).records}
+    assert "isMarine" not in records["t1"]  # the row left out is not half kept
+    assert [e["degreeOfEstablishment"] for e in records["t2"]["distributions"]] == [
+        "established"]
+
+
+@pytest.mark.parametrize("family, says", [
+    ("Charophyceae", None),  # a class an INBO checklist writes in family: kept
+    ("Compositae", None),
+    ("asteraceae", "'asteraceae' is not a scientific name of one word with a capital first "
+                   "letter"),
+    ("Aster family", "'Aster family' is not a scientific name of one word"),
+])
+def test_a_family_is_one_name_and_a_bad_one_is_said_in_words(
+        node: Node, tmp_path: Path, family: str, says: str | None) -> None:
+    source = small_checklist(tmp_path / "list")
+    write_rows(source / "taxon.csv", [dict(TAXA[0], family=family), *TAXA[1:]], list(TAXA[0]))
+    result = run("import", "dwc", str(source), "--project", str(node.root))
+    if says is None:
+        assert result.exit_code == 0, result.output
+        assert "3 added" in result.output
+        return
+    assert result.exit_code == 3
+    line = next(line for line in result.output.splitlines() if "taxon.csv:2:" in line)
+    assert line.startswith(f"{source}/taxon.csv:2: family: {says}")
+    assert line.endswith("; this taxon is left out, with its 5 extension rows")
+    assert "^" not in line and "$" not in line  # no regular expression
+    assert "2 added" in result.output and "left out 6 of 9 rows" in result.output
 
 
 def test_a_broken_zip_is_one_clear_problem(node: Node, tmp_path: Path) -> None:
@@ -297,9 +353,11 @@ def test_any_taxon_table_imports_or_is_refused_clearly(tmp_path: Path, header: l
     apply_import(project, plan)
     assert not plan.overlaps and not plan.updated
     written = list((project.content / "species").glob("*.md"))
-    event("records written" if written else "nothing to write")
-    assert len(plan.added) == len(written) == len({
-        row[0].strip() for row in cells if any(c.strip() for c in row)})
+    event("rows left out" if plan.left_out else "every row imported")
+    # every row is a record or left out, with its problems
+    assert len(plan.added) == len(written)
+    assert len(written) + plan.rows_left_out == plan.rows
+    assert all(left.problems for left in plan.left_out)
     assert len(load(project).records) == len(written)  # and every record is valid
 
 
@@ -728,7 +786,7 @@ def test_an_archive_table_is_read_strictly(node: Node, tmp_path: Path, case: str
         meta = meta.replace('fieldsEnclosedBy=""', 'fieldsEnclosedBy="&quot;"')
     source = archive(tmp_path / "checklist.zip", {"meta.xml": meta, "taxon.txt": rows})
     before = snapshot(node.root)
-    result = run("import", "dwc", str(source), "--project", str(node.root))
+    result = run("import", "dwc", str(source), "--project", str(node.root), "--strict")
     assert result.exit_code == 1 and says in result.output, result.output
     assert "Traceback" not in result.output and snapshot(node.root) == before
 
@@ -747,7 +805,7 @@ def test_a_line_separator_inside_a_cell_is_part_of_the_cell(node: Node, tmp_path
         f"t1,Rosa rugosa Thunb.,urn:x,seen{char}twice\n"
         f't2,Acer negundo L.,urn:x,"quoted{char}x"\n'
         "t3,Betula pendula Roth,urn:x,\n", encoding="utf-8")
-    result = run("import", "dwc", str(source), "--project", str(node.root))
+    result = run("import", "dwc", str(source), "--project", str(node.root), "--strict")
     if char != "\u2028":
         assert result.exit_code == 1, result.output
         assert [line.split(": ")[0].rsplit(":", 1)[1] for line in result.output.splitlines()
@@ -802,7 +860,7 @@ def test_an_archive_table_is_framed_as_the_reader_frames_it(node: Node,
     rows = ("Alien plants of a valley\ntaxonID\tscientificName\tdatasetID\n" + ROWS
             + "t2\tFallopia japonica (Houtt.) Ronse\rDecr.\turn:test\n")
     source = archive(tmp_path / "checklist.zip", {"meta.xml": meta, "taxon.txt": rows})
-    result = run("import", "dwc", str(source), "--project", str(node.root))
+    result = run("import", "dwc", str(source), "--project", str(node.root), "--strict")
     assert result.exit_code == 1 and "checklist.zip!taxon.txt:4: scientificName: holds the " \
         "control character U+000D" in result.output, result.output
     rows = rows.replace("\rDecr.", " Decr.")
@@ -913,7 +971,7 @@ def test_a_control_character_in_a_cell_is_refused_before_anything_is_written(
         f"t2,Rosa rugosa Thunb.,\"Japanese{control}rose\"\n", "utf-8", newline="")
     project = Project(Node(tmp_path / "node").root)
     with pytest.raises(ContentError) as caught:
-        plan_import(project, read_checklist(folder), dataset="urn:x")
+        plan_import(project, read_checklist(folder), dataset="urn:x", strict=True)
     assert [(p.line, p.field) for p in caught.value.problems] == [(3, "vernacularName")]
     assert f"U+{ord(control):04X}" in caught.value.problems[0].message
     assert not (project.content / "species").exists()

@@ -84,6 +84,20 @@ def csv_cell(root: Path, pick: random.Random) -> set[Path]:
     return {path}
 
 
+def germinated(root: Path, pick: random.Random) -> set[Path]:
+    """One germination row's count of seeds germinated changed: a number its species' page
+    charts (`exporter.site.charts`), not only its own page."""
+    path = root / "content" / "germination" / "results.csv"
+    rows = list(csv.reader(io.StringIO(path.read_text(), newline="")))
+    column = rows[0].index("seedsGerminated")
+    row = rows[pick.randrange(1, len(rows))]
+    row[column] = str(int(row[column]) // 2 + pick.randrange(1, 9))
+    out = io.StringIO(newline="")
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    path.write_text(out.getvalue())
+    return {path}
+
+
 def access(root: Path, pick: random.Random) -> set[Path]:
     """A public record restricted: a whole export (lists and counts change)."""
     path = markdown(root, pick, restricted=False)
@@ -227,7 +241,8 @@ def csv_access(root: Path, pick: random.Random) -> set[Path]:
 # What one save of the property test holds: edits a delta export brings up to date (where
 # nothing else shows what they change: most saves), or any edits, after which the export may
 # be whole and the saves after it brought up to date from it.
-IN_PLACE: list[Edit] = [body, restricted_body, retitle, vernacular, csv_cell, touch]
+IN_PLACE: list[Edit] = [body, restricted_body, retitle, vernacular, csv_cell, germinated,
+                         touch]
 ANY: list[Edit] = [*IN_PLACE, access, unrestrict, added, removed, relink, csv_added,
                    csv_removed, csv_access, node_toml]
 SAVE = st.one_of(st.lists(st.sampled_from(IN_PLACE), min_size=1, max_size=3),
@@ -370,6 +385,16 @@ def test_the_usual_edits_are_brought_up_to_date(sample: Path, tmp_path: Path) ->
         path.write_text(path.read_text() + "\nA paragraph of both.\n")
     session.export(set(species) | csv_cell(root, pick))
     assert (session.whole, session.deltas, session.failures) == (1, 6, [])
+    assert_whole(root, tmp_path / "elsewhere")
+
+
+@pytest.mark.slow
+def test_a_germination_count_edited_is_charted_on_its_species_page(sample: Path,
+                                                                    tmp_path: Path) -> None:
+    root, session = watched(sample, tmp_path / "node")
+    for seed in range(3):
+        session.export(germinated(root, random.Random(seed)))
+    assert (session.whole, session.deltas, session.failures) == (1, 3, [])
     assert_whole(root, tmp_path / "elsewhere")
 
 

@@ -1,5 +1,6 @@
 """The pages for people pass the Nu Html Checker (vnu-jar from npm, run by Debian's Java):
-one page of every kind the export writes, and the search page as the sidecar answers it."""
+one page of every kind the export writes (the library's page and a species page with its
+germination chart among them), and the search page as the sidecar answers it."""
 
 from __future__ import annotations
 
@@ -63,6 +64,11 @@ def sample_pages(site: Path, root: Path) -> dict[str, Path]:
         pages[f"{name} record"] = site / record_href(name, first.id).lstrip("/")
     document = next(r for r in records if r.path.startswith("content/library/"))
     pages["library document"] = site / record_href("resources", document.id).lstrip("/")
+    pages["library"] = site / "library" / "index.html"
+    charted = next(r for r in records if r.fields.get("scientificName") == "Primula veris")
+    pages["species with a germination chart"] = site / record_href("species", charted.id
+                                                                   ).lstrip("/")
+    assert "<svg" in pages["species with a germination chart"].read_text()
     return pages
 
 
@@ -117,4 +123,4 @@ def test_every_kind_of_page_passes_the_nu_html_checker(sample_root: Path,
              for m in messages]
     assert not shown, "\n".join(shown)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert len(named) == len(pages) == 2 * len(COLLECTIONS) + 9
+    assert len(named) == len(pages) == 2 * len(COLLECTIONS) + 11

@@ -9,6 +9,7 @@ config (test_cli_serve.py), not here."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -109,6 +110,12 @@ def test_requests_land_where_the_exported_redirects_say(tmp_path: Path) -> None:
                 ("GET", record_href("species", KNOTWEED), None, {}, "static", 200),
                 ("GET", "/sitemap.xml", None, {}, "static", 200),
                 ("GET", "/robots.txt", None, {}, "static", 200),
+                ("GET", "/library/", None, {}, "static", 200),
+                # a page's address without its final slash: the page (its folder's index on
+                # the CDN; the sidecar sends it there)
+                ("GET", "/library", None, {}, "static", 200),
+                ("GET", "/search", None, {}, "static", 200),
+                ("GET", "/species", None, {}, "static", 200),
                 # A path under /api/ without an endpoint: the contract's JSON 404, not the
                 # CDN's HTML page (Netlify's "Not Found" page).
                 ("GET", "/api/no-such-collection", None, {}, "static", 404),
@@ -138,9 +145,18 @@ def test_requests_land_where_the_exported_redirects_say(tmp_path: Path) -> None:
             # A static answer is the sidecar's answer, byte for byte.
             for path in ("/api/manifest", f"/api/species/{KNOTWEED}", "/api/species", "/",
                          "/species/", record_href("species", KNOTWEED), "/sitemap.xml",
+                         "/library/", "/library", "/search",
                          "/api/sync/a/b/c", "/api/a/b/c", "/api/no-such-collection",
                          "/api/sync", "/api/no-collection.json"):
                 assert request(base + path)[2] == request(sidecar.url + path)[2], path
+            # (the sidecar with a 301 to the page's address)
+            for path in ("/search", "/library", "/germination"):
+                connection = http.client.HTTPConnection(sidecar.url.removeprefix("http://"),
+                                                        timeout=30)
+                connection.request("GET", path)
+                answer = connection.getresponse()
+                assert (answer.status, answer.getheader("Location")) == (301, path + "/")
+                connection.close()
             # The sidecar takes /api/404.json for a collection's name; the CDN for its file.
             for path in ("/api/404.json",):
                 cdn, sidecar_says = (json.loads(request(url + path)[2])

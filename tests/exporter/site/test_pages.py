@@ -65,12 +65,13 @@ def test_every_public_record_has_a_page_with_its_json_ld(sample_root: Path) -> N
         assert data["identifier"] == record.id
         assert data["@type"] in types[record.collection]
         assert f'href="/api/{record.collection}/{record.id}"'.encode() in page
-    # What is left: the home page, the collection pages, the search page, the sitemap and
-    # robots.txt.
+    # What is left: the home page, the collection pages, the search page, the library's
+    # page, the sitemap and robots.txt.
     assert set(files) == {"index.html", "sitemap.xml", "robots.txt", "site.css",
-                          "search/index.html", *(f"{name}/index.html" for name in COLLECTIONS)}
+                          "search/index.html", "library/index.html",
+                          *(f"{name}/index.html" for name in COLLECTIONS)}
     sitemap = files["sitemap.xml"].decode()
-    assert sitemap.count("<url>") == 1 + len(COLLECTIONS) + len(public)
+    assert sitemap.count("<url>") == 2 + len(COLLECTIONS) + len(public)  # (home, library)
 
 
 def test_a_species_page_links_to_its_treatments_and_resources(sample_root: Path) -> None:
