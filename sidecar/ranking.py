@@ -72,6 +72,8 @@ def keyword_query(text: str, named: frozenset[str] = frozenset()) -> tantivy.Que
         should.append(_boost(tantivy.Query.term_query(SCHEMA, "title", term),
                              BOOST_TITLE * lift))
         should.append(_boost(tantivy.Query.term_query(SCHEMA, "text", term), lift))
+        # the same words in the text a snippet shows: to find them there, weighing nothing
+        should.append(_boost(tantivy.Query.term_query(SCHEMA, "shown", term), 0.0))
     if len(names) > 1:
         phrase: list[str | tuple[int, str]] = list(names)
         should.append(_boost(tantivy.Query.phrase_query(SCHEMA, "names", phrase), BOOST_PHRASE))
@@ -313,14 +315,14 @@ class Group:
                                      limit=len(ids), count=False)
         generators = []
         if query is not None:
-            for field in ("text", "names", "title"):
+            for field in ("shown", "names", "title"):
                 generator = tantivy.SnippetGenerator.create(self.searcher, query, SCHEMA, field)
                 generator.set_max_num_chars(SNIPPET_CHARS)
                 generators.append(generator)
         shown = {}
         for _, address in found.hits:
             doc = self.searcher.doc(address)
-            first = {name: (doc[name] or [""])[0] for name in ("names", "title", "text")}
+            first = {name: (doc[name] or [""])[0] for name in ("names", "title", "shown")}
             title = first["title"] or first["names"].split("\n")[0]
             shown[doc["id"][0]] = (title, _snippet(doc, first, generators))
         return shown
@@ -332,7 +334,7 @@ def _snippet(doc: tantivy.Document, first: dict[str, str],
         snippet = generator.snippet_from_doc(doc)
         if snippet.highlighted():
             return _marked(snippet.fragment(), snippet.highlighted())
-    text = " ".join((first["text"] or first["names"]).split())
+    text = " ".join((first["shown"] or first["names"]).split())
     return html.escape(_clip(text), quote=False)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from exporter.contract.page_urls import record_href
+from exporter.contract.scientific_names import name_html
 
 from . import service
 from .errors import APIError
@@ -117,7 +118,8 @@ class SearchPage:
 
     def item(self, item: dict[str, Any]) -> str:
         href = _escaped(record_href(item["collection"], item["id"]))
-        title = _escaped(item["title"] or item["id"])
+        title = (name_html(item["title"]) if item["collection"] == "species" and item["title"]
+                 else _escaped(item["title"] or item["id"]))
         where = _escaped(self.titles.get(item["collection"], item["collection"]))
         member = item.get("source_node_name")  # on a hub: the member the record comes from
         if isinstance(member, str) and member:

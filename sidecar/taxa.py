@@ -3,7 +3,7 @@
 A record names a taxon by a scientific name in one field of its collection (`NAMING`): a
 species record by its `scientificName`, a treatment by `targetSpecies`, a resource by
 `relatedSpecies`, a germination result by `species`, the fields by which a species' page
-links the records that name it (`exporter/site/pages.py`, `NAMES_SPECIES`). Two names are of
+links the records that name it (`exporter/site/record_page.py`, `NAMES_SPECIES`). Two names are of
 one taxon when GBIF's name parser gives them the same canonical name, case aside
 (`exporter/shared/names.py`, as the Darwin Core import splits names): "Fallopia japonica",
 "fallopia japonica (Houtt.) Ronse Decr." and "FALLOPIA JAPONICA Houtt." are one taxon,

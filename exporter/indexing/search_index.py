@@ -28,6 +28,7 @@ import tantivy
 
 from exporter.contract.bundle import SEARCH
 from exporter.indexing import writing
+from exporter.indexing.readable import is_shown, searched_fields
 from exporter.pipeline.forks import Aside
 from exporter.pipeline.locks import private_folder
 from exporter.project.content import SourceRecord
@@ -302,5 +303,7 @@ def _docs(rows: list[Row], sources: dict[str, SourceRecord], known: dict[str, Co
 
 def _doc(record: SourceRecord, known: dict[str, Collection]) -> search.Doc:
     spec, fields = known[record.collection], record.fields
+    searched = searched_fields(record.collection, fields)
+    shown = [name for name in spec.search_text if is_shown(name, searched.get(name))]
     return search.document(record.collection, record.id, str(fields.get(spec.title_field, "")),
-                           fields, spec.search_names, spec.search_text)
+                           searched, spec.search_names, spec.search_text, shown)

@@ -52,7 +52,7 @@ _DONE = object()
 
 def record_document(doc: Doc) -> tantivy.Document:
     made = tantivy.Document(collection=doc.collection, id=doc.id, names=doc.names,
-                            title=doc.title, text=doc.text)
+                            title=doc.title, text=doc.text, shown=doc.shown)
     if doc.node:
         made.add_text("node", doc.node)
     return made

@@ -27,7 +27,7 @@ from typing import Any
 import tantivy
 
 # Bump when what is indexed, or how, changes: every group is then indexed afresh.
-SEARCH_VERSION = "5"
+SEARCH_VERSION = "6"
 STATE = "state.json"  # per group: the version and the rows, in the order of VECTORS
 PASSAGE_ROWS = "passages.json"  # per library group: [document id, page, label, text,
 # headings] a row (headings: the spans of its heading sentences in text, `library.passages`)
@@ -72,7 +72,11 @@ def schema() -> tantivy.Schema:
     builder.add_text_field("id", stored=True, tokenizer_name="raw")
     builder.add_text_field("names", stored=True, tokenizer_name=NAMES)
     builder.add_text_field("title", stored=True, tokenizer_name=TEXT)
-    builder.add_text_field("text", stored=True, tokenizer_name=TEXT)
+    builder.add_text_field("text", stored=False, tokenizer_name=TEXT)
+    # The part of the text people read on the record's page (its body, or an imported
+    # species' sentence, and its facts written as prose): what snippets show, so that a
+    # snippet is never a run of codes and values. Queried only to find the snippet's words.
+    builder.add_text_field("shown", stored=True, tokenizer_name=TEXT)
     # The member node a hub's record comes from (its `source_node`); a node's own records
     # have none. Counted by, for a hub's matches by member (`node_counts`).
     builder.add_text_field("node", stored=False, tokenizer_name="raw", fast=True)
@@ -107,21 +111,26 @@ class Doc:
     id: str
     names: str  # the record's names (`x-fednode.search.names`), one per line
     title: str
-    text: str  # every other text field, then the body
+    text: str  # every text field, the body first
     node: str = ""  # the record's `source_node` (a hub's record), else empty
+    shown: str = ""  # the text fields a snippet may show (`text`'s readable part)
 
     def embedding_text(self) -> str:
         return f"{self.title}\n{self.names}\n{self.text}"[:EMBED_CHARS]
 
 
 def document(collection: str, record_id: str, title: str, fields: dict[str, Any],
-             name_fields: Sequence[str], text_fields: Sequence[str]) -> Doc:
-    """A record's searchable text: its names, its title, and its other text fields."""
+             name_fields: Sequence[str], text_fields: Sequence[str],
+             shown_fields: Sequence[str] = ()) -> Doc:
+    """A record's searchable text: its names, its title, its other text fields, and which
+    of those a snippet may show."""
     names = "\n".join(_strings(fields.get(name)) for name in name_fields)
-    texts = [_strings(fields.get(name)) for name in text_fields]
+    texts = {name: _strings(fields.get(name)) for name in text_fields}
     node = fields.get("source_node")
     return Doc(collection, record_id, names.strip(), title,
-               "\n".join(text for text in texts if text), node if isinstance(node, str) else "")
+               "\n".join(text for text in texts.values() if text),
+               node if isinstance(node, str) else "",
+               "\n".join(text for name, text in texts.items() if text and name in shown_fields))
 
 
 def _strings(value: Any) -> str:

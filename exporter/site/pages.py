@@ -24,7 +24,7 @@ import hashlib
 import json
 import re
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -33,20 +33,19 @@ from xml.sax.saxutils import escape
 
 import jinja2
 from markupsafe import Markup
-from markupsafe import escape as html
 
 from exporter.contract.endpoints import ENDPOINTS
 from exporter.contract.page_urls import LIBRARY_HREF, collection_href, file_of, record_href
-from exporter.contract.wire import SEARCH_QUERY_MAX, document_url
+from exporter.contract.scientific_names import UPRIGHT, name_html
+from exporter.contract.wire import SEARCH_QUERY_MAX
 from exporter.pipeline.cache import Cache
 from exporter.pipeline.outputs import OutputFile, constant
 from exporter.project.config import NodeConfig
 from exporter.project.content import SourceRecord
 from exporter.project.schemas import Collection
-from exporter.site import charts, network
-from exporter.site.served import LIBRARY_PATH, Rendered, fingerprint, json_of
-from exporter.site.values import escaped as _escaped
-from exporter.site.values import is_shown, markdown_html, value_html
+from exporter.site import charts, network, species_page
+from exporter.site.record_page import NAMES_SPECIES, record_page_html
+from exporter.site.served import Rendered, fingerprint, json_of
 
 PAGE_SIZE = 100  # records listed on one collection page
 SITEMAP_MAX = 50_000  # URLs in one sitemap file (the sitemaps.org limit)
@@ -57,13 +56,6 @@ TEMPLATES = ("base.html", "nav.html", "footer.html", "index.html", "collection.h
 # answers the page with a query; both list SEARCH_LIMIT results, read from the page.
 SEARCH_HREF = "/search/"
 SEARCH_LIMIT = 20
-
-# The fields that name species in other collections, and the section title they get on a
-# species page.
-NAMES_SPECIES = {"treatments": ("targetSpecies", "Treatments"),
-                  "resources": ("relatedSpecies", "Resources"),
-                  "germination": ("species", "Germination results")}
-
 
 @cache
 def _environment() -> jinja2.Environment:
@@ -80,10 +72,15 @@ def _templates_digest() -> str:
     digest = hashlib.sha256()
     for name in TEMPLATES:
         digest.update(resources.files("exporter.site").joinpath(f"templates/{name}").read_bytes())
-    # how values and bodies become HTML shows on every page as much as the templates do
-    # (and on a hub, what its pages show of its network)
-    for module in ("values.py", "network.py"):
+    # how values and bodies become HTML, and how they are labelled, shows on every page as
+    # much as the templates do
+    for module in ("record_page.py", "values.py", "dates.py", "sentence.py", "species_page.py",
+                   "network.py"):
         digest.update(resources.files("exporter.site").joinpath(module).read_bytes())
+    digest.update(resources.files("exporter.project").joinpath("schemas/labels.json")
+                  .read_bytes())
+    digest.update(resources.files("exporter.contract").joinpath("scientific_names.py")
+                  .read_bytes())
     return digest.hexdigest()
 
 
@@ -117,8 +114,8 @@ class Site:
 
 # What record.html shows that differs from one record's page to the next; everything else
 # on the page is the same for a whole collection.
-_PER_PAGE = ("title", "here", "json_path", "json_ld", "fields", "updated_at", "body",
-             "related")
+_PER_PAGE = ("title", "heading", "lead", "here", "json_path", "json_ld", "facts", "updated_at",
+             "updated", "body", "sections", "data")
 # Marks where a per-page value goes: unguessable, so no node name or title can hold one.
 _MARK = f"\x00{secrets.token_hex(8)}"
 
@@ -202,6 +199,7 @@ def search_page(site: Site) -> OutputFile:
     print_ = fingerprint("search page", site.print_, str(SEARCH_LIMIT), str(SEARCH_QUERY_MAX))
     return OutputFile(file_of(SEARCH_HREF), print_, functools.partial(
         site.render, "search.html", here=SEARCH_HREF, limit=SEARCH_LIMIT,
+        upright=" ".join(sorted(UPRIGHT)),
         longest=SEARCH_QUERY_MAX))
 
 
@@ -212,7 +210,7 @@ def record_page(site: Site, collection: Collection, r: Rendered, source: SourceR
                          *(f"{section}\x1e{x.collection}/{x.id}\x1e{x.title}"
                            for section, x in links), *charts.chart_prints(links))
     return OutputFile(file_of(record_href(collection.name, r.id)), print_, functools.partial(
-        _record_page, site, collection, r, source, links))
+        record_page_html, site, collection, r, source, links))
 
 
 def collection_pages(site: Site, collection: Collection, items: list[Rendered]
@@ -234,7 +232,8 @@ def collection_pages(site: Site, collection: Collection, items: list[Rendered]
                                  chunk, common[at], held[at], strict=True)))
         href = collection_href(collection.name, page)
         firsts = {first for letter, first in index.items() if first // PAGE_SIZE == page - 1}
-        listed = [{"href": record_href(collection.name, r.id), "title": r.title or r.id,
+        listed = [{"href": record_href(collection.name, r.id),
+                   "title": _list_title(collection, r),
                    "vernacular": v, "member": m, "anchor": _letter(r) if n in firsts else ""}
                   for n, r, v, m in zip(range(at.start, at.start + len(chunk)), chunk,
                                         common[at], held[at], strict=True)]
@@ -246,6 +245,13 @@ def collection_pages(site: Site, collection: Collection, items: list[Rendered]
             previous=collection_href(collection.name, page - 1) if page > 1 else None,
             next=collection_href(collection.name, page + 1) if page < pages else None)
         yield OutputFile(file_of(href), print_, render)
+
+
+def _list_title(collection: Collection, r: Rendered) -> str | Markup:
+    """A record's title in a list: a species' scientific name in italics."""
+    if collection.name == "species" and r.title:
+        return Markup(name_html(r.title))
+    return r.title or r.id
 
 
 def _letter(r: Rendered) -> str:
@@ -268,18 +274,7 @@ def letters(items: list[Rendered], pages: int) -> dict[str, int]:
 def vernaculars(items: list[Rendered]) -> list[str]:
     """Each species' vernacular name, from its served JSON: its `vernacularName`, or else
     the first English (or else the first) of its imported `vernacularNames`."""
-    out = []
-    for served in json_of(items):
-        data = json.loads(served)
-        name = data.get("vernacularName")
-        if isinstance(name, list):
-            name = next((n for n in name if isinstance(n, str) and n), "")
-        if not name:
-            listed = [n for n in data.get("vernacularNames") or [] if isinstance(n, dict)]
-            english = [n for n in listed if n.get("language") == "en"]
-            name = next((str(n.get("vernacularName") or "") for n in english or listed), "")
-        out.append(str(name or ""))
-    return out
+    return [species_page.common_name(json.loads(served)) for served in json_of(items)]
 
 
 Related = dict[str, list[tuple[str, Rendered]]]
@@ -320,115 +315,6 @@ def relations(public: dict[str, list[Rendered]], sources: dict[str, SourceRecord
 def names_of(value: Any) -> list[str]:
     """The species a record's naming field (`NAMES_SPECIES`) names."""
     return [value] if isinstance(value, str) else list(value or [])
-
-
-_WORDS = re.compile(r"(?<=[a-z])(?=[A-Z])")
-_HIDDEN = {"id", "access", "title", "tags", "body", "source_node"}  # (the node's id: its name
-# is shown)
-
-
-@cache
-def _labelled(collection: Collection) -> tuple[tuple[str, str], ...]:
-    """The fields a record page lists, in schema order, each with its label (escaped): the
-    content's, then, on a hub, where the record comes from and its licence."""
-    out = []
-    for name in (*collection.content_fields, *collection.provenance_fields):
-        if name in _HIDDEN or name == collection.title_field:
-            continue
-        label = (collection.property(name) or {}).get("title") or _WORDS.sub(" ", name)
-        out.append((name, str(html(label[:1].upper() + label[1:]))))
-    return tuple(out)
-
-
-def _record_page(site: Site, collection: Collection, r: Rendered, source: SourceRecord,
-                 links: list[tuple[str, Rendered]]) -> bytes:
-    fields = source.fields
-    # The parts of the page made of many items (the rows of its <dl>, the sections of
-    # related records) are made here in one pass each rather than by loops in the template,
-    # every text escaped as the template would.
-    sections: dict[str, list[str]] = {}
-    for section, other in links:
-        sections.setdefault(section, []).append(
-            f'<li><a href="{_escaped(record_href(other.collection, other.id))}">'
-            f"{_escaped(other.title or other.id)}</a></li>")
-    drawn = charts.species_charts(links)  # a chart opens its section, before the links
-    here = record_href(collection.name, r.id)
-    json_path = _escaped(f"/api/{collection.name}/{r.id}")
-    return site.skeleton(collection).render({
-        "title": _escaped(r.title or r.id),
-        "here": _escaped(here),
-        "json_path": json_path,
-        "json_ld": _script_json(json_ld(site.node.base_url, collection.name, r, fields, links)),
-        "fields": fields_html(collection, source),
-        "updated_at": _escaped(r.updated_at),
-        "body": markdown_html(str(fields.get("body") or "")),
-        "related": "".join([f"<section>\n<h2>{_escaped(title)}</h2>\n{drawn.get(title, '')}"
-                            f"<ul>{''.join(items)}</ul>\n</section>\n"
-                            for title, items in sections.items()])
-        + (network.taxon_section(fields.get("scientificName"))
-           if collection.name == "species" and site.node.network is not None else ""),
-    })
-
-
-def fields_html(collection: Collection, source: SourceRecord) -> str:
-    """The rows of a record page's <dl>: a library document's PDF first, then each field
-    with a value (nested records as tables, booleans as yes/no, URLs as links), then tags."""
-    fields = source.fields
-    rows = []
-    if source.path.startswith(LIBRARY_PATH):  # only public records have a page
-        pdf = _escaped(document_url("", source.id))
-        rows.append(f'<dt>Document</dt><dd><a href="{pdf}" type="application/pdf">'
-                    "Read the document (PDF)</a></dd>\n")
-    for name, label in _labelled(collection):
-        value = fields.get(name)
-        if is_shown(value):
-            rows.append(f"<dt>{label}</dt><dd>{value_html(value)}</dd>\n")
-    if fields.get("tags"):
-        rows.append(f"<dt>Tags</dt><dd>{value_html(fields['tags'])}</dd>\n")
-    return "".join(rows)
-
-
-def json_ld(base_url: str, collection: str, r: Rendered, fields: dict[str, Any],
-            links: Iterable[tuple[str, Rendered]]) -> dict[str, Any]:
-    """schema.org: Taxon for a species, Dataset or CreativeWork for a resource, HowTo for a
-    treatment, Dataset for a germination result, Person for a team member."""
-    url = base_url + record_href(collection, r.id)
-    data: dict[str, Any] = {"@context": "https://schema.org", "@id": url, "url": url,
-                            "identifier": r.id, "name": r.title, "dateModified": r.updated_at,
-                            "sameAs": f"{base_url}/api/{collection}/{r.id}"}
-    taxa = [{"@type": "Taxon", "name": other.title,
-             "url": base_url + record_href("species", other.id)}
-            for section, other in links if section == "Species"]
-    if collection == "species":
-        data.update({"@type": "Taxon", "taxonRank": fields.get("taxonRank") or "species"})
-        if fields.get("vernacularName"):
-            data["alternateName"] = fields["vernacularName"]
-        data["subjectOf"] = [{"@type": _type(other.collection, None), "name": other.title,
-                              "url": base_url + record_href(other.collection, other.id)}
-                             for _, other in links]
-    elif collection == "team":
-        data.update({"@type": "Person", "jobTitle": fields.get("role")})
-    else:
-        data["@type"] = _type(collection, fields.get("kind"))
-        if fields.get("summary"):
-            data["description"] = fields["summary"]
-        if taxa:
-            data["about"] = taxa
-    return {key: value for key, value in data.items() if value not in (None, [], "")}
-
-
-def _type(collection: str, kind: object) -> str:
-    if collection == "treatments":
-        return "HowTo"
-    if collection == "germination" or kind == "dataset":
-        return "Dataset"
-    return "CreativeWork"
-
-
-def _script_json(data: dict[str, Any]) -> Markup:
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    # Inside <script>, "</" and "<!--" must not appear: escape every "<" as JSON allows.
-    return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
 def sitemaps(base_url: str, public: dict[str, list[Rendered]], library: bool = False

@@ -1,6 +1,7 @@
-"""A record's values as HTML for its page: nested records (a species' distributions,
-vernacular names, descriptions) as small tables, booleans as yes/no, http(s) URLs as links,
-and Markdown bodies rendered with a CommonMark library and sanitised.
+"""A record's values as HTML for its page: each controlled value by its label
+(`exporter.project.labels`), dates in words in `<time>`, scientific names in `<i>`, nested
+records as small tables, booleans as yes/no, http(s) URLs as links, and Markdown bodies
+rendered with a CommonMark library and sanitised (or, for search snippets, as plain text).
 
 Every text from content is escaped as the templates' autoescape escapes it; the Markdown
 renderer emits no raw HTML from content and no link or image whose URL has a scheme other
@@ -16,7 +17,10 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markdown_it.rules_core import StateCore
 
-_WORDS = re.compile(r"(?<=[a-z])(?=[A-Z])")
+from exporter.project.labels import field_label, labels, value_label
+from exporter.project.schemas import collections
+from exporter.site.dates import date_html
+
 # an http(s) URL inside a text, less the punctuation that ends a sentence or list
 _URL = re.compile(r"https?://[^\s<>\"'|]+(?<![.,;:!?)\]])", re.IGNORECASE)
 _SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):", re.IGNORECASE)
@@ -29,10 +33,16 @@ def escaped(text: str) -> str:
             .replace("'", "&#39;").replace('"', "&#34;"))
 
 
-def label_of(name: str) -> str:
-    """A field's name as a heading people read: `locationID` -> `Location ID`."""
-    words = _WORDS.sub(" ", name)
-    return words[:1].upper() + words[1:]
+@cache
+def date_fields() -> frozenset[str]:
+    """The fields whose values are dates or times: those of a `date` or `date-time` format
+    in any schema, and a distribution's `eventDate`."""
+    found = {"eventDate"}
+    for collection in collections().values():
+        for name, spec in collection.schema["properties"].items():
+            if spec.get("format") in ("date", "date-time"):
+                found.add(name)
+    return frozenset(found)
 
 
 def is_shown(value: Any) -> bool:
@@ -54,15 +64,20 @@ def scalar_html(value: Any) -> str:
     return "".join(out)
 
 
-def value_html(value: Any) -> str:
-    """Any field's value: a list of records as a table, one record as a two-column table,
-    a list of plain values separated by commas, a plain value as `scalar_html`."""
+def value_html(value: Any, field: str = "") -> str:
+    """Any value of `field`: a list of records as a table, one record as a two-column table,
+    a list of plain values separated by commas, a controlled value by its label, a date in
+    words, a plain value as `scalar_html`."""
     if isinstance(value, dict):
         return _pairs_table(value)
     if isinstance(value, list | tuple):
         if value and all(isinstance(item, dict) for item in value):
             return _records_table(value)
-        return ", ".join(value_html(item) for item in value if is_shown(item))
+        return ", ".join(value_html(item, field) for item in value if is_shown(item))
+    if isinstance(value, str) and field in labels().values:
+        return escaped(value_label(field, value))
+    if isinstance(value, str) and field in date_fields():
+        return date_html(value)
     return scalar_html(value)
 
 
@@ -72,9 +87,9 @@ def _records_table(records: Sequence[dict[str, Any]]) -> str:
     columns: dict[str, None] = {}
     for record in records:
         columns.update(dict.fromkeys(record))
-    head = "".join(f'<th scope="col">{escaped(label_of(str(c)))}</th>' for c in columns)
+    head = "".join(f'<th scope="col">{escaped(field_label(str(c)))}</th>' for c in columns)
     rows = "".join(
-        "<tr>" + "".join(f"<td>{value_html(r.get(c)) if is_shown(r.get(c)) else ''}</td>"
+        "<tr>" + "".join(f"<td>{value_html(r.get(c), c) if is_shown(r.get(c)) else ''}</td>"
                          for c in columns) + "</tr>\n"
         for r in records)
     return (f'<table class="nested">\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}'
@@ -83,8 +98,8 @@ def _records_table(records: Sequence[dict[str, Any]]) -> str:
 
 def _pairs_table(record: dict[str, Any]) -> str:
     """One record as rows of name and value."""
-    rows = "".join(f'<tr><th scope="row">{escaped(label_of(str(k)))}</th>'
-                   f"<td>{value_html(v)}</td></tr>\n"
+    rows = "".join(f'<tr><th scope="row">{escaped(field_label(str(k)))}</th>'
+                   f"<td>{value_html(v, str(k))}</td></tr>\n"
                    for k, v in record.items() if is_shown(v))
     return f'<table class="nested">\n<tbody>\n{rows}</tbody>\n</table>'
 
@@ -123,3 +138,21 @@ def markdown_html(text: str) -> str:
     if not text.strip():
         return ""
     return _markdown().render(text)
+
+
+_BREAKS = frozenset({"softbreak", "hardbreak"})
+
+
+def plain_text(text: str) -> str:
+    """A Markdown body as the plain text a reader sees on its page: no `**`, `#`, link
+    targets or tags; a line between blocks."""
+    lines: list[str] = []
+    for token in _markdown().parse(text):
+        if token.type == "inline":
+            words = "".join(" " if child.type in _BREAKS else child.content
+                            for child in token.children or ()
+                            if child.type in ("text", "code_inline", *_BREAKS))
+            lines.append(" ".join(words.split()))
+        elif token.type in ("code_block", "fence"):
+            lines.append(" ".join(token.content.split()))
+    return "\n".join(line for line in lines if line)

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -223,6 +224,46 @@ def test_snippets_are_escaped_html_with_marks(tmp_path: Path) -> None:
     assert "<script>" not in snippet and "<b>" not in snippet
     assert "&lt;" in snippet and "&amp;" in snippet and "<mark>rhizomes</mark>" in snippet
     assert re.sub(r"</?mark>", "", snippet).count("<") == 0
+
+
+def test_snippets_are_the_text_people_read(tmp_path: Path) -> None:
+    """A snippet is plain text (no Markdown), and an imported species' is the sentence its
+    page opens with, not a run of its codes and values."""
+    node = Node(tmp_path / "node")
+    node.write("species", "a", species("Fallopia japonica"),
+               "**Phase 1:** cut the stems of the [knotweed](https://example.org) by hand.")
+    imported = node.path("species", "b")
+    imported.write_text(textwrap.dedent(f"""\
+        +++
+        id = "{uuid.uuid4()}"
+        scientificName = "Abies grandis"
+        family = "Pinaceae"
+        category = "introduced"
+        taxonID = "alien-plants-belgium:taxon:0a1b2c"
+        license = "http://example.org/zero"
+
+        [[distributions]]
+        locationID = "ISO_3166-2:BE-VLG"
+        locality = "Flemish Region"
+        establishmentMeans = "introduced"
+        degreeOfEstablishment = "casual"
+        pathway = ["horticulture"]
+        +++
+        """), "utf-8")
+    build(Project(node.root), now=WHEN)
+    with ServerThread(app_for(node.root, anonymous_rate=0)) as server:
+        for query, mode, expected in (
+                ("stems", "keyword", "<mark>Phase</mark> 1: cut the <mark>stems</mark>"),
+                ("stems", "keyword", "of the knotweed by hand"),
+                ("Pinaceae", "keyword", "An alien plant of the <mark>Pinaceae</mark>, "
+                                        "introduced in Flemish Region by horticulture, casual"),
+                ("VLG", "keyword", "An alien plant of the Pinaceae")):  # a code it holds
+            _, _, body = http_get(server.url + "/api/search?" + urlencode(
+                {"q": query if expected[:1] != "<" else f"phase {query}", "mode": mode,
+                 "limit": 1}))
+            snippet = json.loads(body)["items"][0]["snippet"]
+            assert expected in snippet and "**" not in snippet and "://" not in snippet, \
+                snippet
 
 
 @pytest.mark.parametrize("query, fix", [

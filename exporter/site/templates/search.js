@@ -12,6 +12,8 @@
     return;
   }
   const limit = region.dataset.limit;
+  // The words of a scientific name written upright (exporter/contract/scientific_names.py).
+  const upright = new Set((region.dataset.upright || "").split(" "));
   const titles = Object.create(null);
   for (const option of choice.options) {
     if (option.value) {
@@ -46,6 +48,32 @@
     const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(item.id));
     const shard = new Uint8Array(digest)[0].toString(16).padStart(2, "0");
     return `/${item.collection}/${shard}/${item.id}.html`;
+  };
+
+  // A species' title as the pages write a scientific name: runs of words in <i>, its rank
+  // words and the hybrid sign upright.
+  const nameOf = (title) => {
+    const parts = [];
+    let run = [];
+    let italic = null;
+    const flush = () => {
+      const text = run.join(" ");
+      parts.push(italic ? element("i", {}, text) : text);
+    };
+    for (const word of title.split(/\s+/).filter(Boolean)) {
+      const slanted = !upright.has(word.toLowerCase()) && !/^[([]/.test(word);
+      if (italic !== null && slanted !== italic) {
+        flush();
+        parts.push(" ");
+        run = [];
+      }
+      italic = slanted;
+      run.push(word);
+    }
+    if (run.length) {
+      flush();
+    }
+    return parts;
   };
 
   const decoded = (text) => text.replace(/&lt;/g, "<").replace(/&gt;/g, ">")
@@ -106,7 +134,8 @@
       for (const item of answer.items) {
         const entry = element("li", {},
           element("h3", {}, element("a", { href: await recordPage(item) },
-            item.title || item.id)),
+            ...(item.collection === "species" && item.title ? nameOf(item.title)
+              : [item.title || item.id]))),
           element("p", { class: "where" }, titles[item.collection] || item.collection));
         if (item.source_node_name) {
           // on a hub: the member the record comes from

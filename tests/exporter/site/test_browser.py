@@ -62,7 +62,7 @@ def test_a_reader_goes_from_the_home_page_to_a_species_and_its_treatment(
 
             page.get_by_role("link", name="Impatiens glandulifera").click()
             page.wait_for_url("**/species/*/*.html")
-            assert page.locator("h1").inner_text() == "Impatiens glandulifera"
+            assert page.locator("h1").inner_text() == "Impatiens glandulifera Royle"
             taxon = json.loads(page.locator('script[type="application/ld+json"]')
                                .text_content() or "")
             assert (taxon["@type"], taxon["name"]) == ("Taxon", "Impatiens glandulifera")
@@ -161,7 +161,8 @@ def test_every_kind_of_page_reads_well_and_passes_axe(tmp_path: Path) -> None:
     """A page of every collection and a record of each, an imported species with nested
     records, a body in Markdown (hostile HTML in it shown as text, its script link
     dropped), a library document linking to its PDF, and the search page with and without
-    results; none with a serious or critical accessibility violation."""
+    results; none with a serious or critical accessibility violation, and none wider than a
+    390 px phone screen."""
     browser_path = debian_tool("chromium", "chromium")
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
     root = exported_sample(tmp_path / "node")
@@ -180,17 +181,27 @@ def test_every_kind_of_page_reads_well_and_passes_axe(tmp_path: Path) -> None:
             assert page.locator("h1").count() == 1, href
             assert "{'" not in page.inner_text("main"), href
             _no_serious_violation(page)
+        phone = browser.new_page(viewport={"width": 390, "height": 844})
+        for href in ["/", *(f"/{name}/" for name in COLLECTIONS), *hrefs.values(),
+                     "/search/?q=knotweed"]:
+            phone.goto(base + href)
+            wide = phone.evaluate("document.documentElement.scrollWidth")
+            assert wide <= 390, (href, wide)
+        phone.goto(base + hrefs["imported"])
+        phone.screenshot(path=str(ARTIFACTS / "imported-phone.png"), full_page=True)
         page.goto(f"{base}/species/")
         balsam = page.locator("ul.records li", has=page.get_by_role(
             "link", name="Impatiens glandulifera", exact=True))
         assert balsam.locator(".vernacular").inner_text() == "Himalayan balsam"
 
-        page.goto(base + hrefs["imported"])
-        table = page.locator("dd table", has=page.get_by_role("columnheader",
-                                                              name="Location ID"))
-        assert table.locator("tbody tr").count() >= 1
-        assert page.locator("dt", has_text="Is Terrestrial").locator(
-            "xpath=following-sibling::dd[1]").inner_text() in ("yes", "no")
+        page.goto(base + hrefs["imported"])  # a sentence, places, and its data out of sight
+        assert page.locator("p.generated").inner_text().startswith("An ")
+        assert page.locator("ul.places li").count() >= 1
+        terrestrial = page.locator("details.data dt", has_text="Terrestrial").locator(
+            "xpath=following-sibling::dd[1]")
+        assert not terrestrial.is_visible()
+        page.locator("details.data summary").click()
+        assert terrestrial.inner_text() in ("yes", "no")
         page.screenshot(path=str(ARTIFACTS / "imported.png"), full_page=True)
 
         page.goto(base + hrefs["markdown"])

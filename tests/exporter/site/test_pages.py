@@ -27,7 +27,7 @@ from exporter.pipeline.build import build, load
 from exporter.project.config import Project, load_node_config
 from exporter.project.content import SourceRecord
 from exporter.project.schemas import collections
-from exporter.site import pages, values
+from exporter.site import pages, record_page, species_page
 from exporter.site.pages import PAGE_SIZE
 from exporter.site.served import Rendered
 
@@ -77,15 +77,20 @@ def test_every_public_record_has_a_page_with_its_json_ld(sample_root: Path) -> N
 def test_a_species_page_links_to_its_treatments_and_resources(sample_root: Path) -> None:
     files = page_files(sample_root)
     balsam = next(page for path, page in files.items()
-                  if b"<h1>Impatiens glandulifera</h1>" in page)
+                  if b"<h1><i>Impatiens glandulifera</i> <span class=\"authorship\">Royle</span>"
+                  b"</h1>" in page)
     assert b"<h2>Treatments</h2>" in balsam and b"<h2>Resources</h2>" in balsam
+    # the common name, family and status under the name; the facts in words
+    assert (b'<p class="common">Himalayan balsam</p>\n<p class="status">Family Balsaminaceae'
+            b" \xc2\xb7 Invasive alien \xc2\xb7 Widespread invasive</p>") in balsam
+    assert b"<dt>Introduced by</dt><dd>Horticulture</dd>" in balsam
     data = json_ld(balsam)
     assert data["@type"] == "Taxon" and data["alternateName"] == "Himalayan balsam"
     linked = re.findall(rb'href="(/(?:treatments|resources)/[^"]+)"', balsam)
     assert len(linked) >= 3
     for href in linked:  # every link leads to a page that links back to the species
         target = files[href.decode().lstrip("/")]
-        assert b"<h2>Species</h2>" in target and b">Impatiens glandulifera</a>" in target
+        assert b"<h2>Species</h2>" in target and b"><i>Impatiens glandulifera</i></a>" in target
     for path, page in files.items():  # no page links to a page that does not exist
         for href in re.findall(rb'href="(/[^"]*)"', page):
             link = href.decode()
@@ -97,7 +102,7 @@ def test_a_species_page_links_to_its_treatments_and_resources(sample_root: Path)
 def test_lists_show_vernacular_names_and_documents_link_to_their_pdf(
         sample_root: Path) -> None:
     files = page_files(sample_root)
-    assert re.search(rb'<li><a href="/species/[^"]+">Impatiens glandulifera</a> '
+    assert re.search(rb'<li><a href="/species/[^"]+"><i>Impatiens glandulifera</i></a> '
                      rb'<span class="vernacular">Himalayan balsam</span></li>',
                      files["species/index.html"])
     library = [r for r in load(Project(sample_root)).records
@@ -111,7 +116,9 @@ def test_lists_show_vernacular_names_and_documents_link_to_their_pdf(
         assert b"{&#39;" not in page and b"<dd>False</dd>" not in page
 
 
-def test_imported_species_show_their_nested_records_as_tables(tmp_path: Path) -> None:
+def test_imported_species_read_like_field_guide_entries(tmp_path: Path) -> None:
+    """An imported taxon without text opens with a sentence made from its terms, lists its
+    places with their status, and keeps its identifiers in a collapsed Data section."""
     root = exported_sample(tmp_path / "node")
     result = CliRunner().invoke(main, ["import", "dwc", str(RINSE), "--project", str(root)])
     assert result.exit_code == 0, result.output
@@ -121,10 +128,15 @@ def test_imported_species_show_their_nested_records_as_tables(tmp_path: Path) ->
     assert imported
     for record in imported:
         page = files[record_href("species", record.id).lstrip("/")].decode()
-        assert "<dt>Distributions</dt><dd><table" in page
-        assert '<th scope="col">Location ID</th>' in page and "{&#39;" not in page
-        assert re.search(r"<dt>Is Terrestrial</dt><dd>(yes|no)</dd>", page)
-        assert '<dd><a href="https://doi.org/10.15468/guejza">' in page  # the dataset
+        assert re.search(r'<p class="generated">An alien plant[^<]*, introduced in [^<]*'
+                         r"(; native to [^<]*)?\.</p>", page), page
+        assert '<h2>Where it grows</h2>\n<ul class="places">' in page
+        assert re.search(r"<li><strong>[^<]+</strong>: introduced", page)
+        data = page[page.index('<details class="data">'):page.index("</details>")]
+        assert re.search(r"<dt>Terrestrial</dt><dd>(yes|no)</dd>", data)
+        assert '<dd><a href="https://doi.org/10.15468/guejza">' in data  # the dataset
+        assert "<dt>Taxon identifier</dt>" in data and "<table" not in page
+        assert "{&#39;" not in page and "WGSRPD" not in page.split("<details")[0]
 
 
 @pytest.mark.slow
@@ -265,16 +277,12 @@ async def test_the_sidecar_serves_the_same_pages(
         assert (await response.json())["error"]["code"] == "not_found"
 
 
-# What record.html's loops were before a record page's many-item parts were made in Python
-# (`pages._record_page`): the reference those parts must equal, escaping included. A value
-# and the body are HTML made by `values` (tested in test_values.py).
-LOOPS = {name: jinja2.Environment(autoescape=True).from_string(loop) for name, loop in {
-    "body": "{{ body }}",
-    "related": "{% for group in related %}<section>\n<h2>{{ group.title }}</h2>\n<ul>"
-               "{% for item in group['items'] %}<li><a href=\"{{ item.href }}\">{{ item.title }}"
-               "</a></li>{% endfor %}</ul>\n</section>\n{% endfor %}",
-    "fields": "{% for label, value in fields %}<dt>{{ label }}</dt><dd>{{ value }}</dd>\n"
-              "{% endfor %}"}.items()}
+# What record.html's loop over related records was before they were made in Python
+# (`pages.related_html`): the reference they must equal, escaping included.
+RELATED = jinja2.Environment(autoescape=True).from_string(
+    "{% for group in related %}<section>\n<h2>{{ group.title }}</h2>\n<ul>"
+    "{% for item in group['items'] %}<li><a href=\"{{ item.href }}\">{{ item.title }}"
+    "</a></li>{% endfor %}</ul>\n</section>\n{% endfor %}")
 ODD = st.text(st.characters(codec="utf-8"), max_size=12) | st.sampled_from(
     ["<script>", "a & b", "\"'", "\x00", "{{ title }}", "</dl>", "\u202e", "é"])
 
@@ -286,8 +294,9 @@ def test_a_record_page_is_its_template_rendered(
         sample_root: Path, node_name: str, title: str, vernacular: list[str], habitat: str,
         body: list[str], related: list[tuple[str, str]]) -> None:
     """A record page is put together from record.html rendered once per collection: its
-    bytes are Jinja's rendering of the template for that page, with the loops the template
-    had, whatever the node's name, the record's title and its fields hold."""
+    bytes are Jinja's rendering of the template for that page, whatever the node's name,
+    the record's title and its fields hold; its related records are what the template's
+    loop made of them."""
     known = collections()
     species = known["species"]
     node = dataclasses.replace(load_node_config(Project(sample_root)), name=node_name)
@@ -296,31 +305,37 @@ def test_a_record_page_is_its_template_rendered(
     rendered = Rendered("species", record_id, PUBLIC, title, "2026-01-01T00:00:00Z",
                         "2026-01-02T00:00:00Z", "", b"{}", "key")
     fields = {"scientificName": title, "vernacularName": vernacular, "habitat": habitat,
-              "body": "\n\n".join(body)}
+              "body": "\n\n".join(body), "family": title, "scientificNameAuthorship": habitat,
+              "distributions": [{"locality": title, "establishmentMeans": "introduced"}],
+              "taxonID": title}
     source = SourceRecord("species", "content/species/x.md", 1, record_id, PUBLIC,
                           _fields=fields)
     links = [("Treatments", Rendered("treatments", f"t{n}", PUBLIC, other, "", "", "",
                                      b"{}", "k")) for n, (other, _) in enumerate(related)]
     links += [("Resources", Rendered("resources", f"r{n}", PUBLIC, other, "", "", "", b"{}",
                                      "k")) for n, (_, other) in enumerate(related)]
-    page = pages._record_page(site, species, rendered, source, links)
+    page = record_page.record_page_html(site, species, rendered, source, links)
 
     groups: dict[str, list[dict[str, str]]] = {}
     for section, other in links:
         groups.setdefault(section, []).append(
             {"href": record_href(other.collection, other.id), "title": other.title or other.id})
-    shown = [(label, Markup(values.value_html(value)))
-             for name, label in pages._labelled(species)
-             if (value := fields.get(name)) not in (None, "", [])]
-    loops = {
-        "body": Markup(values.markdown_html(fields["body"])),
-        "related": [{"title": t, "items": items} for t, items in groups.items()],
-        "fields": [(Markup(label), value) for label, value in shown]}
-    made = {name: Markup(LOOPS[name].render({name: value})) for name, value in loops.items()}
+    related_html = RELATED.render(related=[{"title": t, "items": items}
+                                           for t, items in groups.items()])
+    assert record_page.related_html(links) == related_html
+    made = {name: Markup(value) for name, value in {
+        "heading": species_page.heading_html(fields, title or record_id),
+        "lead": species_page.lead_html(fields),
+        "facts": record_page.facts_section(species_page.facts_html(fields)
+                                      + record_page.fields_html(species, source)),
+        "body": species_page.body_html(fields),
+        "sections": species_page.sections_html(fields) + related_html,
+        "data": record_page.data_html(species, source)}.items()}
     expected = site.render(
         "record.html", collection=species, title=title or record_id, here=record_href(
             "species", record_id), json_path=f"/api/species/{record_id}",
-        json_ld=pages._script_json(pages.json_ld(node.base_url, "species", rendered, fields,
-                                                 links)),
-        updated_at=rendered.updated_at, collection_href="/species/", **made)
+        json_ld=record_page.script_json(record_page.json_ld(
+            node.base_url, "species", rendered, fields, links)),
+        updated_at=rendered.updated_at, updated="2 January 2026", collection_href="/species/",
+        **made)
     assert page == expected

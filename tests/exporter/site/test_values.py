@@ -15,21 +15,23 @@ from exporter.site.values import markdown_html, safe_url, scalar_html, value_htm
 
 
 def test_nested_records_are_tables_with_a_column_per_key() -> None:
+    """Each column by its field's label, each controlled value by its own (a key the table
+    does not know, readably)."""
     shown = value_html([
         {"locationID": "ISO_3166-2:BE-WAL", "locality": "Walloon Region",
          "pathway": ["horticulture", "seedContaminant"]},
         {"locationID": "ISO_3166-2:BE", "isNative": False}])
     assert "{" not in shown and "'" not in shown
     assert shown.count("<tr>") == 3  # the header and a row per record
-    assert '<th scope="col">Location ID</th>' in shown
-    assert '<th scope="col">Is Native</th>' in shown
-    assert "<td>horticulture, seedContaminant</td>" in shown
+    assert '<th scope="col">Place code</th>' in shown
+    assert '<th scope="col">Is native</th>' in shown
+    assert "<td>Horticulture, Seed contamination</td>" in shown
     assert "<td>no</td>" in shown and "<td></td>" in shown  # a key one record lacks
 
 
 def test_one_record_is_a_table_of_its_names_and_values() -> None:
     shown = value_html({"vernacularName": "Himalayan balsam", "language": "en", "note": ""})
-    assert '<th scope="row">Vernacular Name</th><td>Himalayan balsam</td>' in shown
+    assert '<th scope="row">Common name</th><td>Himalayan balsam</td>' in shown
     assert "Note" not in shown  # an empty value has no row
 
 
