@@ -49,8 +49,9 @@ def import_dwc(source: Path, project_dir: Path, collection: str, access: str | N
     rows". Exit status: 0 every row imported; 3 imported with rows left out; 1 refused,
     nothing written (a problem of the checklist itself, or any problem with --strict).
     Synonyms are kept as names of their accepted taxa."""
+    from exporter.darwincore.checklist import ChecklistRefused
     from exporter.darwincore.importer import apply_import, plan_import
-    from exporter.darwincore.source import ChecklistRefused, read_checklist
+    from exporter.darwincore.source import read_checklist
 
     project = Project(project_dir)
     try:

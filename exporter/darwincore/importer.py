@@ -10,24 +10,24 @@ nothing. Everything is read and checked before anything is written: a row with a
 is left out (a taxon with its extension rows), and said, and the rest imported; `strict`
 refuses the checklist instead. A synonym is kept as a name of its accepted taxon's record
 (`synonyms`); an accepted taxon the checklist names only in its synonyms' acceptedNameUsage
-is a record of that name, made of those synonym rows."""
+is a record of that name, made of those synonym rows. A taxon's fields are made and
+checked in `fields`; what an import would change is an `ImportPlan` (`plan`)."""
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 import unicodedata
 import uuid
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
+from exporter.darwincore.checklist import Checklist, ChecklistRefused, LeftOut, Row, Taxon
 from exporter.darwincore.eml import Provenance
+from exporter.darwincore.fields import category_of, invalid, taxon_fields
 from exporter.darwincore.names import SplitName, split_names
-from exporter.darwincore.source import Checklist, ChecklistRefused, LeftOut, Row, Taxon
+from exporter.darwincore.plan import ImportPlan, Planned
 from exporter.darwincore.synonyms import AcceptedName, Synonymy, attach
 from exporter.darwincore.terms import CORE_TERMS, EXTENSIONS, FLAGS
 from exporter.darwincore.values import read_controlled, read_swapped
@@ -41,8 +41,6 @@ SPECIES = "species"
 # The namespace of record ids made from (dataset, taxonID).
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://fednode.org/dwc/taxon")
 ACCESS = re.compile(collections()[SPECIES].schema["properties"]["access"]["pattern"])
-_TRUE = {"true", "t", "yes", "y", "1"}
-_FALSE = {"false", "f", "no", "n", "0"}
 # Fields the importer writes, and so replaces on a re-import.
 OWNED = frozenset({*CORE_TERMS, "verbatimScientificName", "synonyms", *FLAGS,
                    *(e.field for e in EXTENSIONS.values() if e.field)})
@@ -50,49 +48,6 @@ OWNED = frozenset({*CORE_TERMS, "verbatimScientificName", "synonyms", *FLAGS,
 
 def record_id(dataset: str, taxon_id: str) -> str:
     return str(uuid.uuid5(NAMESPACE, f"{dataset}\n{taxon_id}"))
-
-
-@dataclass
-class Planned:
-    taxon_id: str
-    id: str
-    path: Path
-    fields: dict[str, Any]
-    body: str
-
-
-@dataclass
-class ImportPlan:
-    dataset: str
-    added: list[Planned] = field(default_factory=list)
-    updated: list[Planned] = field(default_factory=list)
-    unchanged: int = 0
-    left: list[SourceRecord] = field(default_factory=list)  # taxa no longer in the source
-    overlaps: list[str] = field(default_factory=list)  # taxa not imported: name taken
-    twins: list[str] = field(default_factory=list)  # own records under a synonym's name
-    notes: list[str] = field(default_factory=list)  # names kept whole, same names
-    left_out: list[LeftOut] = field(default_factory=list)  # rows with problems
-    rows: int = 0  # rows the checklist holds, the core's and the extensions'
-    synonyms: int = 0  # synonym rows attached to their accepted taxa
-
-    @property
-    def rows_left_out(self) -> int:
-        return sum(left.rows for left in self.left_out)
-
-    def problems(self, *, strict: bool = False) -> list[Problem]:
-        """The problems of the rows left out, each saying so (`LeftOut.said`)."""
-        return sorted(p for left in self.left_out for p in left.said(strict=strict))
-
-    def summary(self, *, dry_run: bool, prune: bool) -> str:
-        verb = "would be" if dry_run else "were"
-        gone = (f"{len(self.left)} left the checklist and {verb} deleted" if prune else
-                f"{len(self.left)} left the checklist (kept; --prune deletes them)")
-        twins = f"; {len(self.twins)} own records under a synonym" if self.twins else ""
-        return (f"{'dry run: ' if dry_run else ''}dwc import of {self.dataset}: "
-                f"{len(self.added)} added, {len(self.updated)} updated, {self.unchanged} "
-                f"unchanged; {gone}; {len(self.overlaps)} not imported (name already "
-                f"used){twins}; {self.synonyms} synonyms attached; left out "
-                f"{self.rows_left_out:,} of {self.rows:,} rows")
 
 
 def plan_import(project: Project, checklist: Checklist, *, dataset: str | None = None,
@@ -310,7 +265,7 @@ def _plan_taxon(plan: ImportPlan, context: _Context, taxon: Taxon, split: SplitN
             return []
         fields = {"id": ident, **({"access": context.access} if context.access else {}),
                   **fields}
-        category = _category(fields)
+        category = category_of(fields)
         if category:
             fields["category"] = category
         path = _free_path(context.project, fields["scientificName"], ident, context.taken)
@@ -353,7 +308,7 @@ def _checked_fields(plan: ImportPlan, context: _Context, taxon: Taxon, split: Sp
                 if value and name not in fields:
                     fields[name] = value[:1000]
         found: dict[int, tuple[Row, list[Problem]]] = {}
-        for row, problem in _invalid(context.species, {"id": ident, **fields}, taxon, origins):
+        for row, problem in invalid(context.species, {"id": ident, **fields}, taxon, origins):
             found.setdefault(id(row), (row, []))[1].append(problem)
         if not found:
             return fields
@@ -377,122 +332,6 @@ def apply_import(project: Project, plan: ImportPlan, *, prune: bool = False) -> 
         for record in plan.left:
             (project.root / record.path).unlink(missing_ok=True)
 
-
-def taxon_fields(taxon: Taxon, name: str, authorship: str, verbatim: str
-                 ) -> tuple[dict[str, Any], dict[str, Row]]:
-    """The species fields of one taxon, and the source row behind each field (for
-    problems)."""
-    terms = taxon.row.terms
-    fields: dict[str, Any] = {}
-    origins: dict[str, Row] = {}
-    for term in CORE_TERMS:
-        if term in terms:
-            fields[term] = terms[term]
-            origins[term] = taxon.row
-    fields["scientificName"] = name or verbatim
-    given = terms.get("scientificNameAuthorship")
-    if given:
-        fields["scientificNameAuthorship"] = given
-    elif authorship:
-        fields["scientificNameAuthorship"] = authorship
-    if verbatim != fields["scientificName"]:
-        fields["verbatimScientificName"] = verbatim
-        origins["verbatimScientificName"] = taxon.row
-    for kind, rows in taxon.extensions.items():
-        extension = EXTENSIONS[kind]
-        if extension.field is None:
-            for row in rows:
-                for flag in FLAGS:
-                    if flag in row.terms:
-                        fields[flag] = _flag(row.terms[flag])
-                        origins[flag] = row
-            continue
-        entries: list[dict[str, Any]] = []
-        index: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
-        for row in rows:
-            entry: dict[str, Any] = {t: row.terms[t] for t in extension.terms if t in row.terms}
-            if not entry:
-                continue
-            key = tuple((t, v) for t, v in entry.items() if t not in extension.lists)
-            for term in extension.lists:
-                value = entry.pop(term, None)
-                entry[term] = [value] if value else []
-            same = index.get(key)
-            if same is not None and extension.lists:
-                number = entries.index(same)
-                for term in extension.lists:
-                    for value in entry[term]:
-                        if value not in same[term]:
-                            origins[f"{extension.field}.{number}.{term}.{len(same[term])}"] \
-                                = row
-                            same[term].append(value)
-                continue
-            origins[f"{extension.field}.{len(entries)}"] = row
-            index[key] = entry
-            entries.append(entry)
-        for entry in entries:
-            for term in extension.lists:
-                if not entry[term]:
-                    del entry[term]
-        if entries:
-            fields[extension.field] = entries
-    return fields, origins
-
-
-def _flag(value: str) -> Any:
-    lowered = value.strip().lower()
-    return True if lowered in _TRUE else False if lowered in _FALSE else value
-
-
-def _category(fields: dict[str, Any]) -> str:
-    """The node's grouping, from the distributions: invasive where any region says so,
-    else native or introduced when every region agrees; "" when nothing tells."""
-    entries = fields.get("distributions", [])
-    degrees = {e.get("degreeOfEstablishment") for e in entries}
-    if degrees & {"invasive", "widespreadInvasive"}:
-        return "invasive"
-    means = {e.get("establishmentMeans") for e in entries}
-    if means and means <= {"native", "nativeReintroduced"}:
-        return "native"
-    if means and means <= {"introduced", "introducedAssistedColonisation"}:
-        return "introduced"
-    return ""
-
-
-def _invalid(species: Collection, fields: dict[str, Any], taxon: Taxon,
-             origins: dict[str, Row]) -> Iterable[tuple[Row, Problem]]:
-    """Each problem of the fields as a species record, with the source row behind it."""
-    # A copy: the compiled validator fills in defaults (access, taxonRank) where it runs.
-    for error in species.errors(copy.deepcopy(fields)):
-        path = [str(part) for part in error.absolute_path]
-        if error.validator == "required":
-            path += [next(str(n) for n in error.validator_value if n not in error.instance)]
-        row = origins.get(".".join(path)) or origins.get(".".join(path[:2])) \
-            or origins.get(path[0] if path else "") or taxon.row
-        term = next((part for part in reversed(path) if not part.isdigit()), "")
-        yield row, Problem(row.file, row.line, term, _reason(error, term))
-
-
-def _reason(error: Any, term: str) -> str:
-    """What is wrong with a value, in words (never the schema's pattern)."""
-    value = error.instance
-    shown = repr(value) if len(repr(value)) <= 80 else f"{repr(value)[:60]}...'"
-    if error.validator == "enum":
-        return f"{shown} is not one of {', '.join(map(str, error.validator_value))}"
-    if error.validator == "type" and term in FLAGS:
-        return f"{shown} is not true or false"
-    if error.validator == "required":
-        return "missing"
-    if error.validator == "maxLength":
-        return (f"{len(value):,} characters, more than the {error.validator_value:,} this "
-                f"term is kept with")
-    if error.validator == "minLength":
-        return (f"{shown} is shorter than the {error.validator_value} characters this term "
-                f"needs")
-    if error.validator == "pattern":
-        form = error.schema.get("x-fednode-form") or "another form"
-        return f"{shown} is not {form}"
-    return f"{shown} is not a valid value of {term}"
 
 
 def _existing(project: Project) -> list[SourceRecord]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from exporter.darwincore.source import LeftOut, Row, Taxon
+from exporter.darwincore.checklist import LeftOut, Row, Taxon
 from exporter.darwincore.terms import TAXON_ID
 from exporter.darwincore.values import vocabulary_value
 from exporter.shared.errors import Problem

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Iterable
 from functools import cache
 
-from exporter.darwincore.source import Row, Taxon
+from exporter.darwincore.checklist import Row, Taxon
 from exporter.darwincore.terms import value_synonyms
 from exporter.project.names import SPECIES
 from exporter.project.schemas import collections

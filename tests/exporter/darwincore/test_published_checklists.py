@@ -22,9 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cli.main import main
+from exporter.darwincore.checklist import ChecklistRefused
 from exporter.darwincore.encoding import codec_for
 from exporter.darwincore.importer import plan_import, record_id
-from exporter.darwincore.source import ChecklistRefused, read_checklist
+from exporter.darwincore.source import read_checklist
 from exporter.darwincore.terms import CORE_TERMS, EXTENSIONS, LINKS, short, standard_terms
 from exporter.darwincore.values import controlled
 from exporter.pipeline.build import BuildReport, load
