@@ -35,6 +35,8 @@ def href_of(endpoint: str, segments: dict[str, str]) -> str:
         return fixed[endpoint]
     if endpoint == "sitemap_part":
         return f"/sitemaps/{segments['page']}.xml"
+    if endpoint == "taxon_page":
+        return taxon_href(segments["name"])
     if endpoint == "collection_page":
         return collection_href(segments["collection"])
     if endpoint == "collection_page_n":

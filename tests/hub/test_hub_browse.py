@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from browsers import chromium, screens
 from builders import (
     REPO,
     ServerThread,
@@ -306,39 +307,19 @@ def test_hub_pages_pass_the_nu_html_checker(network: Network, tmp_path: Path) ->
     assert result.returncode == 0, result.stderr[-2000:]
 
 
-AXE = REPO / ".cache" / "axe-core-4.14.1" / "node_modules" / "axe-core" / "axe.min.js"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
 @pytest.mark.slow
 def test_hub_pages_fit_a_phone_and_pass_axe(network: Network) -> None:
-    """In Debian's headless chromium at 390 px wide: the hub's home, list, search, record and
+    """In Debian's headless chromium, at a desktop's width and a 390 px phone's
+    (`browsers.screens`, with a screenshot of each): the hub's home, list, search, record and
     taxon pages scroll no sideways and have no serious accessibility violation; the static
     search page's script names each result's member, as the sidecar's page does."""
-    browser_path = debian_tool("chromium", "chromium")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-    if not AXE.is_file():
-        _missing("axe-core@4.14.1 from npm is not in .cache/")
     beta = network.members["beta"]
     record = record_href("species", hub_id(beta.node_id, beta.public["balsam"][1]["id"]))
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(browser_path), args=ARGS)
-        page = browser.new_page(viewport={"width": 390, "height": 844})
-        for href in ("/", "/species/", "/search/?q=balsam", record, taxon_href(BALSAM),
-                     "/taxa/"):
-            page.goto(network.hub + href)
-            assert page.locator("h1").count() == 1, href
-            wide = page.evaluate("document.documentElement.scrollWidth")
-            assert wide <= 390, (href, wide, page.evaluate(
-                "[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect()"
-                ".right > 390).map(e => e.tagName + '.' + e.className + ':' + "
-                "e.textContent.slice(0, 40))"))
-            page.add_script_tag(path=str(AXE))
-            found = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
-            serious = [(v["id"], [n["target"] for n in v["nodes"]][:3])
-                       for v in found["violations"] if v["impact"] in ("serious", "critical")]
-            assert not serious, (href, serious)
+    with chromium() as browser:
+        screens(browser, network.hub, {
+            "home": "/", "species-list": "/species/", "search-results": "/search/?q=balsam",
+            "species": record, "taxon": taxon_href(BALSAM), "taxa": "/taxa/"}, "hub")
+        page = browser.new_page()
         # the static page's script (as on a CDN copy): the same member names
         page.goto(network.hub + "/search/")
         page.fill("#q", "balsam")
@@ -348,7 +329,6 @@ def test_hub_pages_fit_a_phone_and_pass_axe(network: Network) -> None:
                       page.locator("#results .where").all_inner_texts())
         assert said == ["Species · from Node alpha", "Species · from Node beta",
                         "Species · from Node gamma", "Treatments · from Node alpha"]
-        browser.close()
 
 
 @pytest.mark.slow

@@ -104,9 +104,11 @@ def requests_for(endpoint: Endpoint, hidden_id: str) -> list[tuple[str, str]]:
         return [("species", endpoint.path)]
     if endpoint.path == "/api/{collection}":
         return [("team", "/api/team"), ("species", "/api/species")]
-    if endpoint.page and endpoint.name != "index":  # the hidden record's page; page 2
+    if endpoint.page and endpoint.name != "index":  # the hidden record's page; page 2; the
+        # public plant's taxon
         return [("", href_of(endpoint.name, {"collection": "team", "page": "2", "id": hidden_id,
-                                             "shard": shard(hidden_id)}))]
+                                             "shard": shard(hidden_id),
+                                             "name": "Fallopia japonica"}))]
     url = endpoint.path.format(collection="team", id=hidden_id, offset="0",
                                name="Fallopia%20japonica")
     if endpoint.name == "search":  # names the collection in its query
@@ -134,7 +136,8 @@ PROMISES: dict[str, tuple[bool, str | None, str | None]] = {
     # Pages for people show public records only, alike for every caller.
     **{name: (False, None, None) for name in ("sitemap", "sitemap_part", "robots", "stylesheet",
                                               "collection_page", "collection_page_n",
-                                              "record_page", "search_page")},
+                                              "record_page", "search_page", "library_page",
+                                              "taxa_page", "taxon_page")},
 }
 NOT_OFFERED_YET: set[str] = set()
 
@@ -164,6 +167,8 @@ def expected(endpoint: Endpoint, collection: str, state: str) -> tuple[int, str 
         return 404, "not_found"  # the hidden record: absent, exactly as an unknown id
     if endpoint.name in ("record_page", "collection_page_n", "sitemap_part"):
         return 404, "not_found"  # no page for a restricted record, even for its group
+    if endpoint.name == "library_page":
+        return 404, "not_found"  # the node's one document is restricted: no library page
     return 200, None
 
 

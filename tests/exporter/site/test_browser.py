@@ -10,18 +10,14 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
-from builders import REPO, _missing, debian_tool, exported_sample
+from browsers import ARGS, ARTIFACTS, chromium, screens
+from builders import REPO, debian_tool, exported_sample
 from processes import ENV, FEDNODE, free_port, wait_for
 
-from exporter.contract.page_urls import record_href
+from exporter.contract.page_urls import record_href, taxon_href
 from exporter.contract.wire import COLLECTIONS
-
-ARTIFACTS = REPO / "tests" / "artifacts"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 @pytest.mark.slow
@@ -94,7 +90,6 @@ def test_a_reader_goes_from_the_home_page_to_a_species_and_its_treatment(
         server.wait(timeout=30)
 
 
-AXE = REPO / ".cache" / "axe-core-4.14.1" / "node_modules" / "axe-core" / "axe.min.js"
 RINSE = REPO / "tests" / "data" / "dwc" / "rinse-pathways-checklist"  # 20 plants imported
 MARKDOWN = """
 ## Where to report
@@ -118,17 +113,6 @@ def _served(root: Path) -> Iterator[str]:
     finally:
         server.terminate()
         server.wait(timeout=30)
-
-
-def _no_serious_violation(page: Any) -> None:
-    """axe-core, injected into the page, finds no serious or critical violation."""
-    if not AXE.is_file():
-        _missing("axe-core@4.14.1 from npm is not in .cache/")
-    page.add_script_tag(path=str(AXE))
-    found = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
-    serious = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
-               for v in found["violations"] if v["impact"] in ("serious", "critical")]
-    assert not serious, (page.url, serious)
 
 
 def _id(path: Path) -> str:
@@ -160,35 +144,24 @@ def _node(root: Path) -> dict[str, str]:
 def test_every_kind_of_page_reads_well_and_passes_axe(tmp_path: Path) -> None:
     """A page of every collection and a record of each, an imported species with nested
     records, a body in Markdown (hostile HTML in it shown as text, its script link
-    dropped), a library document linking to its PDF, and the search page with and without
-    results; none with a serious or critical accessibility violation, and none wider than a
-    390 px phone screen."""
-    browser_path = debian_tool("chromium", "chromium")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    dropped), a library document linking to its PDF, the library's page, a taxon's page and
+    the search page with and without results: each at a desktop's width and a 390 px
+    phone's (`browsers.screens`), with a screenshot, none wider than the screen and none
+    with a serious or critical accessibility violation."""
     root = exported_sample(tmp_path / "node")
     hrefs = _node(root)
-    with _served(root) as base, sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(browser_path), args=ARGS)
+    with _served(root) as base, chromium() as browser:
         page = browser.new_page()
-        dialogs: list[str] = []
-        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
         for name in COLLECTIONS:  # a record of each collection, as a reader reaches it
             page.goto(f"{base}/{name}/")
             hrefs[name] = page.locator("ul.records a").first.get_attribute("href") or ""
-        for href in ["/", *(f"/{name}/" for name in COLLECTIONS), *hrefs.values(),
-                     "/search/", "/search/?q=knotweed"]:
+        kinds = {"home": "/", **{f"{name}-list": f"/{name}/" for name in COLLECTIONS},
+                 **hrefs, "library": "/library/", "taxon": taxon_href("Impatiens glandulifera"),
+                 "search": "/search/", "search-results": "/search/?q=knotweed"}
+        screens(browser, base, kinds, "node")
+        for href in kinds.values():
             page.goto(base + href)
-            assert page.locator("h1").count() == 1, href
             assert "{'" not in page.inner_text("main"), href
-            _no_serious_violation(page)
-        phone = browser.new_page(viewport={"width": 390, "height": 844})
-        for href in ["/", *(f"/{name}/" for name in COLLECTIONS), *hrefs.values(),
-                     "/search/?q=knotweed"]:
-            phone.goto(base + href)
-            wide = phone.evaluate("document.documentElement.scrollWidth")
-            assert wide <= 390, (href, wide)
-        phone.goto(base + hrefs["imported"])
-        phone.screenshot(path=str(ARTIFACTS / "imported-phone.png"), full_page=True)
         page.goto(f"{base}/species/")
         balsam = page.locator("ul.records li", has=page.get_by_role(
             "link", name="Impatiens glandulifera", exact=True))
@@ -220,5 +193,3 @@ def test_every_kind_of_page_reads_well_and_passes_axe(tmp_path: Path) -> None:
         pdf = page.get_by_role("link", name="Read the document (PDF)")
         answer = page.request.get(base + (pdf.get_attribute("href") or ""))
         assert answer.status == 200 and answer.body().startswith(b"%PDF")
-        assert dialogs == []
-        browser.close()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browsers import ARGS, ARTIFACTS, no_serious_violation
 from builders import (
     NODE_TOML,
     Node,
@@ -28,7 +29,6 @@ from builders import (
 from markupsafe import escape
 from processes import ENV, FEDNODE, free_port, wait_for
 from pypdf import PdfReader
-from test_browser import ARGS, ARTIFACTS, _no_serious_violation
 
 from exporter.contract.page_urls import record_href
 from exporter.contract.wire import PUBLIC
@@ -167,7 +167,7 @@ def test_a_reader_asks_the_library_from_its_page(tmp_path: Path) -> None:
                 found = re.fullmatch(r".*/library/([0-9a-f-]{36})\.pdf#page=([1-9][0-9]*)", href)
                 assert found and found.group(1) in ids, href
             assert page.evaluate("document.activeElement.id") == "answer-title"
-            _no_serious_violation(page)
+            no_serious_violation(page)
             page.screenshot(path=str(ARTIFACTS / "library-answer.png"), full_page=True)
 
             page.get_by_label("Your key").fill("fn_not_a_key")
@@ -186,7 +186,7 @@ def test_a_reader_asks_the_library_from_its_page(tmp_path: Path) -> None:
             phone.goto(base + record_href("species", cowslip.id))
             assert phone.locator("figure.chart svg").count() == 1
             assert phone.evaluate("document.documentElement.scrollWidth") <= 390
-            _no_serious_violation(phone)
+            no_serious_violation(phone)
             phone.screenshot(path=str(ARTIFACTS / "germination-chart-390.png"), full_page=True)
 
             plain = browser.new_page(java_script_enabled=False)

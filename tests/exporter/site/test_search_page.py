@@ -18,6 +18,7 @@ from urllib.parse import quote, urlencode
 
 import pytest
 from aiohttp.test_utils import TestClient
+from browsers import ARGS, no_serious_violation
 from builders import (
     REPO,
     ServerThread,
@@ -31,7 +32,7 @@ from builders import (
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from processes import free_port
-from test_browser import ARGS, _no_serious_violation, _served
+from test_browser import _served
 
 from exporter.contract.wire import PUBLIC
 from exporter.pipeline.build import build, load
@@ -342,7 +343,7 @@ def test_the_static_page_searches_through_the_api_with_javascript(tmp_path: Path
         everywhere = _read_results(page)
         assert everywhere["items"] and sum(everywhere["counts"].values()) == everywhere["total"]
         assert page.evaluate("document.activeElement.id") == "results-title"
-        _no_serious_violation(page)
+        no_serious_violation(page)
 
         server = browser.new_context(java_script_enabled=False).new_page()
         server.goto(f"{sidecar}/search/?q=knotweed")
