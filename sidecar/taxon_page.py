@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from exporter.contract.page_urls import record_href
+from exporter.site.charts import count_chart
 
 from .errors import APIError
 
@@ -25,10 +26,6 @@ _REGION = re.compile(r'<section id="taxon" data-state="static" data-of="(hub|nod
                      r"</section>", re.S)
 _TITLE = re.compile(r"<title>([^<]*)</title>")
 _NAV = re.compile(r'<a href="/([a-z]+)/">([^<]*)</a>')
-# The chart: a bar a member, the longest BAR_WIDTH wide, its name and count above it.
-BAR_WIDTH = 300
-ROW = 40
-CHART_NAME = 40  # characters of a member's name the chart shows (the table shows it whole)
 
 
 def _escaped(text: object) -> str:
@@ -139,25 +136,7 @@ def record_link(collection: str, record: dict[str, Any]) -> str:
 
 
 def chart(name: str, holders: list[dict[str, Any]], total: Any) -> str:
-    """A bar chart of the records each member holds of the taxon (SVG, drawn here), with the
-    same numbers in a table beside it for screen readers and for reading exact counts."""
+    """A bar chart of the records each member holds of the taxon (`charts.count_chart`)."""
     counts = [(str(holder["node"]["name"]), int(total(holder))) for holder in holders]
-    most = max((count for _, count in counts), default=1) or 1
-    height = ROW * len(counts) + 4
-    said = "; ".join(f"{member}: {count}" for member, count in counts)
-    bars = []
-    for n, (member, count) in enumerate(counts):
-        y = n * ROW
-        width = max(2, round(BAR_WIDTH * count / most))
-        label = member if len(member) <= CHART_NAME else member[:CHART_NAME - 1] + "…"
-        bars.append(f'<text x="0" y="{y + 14}">{_escaped(label)} ({count})</text>'
-                    f'<rect x="0" y="{y + 20}" width="{width}" height="14" rx="2"></rect>')
-    rows = "".join(f"<tr><th scope=\"row\">{_escaped(member)}</th><td>{count}</td></tr>"
-                   for member, count in counts)
-    return (f'<figure class="chart"><svg viewBox="0 0 {BAR_WIDTH + 20} {height}" '
-            f'role="img" aria-labelledby="chart-title"><title id="chart-title">Records of '
-            f"{_escaped(name)} by member: {_escaped(said)}</title>{''.join(bars)}</svg>"
-            f"<figcaption>Records of <i>{_escaped(name)}</i> each member holds.</figcaption>"
-            f"</figure><table><caption>Records of <i>{_escaped(name)}</i> by member</caption>"
-            '<thead><tr><th scope="col">Member</th><th scope="col">Records</th></tr></thead>'
-            f"<tbody>{rows}</tbody></table>")
+    return count_chart(counts, f"Records of {name} by member",
+                       f"Records of <i>{_escaped(name)}</i> by member", "Member", "chart-title")

@@ -17,6 +17,7 @@ from markupsafe import escape
 from exporter.contract.page_urls import TAXA_HREF, file_of, taxon_href
 from exporter.pipeline.outputs import OutputFile
 from exporter.shared.names import canonical_names
+from exporter.site.charts import count_chart
 from exporter.site.served import Rendered, fingerprint, json_of
 
 if TYPE_CHECKING:
@@ -56,6 +57,15 @@ def members(network: dict[str, Any] | None) -> list[dict[str, Any]]:
             "note": note if isinstance(note, str) else "",
         })
     return rows
+
+
+def members_chart(members: list[dict[str, Any]]) -> str:
+    """The home page's chart of the public records each member serves (`members`' rows;
+    "" on a node, which has none)."""
+    if not members:
+        return ""
+    return count_chart([(m["name"], m["records"]) for m in members], "Public records by member",
+                       "Public records by member", "Member", "members-chart")
 
 
 def taxon_name(scientific_name: str) -> str:

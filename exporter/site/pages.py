@@ -75,7 +75,7 @@ def _templates_digest() -> str:
     # how values and bodies become HTML, and how they are labelled, shows on every page as
     # much as the templates do
     for module in ("record_page.py", "values.py", "dates.py", "sentence.py", "species_page.py",
-                   "network.py"):
+                   "network.py", "charts.py"):
         digest.update(resources.files("exporter.site").joinpath(module).read_bytes())
     digest.update(resources.files("exporter.project").joinpath("schemas/labels.json")
                   .read_bytes())
@@ -171,8 +171,11 @@ def site_of(node: NodeConfig, known: dict[str, Collection], counts: dict[str, in
 
 
 def home(site: Site) -> bytes:
-    """The home page; a hub's lists its members (`network.members`)."""
-    return site.render("index.html", members=network.members(site.node.network))
+    """The home page; a hub's lists its members (`network.members`) and charts their public
+    records."""
+    members = network.members(site.node.network)
+    return site.render("index.html", members=members,
+                       chart=Markup(network.members_chart(members)))
 
 
 def files(site: Site, known: dict[str, Collection], public: dict[str, list[Rendered]],

@@ -198,6 +198,12 @@ def test_home_page_lists_members_with_counts_licence_and_freshness(network: Netw
     assert '<strong class="stale">stale</strong>' in listed
     day = manifest["network"]["members"][0]["last_success"]
     assert f'<time datetime="{day}">' in listed
+    # the chart of public records by member: its picture's title and its table say the same
+    [chart] = re.findall(r'<figure class="chart">(.*?)</figure>', html, re.S)
+    assert re.search(r'<title id="members-chart">Public records by member: Node alpha: 2; '
+                     r"Node beta: 1; Node gamma: 1</title>", chart)
+    rows = re.findall(r'<tr><th scope="row">([^<]*)</th><td>(\d+)</td></tr>', chart)
+    assert rows == [("Node alpha", "2"), ("Node beta", "1"), ("Node gamma", "1")]
     no_secret(html)
 
 
