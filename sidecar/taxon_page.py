@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from exporter.contract.page_urls import record_href
-from exporter.site.charts import count_chart
+from exporter.shared.bars import count_chart
 
 from .errors import APIError
 
@@ -136,7 +136,7 @@ def record_link(collection: str, record: dict[str, Any]) -> str:
 
 
 def chart(name: str, holders: list[dict[str, Any]], total: Any) -> str:
-    """A bar chart of the records each member holds of the taxon (`charts.count_chart`)."""
+    """A bar chart of the records each member holds of the taxon (`shared.bars.count_chart`)."""
     counts = [(str(holder["node"]["name"]), int(total(holder))) for holder in holders]
     return count_chart(counts, f"Records of {name} by member",
                        f"Records of <i>{_escaped(name)}</i> by member", "Member", "chart-title")

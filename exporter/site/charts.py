@@ -2,10 +2,9 @@
 
 `germination_chart` draws a species' germination results: the share of seeds germinated for
 each setting (nursery, field) and pretreatment, one bar each, summed over the results of
-that setting and pretreatment. `count_chart` draws counts by name: a hub's public records by
-member, on its home page and on each taxon's page. A chart is a picture (`role="img"`,
-named by its title); the numbers it draws are in a table beside it, which screen readers
-read and anyone can copy.
+that setting and pretreatment (counts by name, a hub's records by member, are
+`exporter.shared.bars`'). A chart is a picture (`role="img"`, named by its title); the
+numbers it draws are in a table beside it, which screen readers read and anyone can copy.
 
 Each drawing's size is fixed (`WIDTH`); the page's style sheet shrinks it to a narrow
 screen. Labels longer than a bar's width are shortened in the picture, never in the table."""
@@ -15,7 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -130,35 +129,6 @@ def _table(found: list[Group]) -> str:
             '<th scope="col">Sown</th><th scope="col">Germinated</th>'
             '<th scope="col">Share</th></tr></thead>\n'
             f"<tbody>\n{rows}</tbody>\n</table>")
-
-
-def count_chart(counts: Sequence[tuple[str, int]], about: str, about_html: str,
-                column: str, chart_id: str) -> str:
-    """A bar for each (name, count), the longest TRACK wide, its name and count above it,
-    with the same numbers in a table beside it. `about` says what is counted, as text (the
-    picture's title) and as HTML (its caption and the table's); `column` heads the names;
-    `chart_id` names the picture's title, unique on its page."""
-    most = max((count for _, count in counts), default=1) or 1
-    height = ROW * len(counts) + 4
-    said = "; ".join(f"{name}: {count}" for name, count in counts)
-    bars = []
-    for n, (name, count) in enumerate(counts):
-        top = ROW * n + 4
-        label = name if len(name) <= LABEL_CHARS else name[:LABEL_CHARS - 1] + "…"
-        bars.append(f'<text x="0" y="{top + 12}">{escape(label)} ({count:,})</text>'
-                    f'<rect x="0" y="{top + 18}" width="{max(2, round(TRACK * count / most))}" '
-                    f'height="16" fill="{OTHER}"/>')
-    rows = "".join(f'<tr><th scope="row">{escape(name)}</th><td>{count:,}</td></tr>\n'
-                   for name, count in counts)
-    return (f'<figure class="chart">\n<figcaption>{about_html}</figcaption>\n'
-            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
-            f'width="{WIDTH}" height="{height}" role="img" aria-labelledby="{chart_id}" '
-            f'font-family="system-ui, sans-serif" font-size="12" fill="#1d2a1d">'
-            f'<title id="{chart_id}">{escape(about)}: {escape(said)}</title>'
-            + "".join(bars) + "</svg>\n"
-            f'<table class="numbers">\n<caption>{about_html}</caption>\n<thead><tr>'
-            f'<th scope="col">{escape(column)}</th><th scope="col">Records</th></tr></thead>\n'
-            f"<tbody>\n{rows}</tbody>\n</table>\n</figure>\n")
 
 
 def species_charts(links: list[tuple[str, Rendered]]) -> dict[str, str]:

@@ -16,8 +16,8 @@ from markupsafe import escape
 
 from exporter.contract.page_urls import TAXA_HREF, file_of, taxon_href
 from exporter.pipeline.outputs import OutputFile
+from exporter.shared.bars import count_chart
 from exporter.shared.names import canonical_names
-from exporter.site.charts import count_chart
 from exporter.site.served import Rendered, fingerprint, json_of
 
 if TYPE_CHECKING:

@@ -77,6 +77,7 @@ def _templates_digest() -> str:
     for module in ("record_page.py", "values.py", "dates.py", "sentence.py", "species_page.py",
                    "network.py", "charts.py"):
         digest.update(resources.files("exporter.site").joinpath(module).read_bytes())
+    digest.update(resources.files("exporter.shared").joinpath("bars.py").read_bytes())
     digest.update(resources.files("exporter.project").joinpath("schemas/labels.json")
                   .read_bytes())
     digest.update(resources.files("exporter.contract").joinpath("scientific_names.py")
