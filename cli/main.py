@@ -170,7 +170,8 @@ def export(project_dir: Path, frozen: bool, base_url: str | None, watch: bool) -
         # for the next one rather than give it back, so that a delta export's copy of the
         # records table (200 MB at 100,000 records) does not fault in fresh pages each time.
         os.environ.setdefault("MIMALLOC_PURGE_DELAY", "-1")
-    from exporter.pipeline.build import BuildReport, build
+    from exporter.pipeline.export import export as export_project
+    from exporter.pipeline.report import BuildReport
 
     project = Project(project_dir)
     chosen = chosen_base_url(project, base_url)
@@ -188,8 +189,8 @@ def export(project_dir: Path, frozen: bool, base_url: str | None, watch: bool) -
         if _ENDS_WITH_COMMAND:  # what the export leaves is never freed (`run`)
             gc.disable()
         try:
-            report = build(project, frozen=frozen, base_url=base_url, progress=progress,
-                           keep=_ENDS_WITH_COMMAND)
+            report = export_project(project, frozen=frozen, base_url=base_url,
+                                    progress=progress, keep=_ENDS_WITH_COMMAND)
         finally:
             progress.end()
         said(report)

@@ -131,7 +131,7 @@ def export_hub(folder: Path, *, base_url: str | None = None, now: datetime | Non
             return HubExport(warnings=_unlicensed(hub),
                              summary="no member changed since the last export: nothing to "
                                      "export")
-        from exporter.pipeline.build import build
+        from exporter.pipeline.export import export
         present = _present(project.content)
         given_id = identity["node"].get("id")
         hub_id = given_id if isinstance(given_id, str) else None
@@ -159,7 +159,7 @@ def export_hub(folder: Path, *, base_url: str | None = None, now: datetime | Non
             _remember(project, made_of, states, served)
             report.summary = "unchanged since the last export: nothing to export"
             return report
-        done = build(project, now=now, base_url=chosen.given, progress=progress)
+        done = export(project, now=now, base_url=chosen.given, progress=progress)
         remember_base_url(project, chosen.given)
         _remember(project, made_of, states, served)
     report.summary, report.exported = done.summary(), True

@@ -27,6 +27,7 @@ from pathlib import Path
 BUILDS = "builds"
 CURRENT = "current"
 READERS = "readers"
+META = "meta.json"  # in a build's bundle: its version tells one build from another
 # The names a build may have. An export writes into the build before last (the two take
 # turns), or, while a reader still pins that one, into another free name.
 NAMES = ("a", "b", "c", "d", "e", "f", "g", "h")
@@ -43,8 +44,6 @@ def lock_file(private: Path, name: str) -> Path:
 def identity(bundle: Path) -> Identity:
     """What tells the build the bundle path shows now from any other: the real folder it
     leads to and the version of that folder's meta.json (time, size, change time, inode)."""
-    from .bundle import META  # (not at import: the bundle module loads pyarrow and numpy)
-
     folder = os.path.realpath(bundle)
     try:
         info = os.stat(os.path.join(folder, META))

@@ -41,12 +41,12 @@ from typing import BinaryIO, NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from .builds import META
 from .feed import EVENT_FIELDS
 
 # Bumped when the bundle changes shape; a sidecar refuses a bundle of another format (8: the
 # records table in segments, the library's PDFs by access group, passages' senses).
 FORMAT = 8
-META = "meta.json"
 MANIFEST = "manifest.json"
 SCHEMA = "schema.json"
 OPENAPI = "openapi.json"

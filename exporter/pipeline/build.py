@@ -1,9 +1,10 @@
-"""The export pipeline, top to bottom: load → validate → ledger → render → write.
+"""The whole export, top to bottom: load → validate → ledger → render → write → record.
 
 Everything is gathered and validated before anything is written; the ledger is brought
 up to date next, then the static site and the private bundle, assembled from the table of
 outputs (`assembly`), are both written into a build folder and switched in together
-(`switch`)."""
+(`switch`); last, what the export read is recorded (`inputs`), so that the next one can
+tell that nothing changed (`export`)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,8 @@ import gc
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from exporter.contract.feed import PublicChanges, public_changes
@@ -24,6 +24,7 @@ from exporter.contract.wire import COLLECTIONS, PUBLIC, encode
 from exporter.indexing import search_index
 from exporter.library import documents as library
 from exporter.pipeline import bundle_files as bundle_writer
+from exporter.pipeline import inputs
 from exporter.pipeline.assembly import (
     BUNDLE,
     SITE,
@@ -38,11 +39,11 @@ from exporter.pipeline.cache import Cache, SortKey
 from exporter.pipeline.forks import Aside
 from exporter.pipeline.ledger import Current, Event, Ledger, catch_up
 from exporter.pipeline.previous import Renderings
+from exporter.pipeline.report import BuildReport, Progress, TreeStats
 from exporter.pipeline.stamps import stamped_events
 from exporter.pipeline.switch import (
     OutputFile,
     Release,
-    TreeStats,
     checkpoint,
     exclusive,
     published_pending,
@@ -56,36 +57,9 @@ from exporter.site import folders as layout
 from exporter.site import library_page, openapi, pages
 from exporter.site.served import Rendered, render_record, schema_document
 
-# progress(phase, done, total) for the phases reading, ledger, rendering, writing site,
-# indexing, encoding library and writing bundle, in this order: called with done = 0 when a
-# phase starts, now and then while it runs, and with done = total when it ends.
-Progress = Callable[[str, int, int], None]
-
 
 def _quiet(phase: str, done: int, total: int) -> None:
     pass
-
-
-@dataclass
-class BuildReport:
-    """What an export did, said by `summary` (and `warnings` after it)."""
-
-    public: Counter[str] = field(default_factory=Counter)
-    restricted: Counter[str] = field(default_factory=Counter)
-    events: int = 0
-    site: TreeStats | None = None
-    seconds: float = 0.0
-    warnings: list[str] = field(default_factory=list)  # said after the summary
-    made: Made | None = None  # what the export left, if asked to keep it (`build(keep=)`)
-
-    def summary(self) -> str:
-        """One line: the records exported, the files written and the ledger events."""
-        counts = ", ".join(f"{name} {self.public[name] + self.restricted[name]}"
-                           for name in COLLECTIONS)
-        site = self.site or TreeStats(0, 0, 0)
-        return (f"exported {counts}; {sum(self.restricted.values())} restricted kept private; "
-                f"{site.written} files written, {site.reused} unchanged, {site.removed} removed;"
-                f" {self.events} ledger events; {self.seconds:.2f}s")
 
 
 @dataclass
@@ -185,30 +159,44 @@ def _duplicates(records: list[SourceRecord]) -> list[Problem]:
 
 def build(project: Project, *, now: datetime | None = None, frozen: bool = False,
           base_url: str | None = None, progress: Progress | None = None,
-          folder_limit: int = FOLDER_LIMIT, keep: bool = False) -> BuildReport:
-    """Export the project: static files to site_out/, the private bundle to .fednode/.
-    `keep`: the report holds what the export left in memory (`BuildReport.made`)."""
+          folder_limit: int = FOLDER_LIMIT, keep: bool = False,
+          looked: inputs.Looked | None = None) -> BuildReport:
+    """Export the project whole: static files to site_out/, the private bundle to .fednode/,
+    and the record of what it read (`inputs`; `looked`: what a look just found, else looked
+    at now). `keep`: the report holds what the export left in memory (`BuildReport.made`)."""
+    if looked is None:
+        looked = inputs.look(project, inputs.Last.read(project), base_url=base_url,
+                             folder_limit=folder_limit)
     # An export allocates millions of objects and frees almost none before it ends: the
     # cyclic garbage collector would only walk them again and again (a third of the time).
     collecting = gc.isenabled()
     gc.disable()
     try:
         return _build(project, now=now, frozen=frozen, base_url=base_url,
-                      progress=progress or _quiet, folder_limit=folder_limit, keep=keep)
+                      progress=progress or _quiet, folder_limit=folder_limit, keep=keep,
+                      looked=looked)
     finally:
         if collecting:
             gc.enable()
 
 
 def _build(project: Project, *, now: datetime | None, frozen: bool, base_url: str | None,
-           progress: Progress, folder_limit: int, keep: bool) -> BuildReport:
+           progress: Progress, folder_limit: int, keep: bool,
+           looked: inputs.Looked) -> BuildReport:
     started = time.perf_counter()
     try:
         content = load(project, base_url=base_url, progress=progress)  # (writes caches)
         with exclusive(project.private):
             report = _write_all(project, content, now=now, frozen=frozen, progress=progress,
                                 folder_limit=folder_limit, keep=keep)
-        report.warnings += map(str, placeholder_bodies(content.records, content.cache.placeholders))
+            said = [str(problem) for problem in
+                    placeholder_bodies(content.records, content.cache.placeholders)]
+            report.warnings += said
+            try:
+                inputs.remember(project, looked, report, said)
+            except OSError as exc:  # published already: only the next export is slower
+                report.warnings.append(f"the export is published, but what it read could "
+                                       f"not be recorded ({exc}); the next export runs whole")
     except OSError as exc:
         raise not_written(exc) from None
     report.seconds = time.perf_counter() - started
@@ -262,6 +250,7 @@ def _write_all(project: Project, content: Content, *, now: datetime | None, froz
                               from_ledger, index, passages, aside, progress=progress,
                               folder_limit=folder_limit, keep=keep, pending=pending)
     ledger.write(events)
+    checkpoint("appended")
     return report
 
 

@@ -38,12 +38,12 @@ import os
 import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from exporter.contract.builds import BUILDS, CURRENT, NAMES, hold_exclusive
 from exporter.pipeline.locks import PASSAGE, exclusive, hold, let_go, private_folder
 from exporter.pipeline.outputs import Data, OutputFile, constant
+from exporter.pipeline.report import TreeStats
 from exporter.pipeline.slots import (
     LEGACY_OUTPUTS,
     OUTPUTS,
@@ -64,16 +64,6 @@ __all__ = ["Data", "OutputFile", "Release", "TreeStats", "checkpoint", "constant
 PENDING = "ledger.pending"  # in a build: the ledger events it publishes (`Pending`)
 # Each tree's folder name in a build, and the mode of its files.
 TREES = {"site": 0o644, "bundle": 0o600}
-
-
-@dataclass(frozen=True)
-class TreeStats:
-    """What bringing one tree of a build up to date did: files written, files kept or
-    linked as they were, files removed."""
-
-    written: int
-    reused: int
-    removed: int
 
 
 def checkpoint(name: str) -> None:

@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 
 from exporter.pipeline.build import build
 from exporter.pipeline.delta import Session
+from exporter.pipeline.export import export
 from exporter.project.config import Project
 from exporter.shared.errors import ContentError
 from exporter.site import downloads
@@ -238,13 +239,23 @@ def csv_access(root: Path, pick: random.Random) -> set[Path]:
     return {path}
 
 
+def command(root: Path, pick: random.Random) -> set[Path]:
+    """`fednode export` run between two saves, as a publisher may beside the watch: it says
+    nothing changed if the last published export's record of inputs still holds
+    (`exporter.pipeline.inputs`), else exports whole; the watch's next export starts from
+    whatever it published."""
+    report = export(Project(root), now=NOW)
+    assert report.made is None
+    return set()
+
+
 # What one save of the property test holds: edits a delta export brings up to date (where
 # nothing else shows what they change: most saves), or any edits, after which the export may
 # be whole and the saves after it brought up to date from it.
 IN_PLACE: list[Edit] = [body, restricted_body, retitle, vernacular, csv_cell, germinated,
                          touch]
 ANY: list[Edit] = [*IN_PLACE, access, unrestrict, added, removed, relink, csv_added,
-                   csv_removed, csv_access, node_toml]
+                   csv_removed, csv_access, node_toml, command]
 SAVE = st.one_of(st.lists(st.sampled_from(IN_PLACE), min_size=1, max_size=3),
                  st.lists(st.sampled_from(IN_PLACE), min_size=1, max_size=3),
                  st.lists(st.sampled_from(ANY), min_size=1, max_size=2))
@@ -351,9 +362,10 @@ def test_any_run_of_edits_exports_what_a_whole_export_does(
         sample: Path, reference: Path, tmp_path: Path, saves: list[list[Edit]],
         pick: random.Random) -> None:
     """Each save is one or more edits of records of any collection (changed, retitled,
-    added, removed, restricted, made public, naming other species; node.toml), exported
-    together: after each save brought up to date, both trees are what a whole export of the
-    same content and ledger gives, and after the last, what one in a fresh folder gives."""
+    added, removed, restricted, made public, naming other species; node.toml; a `fednode
+    export` run meanwhile), exported together: after each save brought up to date, both
+    trees are what a whole export of the same content and ledger gives, and after the last,
+    what one in a fresh folder gives."""
     root, session = watched(sample, tmp_path / "node", now=NOW)
     for n, edits in enumerate(saves, start=1):
         deltas = session.deltas
@@ -461,6 +473,7 @@ import os, sys
 from pathlib import Path
 from exporter.project.config import Project
 from exporter.pipeline.delta import Session
+from exporter.pipeline.export import export
 root, at = Path(sys.argv[1]), sys.argv[2]
 session = Session(Project(root))
 session.export(None)

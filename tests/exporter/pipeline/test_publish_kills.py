@@ -38,8 +38,8 @@ from exporter.contract.wire import COLLECTIONS
 
 COMMAND = [sys.executable, "-m", "cli.main", "export", "--project"]
 ENV = dict(os.environ, PYTHONPATH=str(REPO))
-STEPS = ("ledger", "site", "indexed", "bundle", "recorded", "flipped")
-AFTER_SWITCH = {"flipped"}
+STEPS = ("ledger", "site", "indexed", "bundle", "recorded", "flipped", "appended")
+AFTER_SWITCH = {"flipped", "appended"}
 ARNICA = "63a0c899-c7e8-4941-87d6-f7a814e184b9"  # a sensitive species of the sample
 KNOTWEED = "c80b1c40-8745-4e4e-9194-7448008fe1a7"  # a public one
 PROTOCOL = "5a6483be-c0b3-4d82-9f9c-6521bd8c1799"  # a sensitive library document
