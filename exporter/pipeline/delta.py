@@ -47,6 +47,7 @@ from exporter.contract.feed import SNAPSHOT_CHUNK, Event
 from exporter.indexing import search_index
 from exporter.library import documents as library
 from exporter.pipeline import bundle_files as bundle_writer
+from exporter.pipeline import inputs
 from exporter.pipeline.assembly import (
     BUNDLE,
     SITE,
@@ -277,7 +278,12 @@ def export(state: State, paths: Iterable[str], *, now: datetime | None = None
     if any(not _in_place(state, edit, keys) for edit in edits):
         return None
     with exclusive(project.private):
-        return _write(state, edits, keys, started, now)
+        published = inputs.published(project)
+        report = _write(state, edits, keys, started, now)
+        if report is not None:  # what the build now published read, for the next command
+            inputs.renew(project, published, ((s.rel, s.version) for s in sources.values()),
+                         report)
+        return report
 
 
 def _source(project: Project, read_before: set[str], path: str) -> SourceFile | None:

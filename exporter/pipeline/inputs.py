@@ -21,12 +21,13 @@ older: an edit in the same tick of the file system's clock, of the same size, ke
 version. When every input is the record's and the build published is the one the record
 names, the export has nothing to do (`unchanged`). Otherwise it runs whole, and, once its
 build is published and its ledger events appended, writes the record of what it read
-(`remember`). A file whose version moved while the export ran is recorded without a digest,
-so that the next export reads it again.
+(`remember`). A file whose version moved while the export ran is recorded with a digest
+equal to none, so that the next export reads it again. An export brought up to date under
+`--watch` (`delta`) renews the record with the files it read and the ledger (`renew`).
 
 A record missing, damaged, of another format, or of another build than the one published
-(an export killed after it published, a `--watch` export since, a `.fednode/` restored from
-a backup) means a whole export: the record only ever lets an export skip work."""
+(an export killed after it published, a `.fednode/` restored from a backup) means a whole
+export: the record only ever lets an export skip work."""
 
 from __future__ import annotations
 
@@ -37,11 +38,12 @@ import os
 import stat
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import exporter
-from exporter.contract.builds import Identity, identity
+from exporter.contract.builds import identity
 from exporter.pipeline.locks import private_folder
 from exporter.pipeline.report import BuildReport, TreeStats
 from exporter.project.config import Project
@@ -49,7 +51,7 @@ from exporter.project.discovery import is_read
 from exporter.shared.fileversion import version_of
 
 FILE = "inputs.marshal"  # in .fednode/
-FORMAT = 2
+FORMAT = 3
 # A file whose change time is this close before a look (or after it) is hashed at the next
 # look whatever its version: within one tick of a file system's clock (2 s on FAT) an edit
 # of the same size keeps the version. (Any edit, and setting a file's time back, moves its
@@ -66,6 +68,18 @@ WIDTH = 4  # numbers a version packs: time, size, change time, inode (`version_o
 FOLDER, BROKEN = (-1, 0, 0, 0), (-2, 0, 0, 0)
 KINDS = {FOLDER: hashlib.sha256(b"folder").digest(), BROKEN: hashlib.sha256(b"broken").digest()}
 SIZE = 32  # bytes of a SHA-256
+
+
+# The build published: its bundle's real folder and its meta.json's time, size and inode
+# (`builds.identity` without the change time, which moves whenever the other build links
+# the file; meta.json is only ever replaced, never written in place).
+Build = tuple[str, tuple[int, ...] | None]
+
+
+def published(project: Project) -> Build:
+    """The build published now, as the record names it."""
+    folder, version = identity(project.bundle)
+    return folder, None if version is None else (version[0], version[1], version[3])
 
 
 def _unknown() -> bytes:
@@ -89,7 +103,7 @@ class Looked:
 class Last:
     """The record of the last published export's inputs, and what it said."""
 
-    build: Identity
+    build: Build
     looked: Looked
     racy: list[int]  # the files (by their place in `looked.names`) to hash at the next look
     public: dict[str, int]
@@ -178,7 +192,7 @@ def unchanged(project: Project, last: Last | None, looked: Looked) -> BuildRepor
     that one is still the build published; None if it must run. Versions that moved with
     the same bytes are written into the record, so that the next look reads none."""
     if last is None or last.looked.options != looked.options or \
-            identity(project.bundle) != last.build or not _site_is(project, last.build):
+            published(project) != last.build or not _site_is(project, last.build):
         return None
     before = last.looked
     if before.names == looked.names:
@@ -221,8 +235,42 @@ def remember(project: Project, looked: Looked, report: BuildReport,
         digests += _digest(project.root / name, version)
     site = report.site or TreeStats(0, 0, 0)
     done = Looked(looked.options, names, recorded, bytes(digests), looked.at)
-    Last(identity(project.bundle), done, _racy(done), dict(report.public),
+    Last(published(project), done, _racy(done), dict(report.public),
          dict(report.restricted), site.written + site.reused, warnings).write(project)
+
+
+def renew(project: Project, before: Build, read: Iterable[tuple[str, tuple[int, ...]]],
+          report: BuildReport) -> None:
+    """After an export brought up to date from the build `before` (`delta`, under
+    `--watch`), having read the files `read` (each name with the version it read): the
+    record of `before`'s inputs, with those files and the ledger as they are now, becomes
+    the record of the build now published. Nothing is written where the record is of
+    another build or does not hold one of the files (the next export is then whole)."""
+    last = Last.read(project)
+    if last is None or last.build != before or published(project) == before:
+        return
+    looked = last.looked
+    where = {name: n for n, name in enumerate(looked.names)}
+    versions, digests = array.array("q", looked.versions), bytearray(looked.digests)
+    try:
+        written = [(name, version_of(os.stat(project.root / name))) for name in WRITTEN
+                   if name in where]
+    except OSError:
+        return
+    for name, version in [*read, *written]:
+        n = where.get(name)
+        if n is None:
+            return
+        versions[n * WIDTH:(n + 1) * WIDTH] = array.array("q", version)
+        digests[n * SIZE:(n + 1) * SIZE] = _digest(project.root / name, version)
+    renewed = Looked(looked.options, looked.names, versions, bytes(digests), time.time_ns())
+    site = report.site or TreeStats(0, 0, 0)
+    try:
+        Last(published(project), renewed, sorted(set(last.racy) | set(_racy(renewed))),
+             dict(report.public), dict(report.restricted), site.written + site.reused,
+             last.warnings).write(project)
+    except OSError:  # (the record still names `before`: the next export is whole)
+        pass
 
 
 def _version(versions: array.array[int], n: int) -> tuple[int, ...]:
@@ -241,7 +289,7 @@ def _racy(looked: Looked) -> list[int]:
     return [n for n, when in enumerate(changed) if when >= since]
 
 
-def _site_is(project: Project, build: Identity) -> bool:
+def _site_is(project: Project, build: Build) -> bool:
     """Whether site_out/ leads to the site of the build whose bundle is `build`'s."""
     return os.path.realpath(project.site_out) == \
         os.path.join(os.path.dirname(build[0]), "site")

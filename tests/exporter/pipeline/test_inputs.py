@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from exporter.contract.builds import identity
 from exporter.contract.signing import KEY_ENV, KEY_FILE, ROTATIONS_FILE
 from exporter.pipeline import inputs
+from exporter.pipeline.delta import Session
 from exporter.pipeline.export import export
 from exporter.pipeline.report import BuildReport, TreeStats
 from exporter.project.config import Project
@@ -262,6 +263,25 @@ def test_another_build_published_since_makes_it_run(tmp_path: Path) -> None:
     other.write(Project(root))
     assert not export(Project(root)).unchanged
     assert export(Project(root)).unchanged
+
+
+def test_after_edits_brought_up_to_date_under_watch_nothing_changed_for_the_command(
+        tmp_path: Path) -> None:
+    """A `--watch` export brought up to date from the last one renews its record (the files
+    it read, the ledger, the build it published): `fednode export` then has nothing to do."""
+    root = tmp_path / "node"
+    small_node(root)
+    session = Session(Project(root))
+    session.export(None)
+    session.prepare()
+    _edit_body(root)
+    session.export({root / "content" / "species" / "hogweed.md"})
+    assert (session.deltas, session.failures) == (1, [])
+    assert export(Project(root)).unchanged
+    assert site(root) == fresh_export_of(root, tmp_path / "fresh")
+    _csv_row(root)  # and an edit the watch did not see is still exported
+    assert not export(Project(root)).unchanged
+    assert site(root) == fresh_export_of(root, tmp_path / "fresh again")
 
 
 # The decision alone, on sequences of file operations: `unchanged` says so exactly when

@@ -348,8 +348,12 @@ def test_a_sidecar_pins_the_build_it_reads_and_lets_go_of_the_one_it_leaves(
 
     read = current()
     assert hold_exclusive(private, read) is None  # pinned by the sidecar
-    for _ in range(3):
-        done = export(root)  # each changes nothing and switches builds all the same
+    record = root / "content" / "species" / "fallopia-japonica.md"
+    original = record.read_text("utf-8")
+    for turn in range(4):  # a paragraph added and taken away again, each time published
+        record.write_text(original + ("\nA paragraph for the pins.\n" if turn % 2 == 0
+                                      else ""), "utf-8")
+        done = export(root)
         assert done.returncode == 0, done.stderr
         assert current() != read
         deadline = time.monotonic() + 10
