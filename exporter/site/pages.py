@@ -161,9 +161,12 @@ def site_of(node: NodeConfig, known: dict[str, Collection], counts: dict[str, in
     listed = [{"name": c.name, "title": c.title, "description": c.description,
                "href": collection_href(c.name), "count": counts.get(c.name, 0)}
               for c in known.values()]
+    # The counts are left out: only the home page shows them, and its fingerprint is its
+    # bytes. (With them in, a record added or removed would render every page again.)
+    shown = [{key: value for key, value in c.items() if key != "count"} for c in listed]
     print_ = fingerprint("site", _templates_digest(), node.name, node.description,
                          node.publisher, node.contact, node.licence, node.language,
-                         node.base_url, node.key_request, json.dumps(listed), str(library))
+                         node.base_url, node.key_request, json.dumps(shown), str(library))
     nav, footer = (Markup(_template(name).render(node=node, collections=listed,
                                                  search=SEARCH_HREF,
                                                  library=LIBRARY_HREF if library else ""))

@@ -172,6 +172,27 @@ def test_same_content_and_ledger_give_same_bytes_elsewhere(node: Node, export: E
     assert tree(other / "site_out") == tree(node.root / "site_out")
 
 
+def test_a_record_added_or_removed_writes_only_the_files_it_changes(node: Node,
+                                                                   export: Export) -> None:
+    """The collections' counts show on the home page alone: a record added or removed
+    renders no other record's page again, and writes no file whose bytes stay the same."""
+    for n in range(60):
+        node.write("species", f"s{n:03d}", species(f"Species number{n:03d}"))
+        node.write("team", f"t{n:03d}", team(f"Person Number{n:03d}"))
+    export(node.root)
+    for change in (lambda: node.write("species", "added", species("Species added")),
+                   lambda: node.remove("team", "t030")):
+        before = tree(node.root / "site_out")
+        change()
+        report = export(node.root)
+        after = tree(node.root / "site_out")
+        changed = [path for path in after if after[path] != before.get(path)]
+        assert report.site is not None and report.site.written == len(changed)
+        assert not [path for path in changed if path in before and path.count("/") == 2
+                    and path.startswith(("species/", "team/"))]  # no other record's page
+        assert "index.html" in changed
+
+
 def test_editing_one_record_changes_only_what_must_change(node: Node, export: Export) -> None:
     records = {f"s{n:03d}": species(f"Species number{n:03d}") for n in range(120)}
     for slug, fields in records.items():
