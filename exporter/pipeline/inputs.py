@@ -44,7 +44,7 @@ from pathlib import Path
 
 import exporter
 from exporter.contract.builds import identity
-from exporter.pipeline.locks import private_folder
+from exporter.pipeline.locks import PASSAGE, private_folder
 from exporter.pipeline.report import BuildReport, TreeStats
 from exporter.project.config import Project
 from exporter.project.discovery import is_read
@@ -63,10 +63,12 @@ OTHERS = ("ledger.jsonl", "key_rotations.json", ".fednode/signing_key.pem")
 WRITTEN = ("ledger.jsonl", ".fednode/signing_key.pem")
 KEY_ENV = "FEDNODE_SIGNING_KEY"  # `contract.signing.KEY_ENV`, read without loading it
 WIDTH = 4  # numbers a version packs: time, size, change time, inode (`version_of`)
-# What stands for a folder and for a link that cannot be followed: as versions, and as
-# digests (so that comparing digests compares kinds too).
-FOLDER, BROKEN = (-1, 0, 0, 0), (-2, 0, 0, 0)
-KINDS = {FOLDER: hashlib.sha256(b"folder").digest(), BROKEN: hashlib.sha256(b"broken").digest()}
+# What stands for a folder, a link that cannot be followed and anything else (a pipe, a
+# device: the export refuses it, and it is never read), as versions and as digests (so that
+# comparing digests compares kinds too).
+FOLDER, BROKEN, OTHER = (-1, 0, 0, 0), (-2, 0, 0, 0), (-3, 0, 0, 0)
+KINDS = {kind: hashlib.sha256(name).digest()
+         for kind, name in ((FOLDER, b"folder"), (BROKEN, b"broken"), (OTHER, b"other"))}
 SIZE = 32  # bytes of a SHA-256
 
 
@@ -131,7 +133,7 @@ class Last:
             return None
 
     def write(self, project: Project) -> None:
-        folder = private_folder(project.private)
+        folder = private_folder(project.private, PASSAGE)  # (as the builds leave it)
         looked = self.looked
         data = marshal.dumps({
             "format": FORMAT, "build": self.build, "options": looked.options,
@@ -329,26 +331,30 @@ def _list(folder: Path, name: str, names: list[str], versions: array.array[int],
         except OSError:
             extend(BROKEN)
             continue
-        if stat.S_ISDIR(info.st_mode):
+        if stat.S_ISREG(info.st_mode):
+            extend((info.st_mtime_ns, info.st_size, info.st_ctime_ns, info.st_ino))
+        elif stat.S_ISDIR(info.st_mode):
             extend(FOLDER)
             if depth > 1:
                 _list(Path(entry.path), inner, names, versions, depth - 1)
         else:
-            extend((info.st_mtime_ns, info.st_size, info.st_ctime_ns, info.st_ino))
+            extend(OTHER)
 
 
 def _digest(path: Path, version: tuple[int, ...]) -> bytes:
     """The SHA-256 of the file's bytes, if they are those of `version` (else a digest equal
     to none: the file moved on, or cannot be read, and the export reads it again)."""
-    try:
-        with open(path, "rb") as handle:
-            digest = hashlib.file_digest(handle, "sha256").digest()
+    try:  # (never waiting on a pipe put where a file was, nor reading a device)
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY), "rb") as handle:
             info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode) or version_of(info) != version:
+                return _unknown()
+            digest = hashlib.file_digest(handle, "sha256").digest()
+            if version_of(os.fstat(handle.fileno())) != version:
+                return _unknown()
+            return digest
     except OSError:
         return _unknown()
-    if version_of(info) != version:
-        return _unknown()
-    return digest
 
 
 def _options(base_url: str | None, folder_limit: int) -> tuple[str, ...]:

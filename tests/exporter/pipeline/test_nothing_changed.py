@@ -285,10 +285,11 @@ def test_after_edits_brought_up_to_date_under_watch_nothing_changed_for_the_comm
 
 
 # The decision alone, on sequences of file operations: `unchanged` says so exactly when
-# every file the export reads holds the bytes it held when the record was written.
+# every file the export reads holds the bytes it held when the record was written; a pipe
+# put in a file's place is never opened for reading.
 
 OPERATIONS = st.sampled_from(["write", "same", "touch", "add", "remove", "rename", "folder",
-                              "hide", "remember"])
+                              "hide", "pipe", "remember"])
 
 
 def _fake_build(root: Path) -> None:
@@ -308,7 +309,8 @@ def _bytes_of(root: Path) -> dict[str, bytes | None]:
         rel = path.relative_to(root)
         if any(not inputs.is_read(part) for part in rel.parts[1:]):
             continue
-        found[str(rel)] = path.read_bytes() if path.is_file() else None
+        found[str(rel)] = path.read_bytes() if path.is_file() else \
+            None if path.is_dir() else b"\x00a pipe"
     return found
 
 
@@ -333,6 +335,9 @@ def test_unchanged_exactly_when_the_bytes_are_the_records(
     recorded = remember()
     for operation, n in steps:
         path = folder / f"r{n}.md"
+        if operation in ("write", "same", "add", "touch") and path.exists() and \
+                not path.is_file():
+            path.unlink()  # (a pipe is replaced: writing one would wait for a reader)
         if operation == "remember":
             recorded = remember()
         elif operation == "write":
@@ -351,6 +356,9 @@ def test_unchanged_exactly_when_the_bytes_are_the_records(
             (root / "content" / f"extra{n}").mkdir(exist_ok=True)
         elif operation == "hide" and path.exists():
             path.rename(folder / f"_r{n}.md")  # set aside: not read
+        elif operation == "pipe":  # where a file was: never read (an export would wait)
+            path.unlink(missing_ok=True)
+            os.mkfifo(path)
         last = inputs.Last.read(project)
         looked = inputs.look(project, last, base_url=None, folder_limit=10)
         said = inputs.unchanged(project, last, looked)
