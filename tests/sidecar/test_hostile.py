@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
-from builders import ServerThread, app_for, issue_key
+from builders import ServerThread, app_for, examples, issue_key
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -159,7 +159,8 @@ header_values = st.text(st.characters(min_codepoint=0x20, max_codepoint=0xff,
                                       blacklist_characters="\x7f"), max_size=40)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(100, 300), deadline=None,
+          suppress_health_check=list(HealthCheck))
 @given(method=st.sampled_from(["GET", "GET", "POST", "HEAD", "OPTIONS", "PUT"]),
        target=targets(),
        key=st.sampled_from(["none", "ungranted", "garbage", "twice"]),
@@ -196,7 +197,8 @@ halves = st.lists(st.one_of(odd_text, st.integers(0xD800, 0xDFFF).map(chr)), min
                                                          for c in text))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(50, 150), deadline=None,
+          suppress_health_check=list(HealthCheck))
 @given(text=halves, where=st.sampled_from(["question", "seed query", "rpc query", "rpc id",
                                            "member name"]))
 def test_a_body_holding_half_a_surrogate_pair_is_refused_whole(

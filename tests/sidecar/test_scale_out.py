@@ -240,26 +240,47 @@ def _workers_of(pid: int) -> list[int]:
     return found
 
 
+ENDED = re.compile(r"^(\S+ \S+) .*worker \d+ ended \(exit code -?\d+\); "
+                   r"starting another in (\d+) s$", re.MULTILINE)
+
+
 @pytest.mark.slow
 def test_a_worker_that_keeps_dying_is_restarted_slower_and_says_why(
         node: tuple[Path, str], redis_server: Redis) -> None:
     """A worker that dies while Redis is gone cannot start again: it is restarted after a
     pause that doubles (1, 2, 4 s ...), and why it could not start is logged: it is not
     restarted every fifth of a second (19 times in 12 s at a core's full use) with its reason
-    lost."""
+    lost. Each restart comes at least its pause after the end before it, by the log's
+    clock."""
     import os
     import signal
+    import threading
+    from datetime import datetime
     root, _ = node
     process, _ = serve(root, "--workers", "2", "--redis", redis_server.url)
+    lines: list[str] = []
+    assert process.stderr is not None
+    reader = threading.Thread(target=lambda: lines.extend(iter(process.stderr.readline, "")),
+                              daemon=True)
     try:
         workers = _workers_of(process.pid)
         assert len(workers) == 2, workers
         redis_server.stop()
         os.kill(workers[0], signal.SIGKILL)
-        time.sleep(8)
+        reader.start()
+        deadline = time.monotonic() + 120  # until a restarted worker's end is logged
+        while len(ENDED.findall("".join(lines))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
     finally:
-        log = stop(process)
-    ended = re.findall(r"worker \d+ ended \(exit code -?\d+\); starting another in (\d+) s", log)
-    assert 2 <= len(ended) <= 5, log
-    assert ended[:3] == ["1", "2", "4"][:len(ended[:3])], ended
+        process.terminate()
+        process.wait(timeout=30)
+        reader.join(30)
+    log = "".join(EARLY.pop(process.pid, []) + lines)
+    ended = ENDED.findall(log)
+    assert len(ended) >= 2, log
+    pauses = [int(pause) for _, pause in ended]
+    assert pauses == [1, 2, 4, 8, 16][:len(pauses)], ended
+    at = [datetime.strptime(when, "%Y-%m-%d %H:%M:%S,%f") for when, _ in ended]
+    assert all((later - earlier).total_seconds() >= pause
+               for earlier, later, pause in zip(at, at[1:], pauses, strict=False)), ended
     assert "a worker could not start:" in log and "Redis" in log, log

@@ -21,15 +21,20 @@ from sidecar.records import Records
 from sidecar.service import changes_sql, rule, visible
 from sidecar.store import EVENTS_VIEW
 
+_LEDGER = duckdb.connect(":memory:")
+_LEDGER.execute('CREATE TABLE raw (seq BIGINT, "at" VARCHAR, op VARCHAR, collection VARCHAR, '
+                "id VARCHAR, hash VARCHAR, access VARCHAR)")
+_LEDGER.execute(EVENTS_VIEW.format(source="raw"))
+
 
 def in_sql(events: list[Event], groups: list[str], collections: list[str]) -> set[Any]:
-    db = duckdb.connect(":memory:")
-    db.execute('CREATE TABLE raw (seq BIGINT, "at" VARCHAR, op VARCHAR, collection VARCHAR, '
-               "id VARCHAR, hash VARCHAR, access VARCHAR)")
-    db.executemany("INSERT INTO raw VALUES (?, ?, ?, ?, ?, ?, ?)",
-                   [(e.seq, e.at, e.op, e.collection, e.id, e.hash, e.access) for e in events])
-    db.execute(EVENTS_VIEW.format(source="raw"))
-    rows = db.execute(changes_sql(groups, collections)).fetchall()
+    """The feed's SQL over a table holding these events alone (emptied, then filled: one
+    database the examples share)."""
+    _LEDGER.execute("DELETE FROM raw")
+    _LEDGER.executemany("INSERT INTO raw VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [(e.seq, e.at, e.op, e.collection, e.id, e.hash, e.access)
+                         for e in events])
+    rows = _LEDGER.execute(changes_sql(groups, collections)).fetchall()
     return {tuple(row) for row in rows}
 
 
@@ -83,7 +88,7 @@ def test_the_record_reads_follow_the_sql_rule(tmp_path_factory: Any, rows: list[
     cuts = [(n, min(n + 3, len(rows))) for n in range(0, len(rows), 3)]
     write_records(path, table, cuts)
     records = Records(path)
-    db = duckdb.connect(":memory:")
+    db = _LEDGER.cursor()  # (a connection of the shared database's, for this example)
     db.register("records", table)
     in_sql = db.execute(f"SELECT collection, id FROM records WHERE "
                         f"{rule(groups, collections)} ORDER BY collection, position").fetchall()

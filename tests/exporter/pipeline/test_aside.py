@@ -116,9 +116,17 @@ def test_the_child_does_not_hold_the_export_lock(tmp_path: Path) -> None:
         private = Path(sys.argv[1])
         with writer.exclusive(private):
             work = aside.Aside(time.sleep, 60)
-            time.sleep(0.2)  # the child has let go of its copy by now
-        with open(private / "export.lock", "wb") as lock:  # the export ended: the lock is free
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # The export ended: the lock is free once the child has let go of its copy, long
+        # before its work (60 s) ends.
+        deadline = time.monotonic() + 20
+        with open(private / "export.lock", "wb") as lock:
+            while True:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    assert time.monotonic() < deadline, "the child holds the export lock"
+                    time.sleep(0.05)
         work.cancel()
         print("ok")
     """, str(tmp_path / "private"))
