@@ -124,8 +124,9 @@ class Last:
             versions.frombytes(data["versions"])
             looked = Looked(tuple(data["options"]), data["names"], versions, data["digests"],
                             data["at"])
-            if len(versions) != WIDTH * len(looked.names) or \
-                    len(looked.digests) != SIZE * len(looked.names):
+            count = len(looked.names)
+            if len(versions) != WIDTH * count or len(looked.digests) != SIZE * count or \
+                    not all(isinstance(n, int) and 0 <= n < count for n in data["racy"]):
                 return None
             return cls(tuple(data["build"]), looked, data["racy"], data["public"],
                        data["restricted"], data["files"], list(data["warnings"]))
