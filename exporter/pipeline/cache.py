@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import marshal
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from exporter import __version__
-from exporter.pipeline.locks import private_folder
+from exporter.pipeline.locks import private_folder, replace_private
 from exporter.project.content import RULES, SourceFile, SourceRecord, reload
 from exporter.project.placeholders import placeholder_line
 from exporter.project.schemas import Collection, collections
@@ -162,26 +161,17 @@ class Cache:
         placeholders = {digest: line for digest, line in self.placeholders.items()
                         if digest in held}
         private_folder(self.folder)
-        _replace(self.folder / FILE, marshal.dumps({"version": _version(), "sources": sources,
-                                                    "digests": self.digests,
-                                                    "names": self.names,
-                                                    "placeholders": placeholders}))
+        replace_private(self.folder / FILE, marshal.dumps({
+            "version": _version(), "sources": sources, "digests": self.digests,
+            "names": self.names, "placeholders": placeholders}))
         for group, parts in self._used.items():
             private_folder(self.folder / PARTS)
-            _replace(self._parts_file(group), marshal.dumps({"version": _version(),
-                                                              "parts": parts}))
+            replace_private(self._parts_file(group),
+                            marshal.dumps({"version": _version(), "parts": parts}))
         for other in self.folder.iterdir():  # what older versions kept here
             if other.name not in (FILE, LIBRARY_PAGES) and other.is_file() and \
                     not other.name.startswith(LIBRARY_PAGES + "."):  # another's, being saved
                 other.unlink()
-
-
-def _replace(path: Path, data: bytes) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.unlink(missing_ok=True)
-    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
-        handle.write(data)
-    os.replace(temporary, path)
 
 
 class _Reread:

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import exporter
 from exporter.contract.builds import identity
-from exporter.pipeline.locks import PASSAGE, private_folder
+from exporter.pipeline.locks import PASSAGE, private_folder, replace_private
 from exporter.pipeline.report import BuildReport, TreeStats
 from exporter.project.config import Project
 from exporter.project.discovery import is_read
@@ -142,10 +142,7 @@ class Last:
             "digests": bytes(looked.digests), "at": looked.at, "racy": self.racy,
             "public": self.public, "restricted": self.restricted, "files": self.files,
             "warnings": self.warnings})
-        temporary = folder / f"{FILE}.{os.getpid()}.tmp"
-        with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
-            out.write(data)
-        os.replace(temporary, folder / FILE)
+        replace_private(folder / FILE, data)
 
     def report(self) -> BuildReport:
         """What an export that finds nothing changed says: the last export's counts."""
@@ -205,8 +202,11 @@ def unchanged(project: Project, last: Last | None, looked: Looked) -> BuildRepor
     if not same:
         return None
     if last.racy or before.versions != looked.versions:
-        Last(last.build, looked, _racy(looked), last.public, last.restricted, last.files,
-             last.warnings).write(project)
+        try:
+            Last(last.build, looked, _racy(looked), last.public, last.restricted, last.files,
+                 last.warnings).write(project)
+        except OSError:  # (not renewed: the next look reads those files again)
+            pass
     return last.report()
 
 

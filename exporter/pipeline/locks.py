@@ -65,3 +65,12 @@ def private_folder(path: Path, mode: int = PRIVATE) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, mode)
     return path
+
+
+def replace_private(path: Path, data: bytes) -> None:
+    """Make `path` a file of `data` only its owner can read, in one step: written aside
+    (a name of this process's own, so that two writers never share one) and renamed over."""
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+        out.write(data)
+    os.replace(temporary, path)
