@@ -239,6 +239,55 @@ def csv_access(root: Path, pick: random.Random) -> set[Path]:
     return {path}
 
 
+def csv_moved(root: Path, pick: random.Random) -> set[Path]:
+    """A germination row moved to another line of its file: the same records, each on a
+    line of its own (a whole export: the file holds its ids in another order)."""
+    path, lines = csv_lines(root)
+    rows = [n for n, line in enumerate(lines) if line][1:]
+    if len(rows) > 1:
+        line = lines.pop(pick.choice(rows))
+        lines.insert(pick.randrange(1, len(lines)), line)
+        path.write_text("\n".join(lines))
+    return {path}
+
+
+def moved(root: Path, pick: random.Random) -> set[Path]:
+    """A resource made a treatment: its file removed, and one of the same id, title, summary
+    and body written in the treatments' folder (a whole export: it leaves one collection's
+    lists and enters another's)."""
+    files = sorted((root / "content" / "resources").glob("*.md"))
+    names = [m for p in sorted((root / "content" / "species").glob("*.md"))
+             for m in re.findall(r'^scientificName = ("[^"]*")', p.read_text(), flags=re.M)]
+    if not files or not names:
+        return set()
+    source = pick.choice(files)
+    text = source.read_text()
+    head, body = text.split("+++\n", 2)[1:]
+    kept = [line for line in head.split("\n")
+            if line.startswith(("id = ", "title = ", "summary = ", "access = "))]
+    target = root / "content" / "treatments" / source.name
+    if target.exists():
+        return set()
+    target.write_text("+++\n" + "\n".join([*kept, 'method = "mechanical"',
+                                            f"targetSpecies = [{pick.choice(names)}]"])
+                      + "\n+++\n" + body)
+    source.unlink()
+    return {source, target}
+
+
+def base_url(root: Path, pick: random.Random) -> set[Path]:
+    """node.toml's base_url changed (to another host, or back): every address the site
+    writes changes (a whole export)."""
+    path = root / "content" / "node.toml"
+    text = path.read_text()
+    url = re.search(r'^base_url = "([^"]*)"', text, flags=re.M)
+    assert url is not None
+    other = "https://nodes.example.net" if "127.0.0.1" in url[1] else \
+        "http://127.0.0.1:8000"
+    path.write_text(text[:url.start(1)] + other + text[url.end(1):])
+    return {path}
+
+
 def command(root: Path, pick: random.Random) -> set[Path]:
     """`fednode export` run between two saves, as a publisher may beside the watch: it says
     nothing changed if the last published export's record of inputs still holds
@@ -255,7 +304,7 @@ def command(root: Path, pick: random.Random) -> set[Path]:
 IN_PLACE: list[Edit] = [body, restricted_body, retitle, vernacular, csv_cell, germinated,
                          touch]
 ANY: list[Edit] = [*IN_PLACE, access, unrestrict, added, removed, relink, csv_added,
-                   csv_removed, csv_access, node_toml, command]
+                   csv_removed, csv_access, csv_moved, moved, node_toml, base_url, command]
 SAVE = st.one_of(st.lists(st.sampled_from(IN_PLACE), min_size=1, max_size=3),
                  st.lists(st.sampled_from(IN_PLACE), min_size=1, max_size=3),
                  st.lists(st.sampled_from(ANY), min_size=1, max_size=2))
@@ -362,8 +411,9 @@ def test_any_run_of_edits_exports_what_a_whole_export_does(
         sample: Path, reference: Path, tmp_path: Path, saves: list[list[Edit]],
         pick: random.Random) -> None:
     """Each save is one or more edits of records of any collection (changed, retitled,
-    added, removed, restricted, made public, naming other species; node.toml; a `fednode
-    export` run meanwhile), exported together: after each save brought up to date, both
+    added, removed, restricted, made public, naming other species, moved to another
+    collection or another line of a CSV file; node.toml, its base_url; a `fednode export`
+    run meanwhile), exported together: after each save brought up to date, both
     trees are what a whole export of the same content and ledger gives, and after the last,
     what one in a fresh folder gives."""
     root, session = watched(sample, tmp_path / "node", now=NOW)
@@ -411,7 +461,7 @@ def test_a_germination_count_edited_is_charted_on_its_species_page(sample: Path,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("edit", [access, node_toml])
+@pytest.mark.parametrize("edit", [access, node_toml, moved, base_url, csv_moved])
 def test_other_edits_are_exported_whole(sample: Path, tmp_path: Path, edit: Edit) -> None:
     root, session = watched(sample, tmp_path / "node")
     session.export(edit(root, random.Random(3)))
