@@ -60,7 +60,7 @@ class Vectors:
                 for n, row in enumerate(rows):
                     self.known[row[2]] = (source, n)
         self.fresh: dict[str, np.ndarray] = {}
-        self.docs: dict[str, search.Doc] = {}  # record id -> its document, made once
+        self.docs: dict[str, search.Doc] = {}  # record id -> its document, until indexed
 
     def embedding(self, records: Iterable[SourceRecord], known: dict[str, Collection]
                   ) -> Iterator[None]:
@@ -297,8 +297,11 @@ def _group(folder: Path, live: Path | None, before: list[Row] | None, rows: list
 
 def _docs(rows: list[Row], sources: dict[str, SourceRecord], known: dict[str, Collection],
           made: dict[str, search.Doc]) -> Iterator[tantivy.Document]:
-    return (writing.record_document(made.get(record_id) or _doc(sources[record_id], known))
-            for _, record_id, _ in rows)
+    """Each row's tantivy document; a document made for the embedding is let go once added
+    (a record is in one group: at 100,000 records they hold 300 MB of text)."""
+    for _, record_id, _ in rows:
+        doc = made.pop(record_id) if record_id in made else _doc(sources[record_id], known)
+        yield writing.record_document(doc)
 
 
 def _doc(record: SourceRecord, known: dict[str, Collection]) -> search.Doc:

@@ -99,11 +99,16 @@ class Aside(Generic[T]):
                 self.cancel()
                 raise TimeoutError(f"not done within {timeout:g} s")
             self._child = None
+            # Unpickled as it is read: never the whole answer in memory twice (the public
+            # change list and the downloads' parts are hundreds of MB at 100,000 records).
             with open(pipe, "rb") as reader:
-                data = reader.read()
+                try:
+                    outcome = pickle.load(reader)
+                except Exception:  # (cut short: the child died while it wrote)
+                    outcome = None
             _, status = os.waitpid(pid, 0)
-            if status == 0 and data:
-                done, value = pickle.loads(data)
+            if status == 0 and outcome is not None:
+                done, value = outcome
                 if done:
                     return value  # type: ignore[no-any-return]
                 raise value
@@ -153,10 +158,8 @@ def _fork(function: Callable[..., Any], arguments: tuple[Any, ...]) -> tuple[int
             outcome = (True, function(*arguments))
         except Exception as exc:  # raised again by the parent's `result`
             outcome = (False, exc)
-        data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(write, view):]
+        with open(write, "wb") as out:  # pickled as it is written, not held whole
+            pickle.dump(outcome, out, protocol=pickle.HIGHEST_PROTOCOL)
         status = 0
     finally:
         os._exit(status)
