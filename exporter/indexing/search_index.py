@@ -298,7 +298,8 @@ def _group(folder: Path, live: Path | None, before: list[Row] | None, rows: list
 def _docs(rows: list[Row], sources: dict[str, SourceRecord], known: dict[str, Collection],
           made: dict[str, search.Doc]) -> Iterator[tantivy.Document]:
     """Each row's tantivy document; a document made for the embedding is let go once added
-    (a record is in one group: at 100,000 records they hold 300 MB of text)."""
+    (a record is in one group), so a first export does not hold every record's text twice
+    until the index is written."""
     for _, record_id, _ in rows:
         doc = made.pop(record_id) if record_id in made else _doc(sources[record_id], known)
         yield writing.record_document(doc)
