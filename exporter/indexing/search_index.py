@@ -17,6 +17,7 @@ is done aside (`Index`), on the other core, while the export renders the site.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import shutil
 from collections.abc import Iterable, Iterator
@@ -60,28 +61,37 @@ class Vectors:
                 for n, row in enumerate(rows):
                     self.known[row[2]] = (source, n)
         self.fresh: dict[str, np.ndarray] = {}
-        self.docs: dict[str, search.Doc] = {}  # record id -> its document, until indexed
+        self._waiting: dict[str, str] = {}  # hash -> its text, to embed
 
-    def embedding(self, records: Iterable[SourceRecord], known: dict[str, Collection]
-                  ) -> Iterator[None]:
-        """The embedding of the text of every record the live build has not embedded: its
-        documents made now, its vectors a step each time the iterator is advanced (a group of
-        texts, `word_vectors.Embedder.groups`), and `fresh` once it ends."""
-        missing: dict[str, str] = {}
-        for record in records:
-            if record.hash not in self.known and record.hash not in missing:
-                doc = self.docs[record.id] = _doc(record, known)
-                missing[record.hash] = doc.embedding_text()
-        return self._embed(missing)
+    def want(self, digest: str, doc: search.Doc) -> None:
+        """Have the text of a document being indexed embedded, if its hash has no vector."""
+        if digest not in self.known and digest not in self.fresh and \
+                digest not in self._waiting:
+            self._waiting[digest] = doc.embedding_text()
 
-    def _embed(self, missing: dict[str, str]) -> Iterator[None]:
-        if not missing:  # (and the model not loaded)
-            return
-        vectors = np.empty((len(missing), search.DIMENSIONS), np.float32)
-        for start, rows in word_vectors.Embedder.groups(list(missing.values())):
-            vectors[start:start + len(rows)] = rows
-            yield
-        self.fresh = dict(zip(missing, vectors, strict=True))
+    def step(self) -> bool:
+        """Embed one group of the texts waiting (`WordVectors.SUM_TEXTS`, the texts it sums
+        together), if a whole group waits: work done while tantivy's queue drains
+        (`writing.write`'s `alongside`); whether there was any."""
+        if len(self._waiting) < word_vectors.WordVectors.SUM_TEXTS:
+            return False
+        self._embed()
+        return True
+
+    def finish(self, rows: list[Row], sources: dict[str, SourceRecord],
+               known: dict[str, Collection]) -> None:
+        """Embed every text still waiting, and that of each of `rows` with no vector yet (a
+        group linked from the live build whose vectors could not be read)."""
+        for _, record_id, digest in rows:
+            if digest not in self.known and digest not in self.fresh:
+                self.want(digest, _doc(sources[record_id], known))
+        while self._waiting:  # (the model is loaded only where a text waits)
+            self._embed()
+
+    def _embed(self) -> None:
+        taken = list(itertools.islice(self._waiting, word_vectors.WordVectors.SUM_TEXTS))
+        texts = [self._waiting.pop(digest) for digest in taken]
+        self.fresh.update(zip(taken, word_vectors.Embedder.embed(texts), strict=True))
 
     def of(self, rows: list[Row]) -> np.ndarray:
         """The vectors of `rows`, in order."""
@@ -125,18 +135,18 @@ class Index:
 
 def _index(bundle: Path, live: Path | None, listed: list[Listed],
            sources: dict[str, SourceRecord], known: dict[str, Collection]) -> str:
-    vectors = Vectors(live, index_version(known))
-    return build(bundle, live, listed, sources, known, vectors,
-                 vectors.embedding(sources.values(), known))
+    return build(bundle, live, listed, sources, known, Vectors(live, index_version(known)))
 
 
 def build(bundle: Path, live: Path | None, listed: list[Listed],
           sources: dict[str, SourceRecord], known: dict[str, Collection],
-          vectors: Vectors, embedding: Iterator[None]) -> str:
+          vectors: Vectors) -> str:
     """Write `bundle/search/`, starting from the live bundle's; return a digest of what it
-    indexes (for the bundle's meta). `listed`: every record, in list order. `embedding`
-    (`Vectors.embedding`) is done while tantivy indexes (`writing.write`), then ended, and
-    the vectors written."""
+    indexes (for the bundle's meta). `listed`: every record, in list order. The text of
+    each document added that has no vector is embedded while tantivy indexes
+    (`writing.write`'s `alongside`), the rest once every group is indexed, then the vectors
+    are written. A document is made as it is added, and let go: every record's documents
+    are never held at once."""
     root = bundle / SEARCH
     shutil.rmtree(root, ignore_errors=True)  # the build before last's: never trusted
     private_folder(root)
@@ -149,12 +159,11 @@ def build(bundle: Path, live: Path | None, listed: list[Listed],
     for group in sorted(groups):
         state, indexed = _group(root / group, live / SEARCH / group if live else None,
                                 vectors.live.get(group), groups[group], group in moved,
-                                sources, known, vectors, embedding)
+                                sources, known, vectors)
         _mark(digest, group, state)
         if indexed:
             unsaved.append(group)
-    for _ in embedding:  # what of it no full queue made room for
-        pass
+    vectors.finish([row for group in unsaved for row in groups[group]], sources, known)
     for group in unsaved:
         writing.save_vectors(root / group / search.VECTORS, vectors.of(groups[group]))
         writing.seal(root / group)
@@ -273,7 +282,7 @@ def _state(folder: Path, version: str) -> list[Row] | None:
 
 def _group(folder: Path, live: Path | None, before: list[Row] | None, rows: list[Row],
            moved: bool, sources: dict[str, SourceRecord], known: dict[str, Collection],
-           vectors: Vectors, embedding: Iterator[None]) -> tuple[bytes, bool]:
+           vectors: Vectors) -> tuple[bytes, bool]:
     """Write one group's tantivy index and `state.json`; return the state, and whether the
     group's vectors are still to be written (and its folder sealed), or were linked whole
     from the live build's."""
@@ -287,21 +296,21 @@ def _group(folder: Path, live: Path | None, before: list[Row] | None, rows: list
         add = [row for row in rows if old.get(row[1]) != row[2]]
         (folder / search.STATE).unlink()
         (folder / search.VECTORS).unlink()
-        writing.write(search.open_index(folder), _docs(add, sources, known, vectors.docs),
-                     remove, embedding)
+        writing.write(search.open_index(folder), _docs(add, sources, known, vectors),
+                     remove, vectors.step)
     else:
-        writing.write(search.create(folder), _docs(rows, sources, known, vectors.docs),
-                     alongside=embedding)
+        writing.write(search.create(folder), _docs(rows, sources, known, vectors),
+                     alongside=vectors.step)
     return _save_state(folder, vectors.version, rows), True
 
 
 def _docs(rows: list[Row], sources: dict[str, SourceRecord], known: dict[str, Collection],
-          made: dict[str, search.Doc]) -> Iterator[tantivy.Document]:
-    """Each row's tantivy document; a document made for the embedding is let go once added
-    (a record is in one group), so a first export does not hold every record's text twice
-    until the index is written."""
-    for _, record_id, _ in rows:
-        doc = made.pop(record_id) if record_id in made else _doc(sources[record_id], known)
+          vectors: Vectors) -> Iterator[tantivy.Document]:
+    """Each row's tantivy document, its text handed to `vectors` to embed if it has no
+    vector yet."""
+    for _, record_id, digest in rows:
+        doc = _doc(sources[record_id], known)
+        vectors.want(digest, doc)
         yield writing.record_document(doc)
 
 

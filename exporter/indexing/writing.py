@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -22,32 +22,29 @@ DRAIN = 0.02  # seconds this thread then sleeps, with nothing else to do, while 
 
 
 def write(index: tantivy.Index, add: Iterable[tantivy.Document],
-          remove: Iterable[str] = (), alongside: Iterable[object] = ()) -> None:
+          remove: Iterable[str] = (), alongside: Callable[[], bool] = lambda: False) -> None:
     """Remove records by id, add documents, commit once, and leave no merge running. One
     indexing thread: the same documents make the same segments, whatever the machine.
 
     Documents reach tantivy's indexing thread through a queue of 10,000 that this thread
     fills faster than that one empties it. Once it is full, each add would wait for a place
     and be woken for it: two context switches a document, a sizeable share of indexing's
-    CPU at 100,000 records. So an add that waited is taken as the sign
-    to step aside while the queue drains: the next step of `alongside` (the export's other
-    work in this process: the record vectors) is done then, or, with none left, this thread
-    sleeps a moment; the documents after are added in a burst, without waiting. The
-    documents, and their order, are the same either way."""
+    CPU at 100,000 records. So an add that waited is taken as the sign to step aside while
+    the queue drains: a step of `alongside` (the export's other work in this process:
+    embedding the texts of the documents added so far) is done then, or, where it says it
+    had none to do, this thread sleeps a moment; the documents after are added in a burst,
+    without waiting. The documents, and their order, are the same either way."""
     writer = index.writer(heap_size=64_000_000, num_threads=1)
     for record_id in remove:
         writer.delete_documents_by_term("id", record_id)
-    clock, steps = time.perf_counter, iter(alongside)
+    clock = time.perf_counter
     for doc in add:
         started = clock()
         writer.add_document(doc)
-        if clock() - started > WAITED and next(steps, _DONE) is _DONE:
+        if clock() - started > WAITED and not alongside():
             time.sleep(DRAIN)
     writer.commit()
     writer.wait_merging_threads()
-
-
-_DONE = object()
 
 
 def record_document(doc: Doc) -> tantivy.Document:

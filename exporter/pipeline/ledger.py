@@ -164,13 +164,14 @@ class Ledger:
         """Write the events durably at the end of the file."""
         if not events:
             return
-        self._append(b"".join(event.line().encode("utf-8") for event in events))
+        self._append(event.line().encode("utf-8") for event in events)  # (not joined: 30 MB
+        # at 100,000 events, at the end of an export, when its memory is at its highest)
 
-    def _append(self, data: bytes) -> None:
+    def _append(self, data: Iterable[bytes]) -> None:
         try:
             with open(self.path, "ab") as handle:
                 handle.truncate(self._valid_size)
-                handle.write(data)
+                handle.writelines(data)
                 handle.flush()
                 os.fsync(handle.fileno())
                 self._valid_size = handle.tell()
@@ -239,7 +240,7 @@ def catch_up(path: Path, pending: bytes | None) -> bool:
         if not torn:
             return False
     ledger = Ledger(path, [], size, None)
-    ledger._append(lines)
+    ledger._append([lines])
     return True
 
 

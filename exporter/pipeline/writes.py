@@ -41,42 +41,56 @@ def _counted_write() -> None:
 class Writes:
     """Files written by a few threads while the caller renders the next ones: creating a
     file is the kernel's work, which runs beside Python's rendering on another core. Files
-    go to the threads in batches of `BATCH` (one hand-over a file cost the rendering thread
-    more than the write itself: a future, a queue and a semaphore each time). At most
-    `PENDING` batches wait, so memory stays small; the first error is raised, once every
-    write has ended."""
+    go to the threads in batches of `BATCH`, or fewer where they hold `BATCH_BYTES` (one
+    hand-over a file cost the rendering thread more than the write itself: a future, a queue
+    and a semaphore each time). At most `PENDING` batches, and `PENDING_BYTES` of bytes
+    made for them, wait, so memory stays small whatever the files' sizes (a snapshot chunk
+    is 20 MB at 10,000 records); the first error is raised, once every write has ended."""
 
     THREADS = 3
     BATCH = 64
+    BATCH_BYTES = 8 << 20
     PENDING = 8
+    PENDING_BYTES = 32 << 20
 
     def __enter__(self) -> Writes:
         self._pool = ThreadPoolExecutor(self.THREADS, thread_name_prefix="fednode-write")
         self._slots = threading.BoundedSemaphore(self.PENDING)
         self._errors: list[OSError] = []
         self._batch: list[tuple[str, Data, int]] = []
+        self._batch_bytes = 0
+        self._room = threading.Condition()
+        self._pending_bytes = 0  # of the batches sent and not yet written
         return self
 
     def put(self, path: str, data: Data, mode: int) -> None:
         """Have `data` written to the new file `path`, with `mode`, by one of the threads."""
         self._batch.append((path, data, mode))
-        if len(self._batch) >= self.BATCH:
+        self._batch_bytes += _made_size(data)
+        if len(self._batch) >= self.BATCH or self._batch_bytes >= self.BATCH_BYTES:
             self._send()
 
     def _send(self) -> None:
         if self._errors:
             raise self._errors[0]
-        batch, self._batch = self._batch, []
+        batch, size, self._batch, self._batch_bytes = self._batch, self._batch_bytes, [], 0
+        with self._room:  # (one batch is always let through, however large)
+            while self._pending_bytes and self._pending_bytes + size > self.PENDING_BYTES:
+                self._room.wait()
+            self._pending_bytes += size
         self._slots.acquire()
-        self._pool.submit(self._run, batch)
+        self._pool.submit(self._run, batch, size)
 
-    def _run(self, batch: list[tuple[str, Data, int]]) -> None:
+    def _run(self, batch: list[tuple[str, Data, int]], size: int) -> None:
         try:
             for path, data, mode in batch:
                 write_file(path, data, mode)
         except OSError as exc:
             self._errors.append(exc)
         finally:
+            with self._room:
+                self._pending_bytes -= size
+                self._room.notify_all()
             self._slots.release()
 
     def __exit__(self, *failed: object) -> None:
@@ -86,6 +100,12 @@ class Writes:
         self._pool.shutdown(wait=True, cancel_futures=failed[0] is not None)
         if self._errors and failed[0] is None:
             raise self._errors[0]
+
+
+def _made_size(data: Data) -> int:
+    """The bytes an output's data holds that were made for it: none for a file written
+    ahead, nor for pieces (parts the export cache holds whatever is written)."""
+    return memoryview(data).nbytes if isinstance(data, bytes | memoryview) else 0
 
 
 def write_file(path: str, data: Data, mode: int, replace: bool = False) -> None:

@@ -60,11 +60,6 @@ class Embedder:
             return np.zeros((0, DIMENSIONS), np.float32)
         return (cls.serving() if serving else cls.model()).embed(list(texts))
 
-    @classmethod
-    def groups(cls, texts: Sequence[str]) -> Iterator[tuple[int, np.ndarray]]:
-        """`embed` (as an export does) a group of texts at a time (`WordVectors.groups`)."""
-        return cls.model().groups(list(texts))
-
 
 SPACE = "\u2581"  # what the model's normalizer makes of a space, and puts before a text
 # A text cut before each run of SPACE that follows another character: "▁Fallopia▁▁japonica"
@@ -231,7 +226,7 @@ class WordVectors:
 
     def groups(self, texts: list[str]) -> Iterator[tuple[int, np.ndarray]]:
         """`embed`, `SUM_TEXTS` texts at a time: where each group starts in `texts`, and its
-        vectors (a step of work another can be done between: `search_index`)."""
+        vectors (`search_index` embeds a group at a time between tantivy's adds)."""
         for start in range(0, len(texts), self.SUM_TEXTS):
             group = texts[start:start + self.SUM_TEXTS]
             tokens = list(chain.from_iterable(

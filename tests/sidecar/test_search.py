@@ -16,7 +16,6 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -420,17 +419,18 @@ def test_indexing_steps_aside_while_tantivys_queue_is_full(tmp_path: Path) -> No
     not after the index is written; and every document is indexed all the same."""
     steps: list[int] = []
 
-    def other_work() -> Iterator[None]:
-        for step in range(5):
-            steps.append(step)
-            yield
+    def other_work() -> bool:
+        if len(steps) == 5:
+            return False  # none left: the writer sleeps while the queue drains
+        steps.append(len(steps))
+        return True
 
     def document(n: int) -> Any:
         return writing.record_document(search.Doc(
             "species", f"s{n}", f"Name {n}", f"Title {n}", "some words of text " * 40))
 
     index = search.create(tmp_path)
-    writing.write(index, map(document, range(30_000)), alongside=other_work())
+    writing.write(index, map(document, range(30_000)), alongside=other_work)
     assert steps == [0, 1, 2, 3, 4]
     index.reload()
     searcher = index.searcher()
@@ -447,7 +447,8 @@ def test_nothing_new_to_embed_loads_no_model() -> None:
     loaded, word_vectors.Embedder._model = word_vectors.Embedder._model, None
     try:
         vectors = Vectors(None, index_version(collections()))
-        assert list(vectors.embedding([], collections())) == []
+        assert vectors.step() is False
+        vectors.finish([], {}, collections())
         assert vectors.fresh == {} and word_vectors.Embedder._model is None
     finally:
         word_vectors.Embedder._model = loaded
