@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from builders import Node, engine_file, same_key, search_ids, species, team
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import ledgers
 
@@ -163,3 +163,31 @@ def test_an_output_written_in_pieces_is_their_bytes_in_order(pieces: list[bytes]
         path = os.path.join(folder, "out.csv")
         write_file(path, Pieces(tuple(pieces)), 0o644)
         assert Path(path).read_bytes() == b"".join(pieces)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 900), max_size=60))
+def test_the_writer_holds_a_bounded_amount_of_bytes(sizes: list[int]) -> None:
+    """Files go to the writing threads in batches closed at `BATCH_BYTES`, and no more than
+    `PENDING_BYTES` made for them wait (or one batch, however large): a run of large files
+    (snapshot chunks, 20 MB each at 100,000 records) is not held whole. Every file is
+    written, with its bytes."""
+    import os
+    import tempfile
+
+    from exporter.pipeline.writes import Writes
+
+    class Small(Writes):
+        BATCH_BYTES = 300
+        PENDING_BYTES = 1000
+
+    waiting: list[int] = []
+    with tempfile.TemporaryDirectory() as folder:
+        with Small() as writes:
+            for n, size in enumerate(sizes):
+                writes.put(os.path.join(folder, f"{n}"), bytes([n % 256]) * size, 0o644)
+                waiting.append(writes._pending_bytes)
+        for n, size in enumerate(sizes):
+            assert Path(folder, f"{n}").read_bytes() == bytes([n % 256]) * size
+    largest_batch = Small.BATCH_BYTES + max(sizes, default=0)
+    assert all(each <= max(Small.PENDING_BYTES, largest_batch) for each in waiting)
