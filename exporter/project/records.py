@@ -34,10 +34,10 @@ class SourceRecord:
     def parsed(cls, collection: str, path: str, line: int, fields: dict[str, Any],
                field_lines: dict[str, int]) -> SourceRecord:
         """A record just parsed from its file, its id and access taken from its fields.
-        Field names are interned: the parser makes each a string of its own, and at 100,000
-        records those copies (in both dicts) were a tenth of the content's memory. (Sent
-        back from a worker, a chunk's records share one copy of each name: pickle sends an
-        object it has sent once as a reference.)"""
+        Field names are interned: the parser makes each name a string of its own, in both
+        dicts, while a node's records use a few dozen names between them. (Sent back from a
+        worker, a chunk's records share one copy of each name: pickle sends an object it has
+        sent once as a reference.)"""
         fields = {sys.intern(name): value for name, value in fields.items()}
         field_lines = {sys.intern(name): line for name, line in field_lines.items()}
         return cls(collection, path, line, str(fields.get("id", "")),
