@@ -344,6 +344,11 @@ def test_many_files_are_read_by_workers_in_order_with_every_problem(node: Node) 
         [[r.hash for r in records] for records, _ in one_by_one]
     assert [list(map(str, found)) for _, found in by_workers] == \
         [list(map(str, found)) for _, found in one_by_one]
+    # A chunk's records come back sharing one string for each field name, in their fields
+    # and field lines alike (`SourceRecord.parsed`: a node's records hold a few dozen names).
+    chunk = [r for records, _ in by_workers[:CHUNK] for r in records]
+    names = {id(name) for r in chunk for name in (*r.fields, *r.field_lines)}
+    assert len(names) == len({name for r in chunk for name in (*r.fields, *r.field_lines)})
     found = problems(node.root)
     assert len(found) == 3, found
     assert found[0] == ("content/species/s0017.md:5: category: 'weedy' is not one of invasive, "
