@@ -175,13 +175,18 @@ def removed(root: Path, pick: random.Random) -> set[Path]:
     return {path}
 
 
+def species_names(root: Path) -> list[str]:
+    """The species' scientific names, each as its TOML string (quoted), in files' order."""
+    return [m for p in sorted((root / "content" / "species").glob("*.md"))
+            for m in re.findall(r'^scientificName = ("[^"]*")', p.read_text(), flags=re.M)]
+
+
 def relink(root: Path, pick: random.Random) -> set[Path]:
     """A treatment or a resource naming one more species, or one fewer: it links to other
     species pages (a whole export)."""
     files = [p for folder in ("treatments", "resources")
              for p in sorted((root / "content" / folder).glob("*.md"))]
-    names = [m for p in sorted((root / "content" / "species").glob("*.md"))
-             for m in re.findall(r'^scientificName = ("[^"]*")', p.read_text(), flags=re.M)]
+    names = species_names(root)
     if not files or not names:
         return set()
     path = pick.choice(files)
@@ -256,8 +261,7 @@ def moved(root: Path, pick: random.Random) -> set[Path]:
     and body written in the treatments' folder (a whole export: it leaves one collection's
     lists and enters another's)."""
     files = sorted((root / "content" / "resources").glob("*.md"))
-    names = [m for p in sorted((root / "content" / "species").glob("*.md"))
-             for m in re.findall(r'^scientificName = ("[^"]*")', p.read_text(), flags=re.M)]
+    names = species_names(root)
     if not files or not names:
         return set()
     source = pick.choice(files)
