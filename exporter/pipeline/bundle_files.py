@@ -50,8 +50,8 @@ def records_tables(ordered: list[Rendered], positions: list[int], previous: Rend
                    ) -> Iterator[pa.Table]:
     """The records in `ordered` (list order, `positions` beside them), stored by collection,
     then access group, then list order, in segments (`contract.bundle`), made one segment at
-    a time: the served bytes of one segment are joined at once, not the node's (at 100,000
-    records, 200 MB joined and copied again into the segments). Renderings taken from
+    a time: the served bytes of one segment are joined at once, never the node's (200 MB at
+    100,000 records, each byte copied again into its segment). Renderings taken from
     `previous` are copied column to column: a reused rendering was made from the same
     render key, so its row is the same in every column but `position`. Every column is made
     afresh (not a slice of another array), as an edit's segment is (`records_replaced`):
@@ -73,14 +73,22 @@ def records_tables(ordered: list[Rendered], positions: list[int], previous: Rend
                 fresh.append(r)
                 served.append(r.fresh)
                 rows.append(-len(fresh))
-        new: dict[str, pa.Array] = {
-            name: pa.array([getattr(r, attribute) for r in fresh], schema.field(name).type)
-            for name, attribute in _ATTRIBUTES.items()}
-        new["item"], new["digest"] = Renderings.made(served)
+        new = _made_columns(fresh, served)
         spans = runs(rows)
         columns = {name: previous.column(name, made, spans) for name, made in new.items()}
         columns["position"] = pa.array(positions[first:stop], pa.int64())
         yield pa.table([columns[name] for name in schema.names], schema=schema)
+
+
+def _made_columns(fresh: list[Rendered], served: list[bytes]) -> dict[str, pa.Array]:
+    """The records table's columns but `position` for records rendered now (`served`: their
+    served bytes), in their order."""
+    schema = arrow_schema(RECORD_COLUMNS)
+    columns: dict[str, pa.Array] = {
+        name: pa.array([getattr(r, attribute) for r in fresh], schema.field(name).type)
+        for name, attribute in _ATTRIBUTES.items()}
+    columns["item"], columns["digest"] = Renderings.made(served)
+    return columns
 
 
 def records_files(tables: Iterable[pa.Table], private: Path, made: Iterable[int] | None = None,
@@ -126,11 +134,8 @@ def records_replaced(table: pa.Table, rows: dict[int, tuple[Rendered, int]]) -> 
     of the same records, without looking at the others."""
     fresh = [rows[n] for n in sorted(rows)]
     schema = arrow_schema(RECORD_COLUMNS)
-    new: dict[str, pa.Array] = {
-        name: pa.array([getattr(r, attribute) for r, _ in fresh], schema.field(name).type)
-        for name, attribute in _ATTRIBUTES.items()}
+    new = _made_columns([r for r, _ in fresh], [r.served() for r, _ in fresh])
     new["position"] = pa.array([position for _, position in fresh], pa.int64())
-    new["item"], new["digest"] = Renderings.made([r.served() for r, _ in fresh])
     spans: list[tuple[bool, int, int]] = []
     start = 0
     for made, n in enumerate(sorted(rows)):
